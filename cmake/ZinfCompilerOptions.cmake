@@ -1,0 +1,18 @@
+# Warnings and sanitizers, applied through one interface target so every zinf target gets the same
+# flags and nothing leaks into projects that consume the installed package.
+add_library(zinf_compile_options INTERFACE)
+target_compile_options(zinf_compile_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Woverloaded-virtual
+    -Wcast-align -Wformat=2 -Wimplicit-fallthrough -Wmissing-declarations>)
+if(ZINF_WARNINGS_AS_ERRORS)
+  target_compile_options(zinf_compile_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+endif()
+
+if(ZINF_SANITIZE)
+  if(NOT ZINF_SANITIZE MATCHES "^(address,undefined|undefined,address|address|undefined|thread)$")
+    message(FATAL_ERROR "ZINF_SANITIZE: '${ZINF_SANITIZE}' is not one of: address,undefined | address | undefined | thread")
+  endif()
+  target_compile_options(zinf_compile_options INTERFACE
+    -fsanitize=${ZINF_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(zinf_compile_options INTERFACE -fsanitize=${ZINF_SANITIZE})
+endif()

@@ -1,0 +1,57 @@
+// Document: what a command shows people, independent of how it is rendered. A command builds one
+// Document from its record; the writers (text_writer.h, markdown_writer.h, csv_writer.h) render it.
+// Cells hold finished text — the command formats numbers with units — plus an emphasis that the
+// terminal writer may color. Nothing here computes a figure: records are the source of truth.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zinf::reports {
+
+enum class Emphasis {
+  kNone,
+  kStrong,  // headline figure
+  kGood,    // fits, fast, passes
+  kWarn,    // close to a limit
+  kBad,     // does not fit, bottleneck, fails
+  kMuted,   // secondary detail
+};
+
+struct Cell {
+  std::string text;
+  Emphasis emphasis = Emphasis::kNone;
+
+  Cell() = default;
+  Cell(std::string t, Emphasis e = Emphasis::kNone) : text(std::move(t)), emphasis(e) {}  // NOLINT: implicit from text
+  Cell(const char* t, Emphasis e = Emphasis::kNone) : text(t), emphasis(e) {}             // NOLINT
+};
+
+enum class Align { kLeft, kRight };
+
+struct Column {
+  std::string title;
+  Align align = Align::kLeft;  // numbers right-aligned
+};
+
+struct Table {
+  std::vector<Column> columns;
+  std::vector<std::vector<Cell>> rows;  // each row has columns.size() cells
+};
+
+// A titled part of a document: optional "key: value" lines, an optional table, optional notes
+// (free sentences shown after the table, e.g. the explanation of a bottleneck).
+struct Section {
+  std::string title;
+  std::vector<std::pair<std::string, Cell>> fields;
+  Table table;  // empty when columns is empty
+  std::vector<std::string> notes;
+};
+
+struct Document {
+  std::string title;
+  std::vector<Section> sections;
+};
+
+}  // namespace zinf::reports

@@ -1,0 +1,104 @@
+#include "libengine/core/units.h"
+
+#include <string>
+
+#include "tests/catch.h"
+
+namespace zinf {
+namespace {
+
+std::uint64_t count(const char* text) { return parse_count(text, "--params").value(); }
+std::uint64_t bytes(const char* text) { return parse_bytes(text, "--cpu-mem").value(); }
+double bandwidth(const char* text) { return parse_bandwidth(text, "--nvme-read").value(); }
+
+std::string count_error(const char* text) { return parse_count(text, "--params").status().message(); }
+std::string bytes_error(const char* text) { return parse_bytes(text, "--cpu-mem").status().message(); }
+
+TEST_CASE("counts: suffixes and scientific notation") {
+  CHECK(count("1T") == 1'000'000'000'000ULL);
+  CHECK(count("175B") == 175'000'000'000ULL);
+  CHECK(count("1.3e12") == 1'300'000'000'000ULL);
+  CHECK(count("7M") == 7'000'000ULL);
+  CHECK(count("12k") == 12'000ULL);
+  CHECK(count("950") == 950ULL);
+  CHECK(count("1.1T") == 1'100'000'000'000ULL);  // decimal fraction, binary-inexact
+  CHECK(count(" 2 B ") == 2'000'000'000ULL);
+  CHECK(count("100T") == 100'000'000'000'000ULL);
+}
+
+TEST_CASE("bytes: SI and IEC units") {
+  CHECK(bytes("80GiB") == 80ULL << 30);
+  CHECK(bytes("1.5TB") == 1'500'000'000'000ULL);
+  CHECK(bytes("512") == 512ULL);
+  CHECK(bytes("512B") == 512ULL);
+  CHECK(bytes("2KiB") == 2048ULL);
+  CHECK(bytes("1kB") == 1000ULL);
+  CHECK(bytes("28TB") == 28'000'000'000'000ULL);
+  CHECK(bytes("1PiB") == 1ULL << 50);
+}
+
+TEST_CASE("bandwidth: bytes and bits per second") {
+  CHECK(bandwidth("12GB/s") == 12e9);
+  CHECK(bandwidth("25GiB/s") == 25.0 * (1ULL << 30));
+  CHECK(bandwidth("100Gb/s") == 12.5e9);
+  CHECK(bandwidth("100Gbps") == 12.5e9);
+  CHECK(bandwidth("400Gbit/s") == 50e9);
+  CHECK(bandwidth("3e9") == 3e9);
+  CHECK(bandwidth("1.5 TB/s") == 1.5e12);
+}
+
+TEST_CASE("flops") {
+  CHECK(parse_flops("989TFLOPS", "f").value() == 989e12);
+  CHECK(parse_flops("70 TFLOP/s", "f").value() == 70e12);
+  CHECK(parse_flops("312T", "f").value() == 312e12);
+  CHECK(parse_flops("1.2e15", "f").value() == 1.2e15);
+  CHECK(parse_flops("2PFLOPS", "f").value() == 2e15);
+  CHECK_FALSE(parse_flops("12GB/s", "f").is_ok());
+}
+
+TEST_CASE("bad sizes name the flag, the value and what is allowed") {
+  CHECK(count_error("-3") == "--params: '-3' is negative; expected a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T)");
+  CHECK(count_error("").find("--params: '' is empty") == 0);
+  CHECK(count_error("0").find("is zero") != std::string::npos);
+  CHECK(count_error("1X").find("unknown suffix 'X'") != std::string::npos);
+  CHECK(count_error("abc").find("is not a number") != std::string::npos);
+  CHECK(count_error("inf").find("is not a number") != std::string::npos);
+  CHECK(count_error("nan").find("is not a number") != std::string::npos);
+  CHECK(count_error("+5").find("is not a number") != std::string::npos);
+  CHECK(count_error("0.5").find("is not a whole number") != std::string::npos);
+  CHECK(count_error("1e300").find("too large") != std::string::npos);
+  CHECK(count_error("20000000T").find("too large") != std::string::npos);  // 2e19 > 2^64
+  CHECK(count_error("1e400").find("out of range") != std::string::npos);
+  CHECK(count_error("1TB").find("unknown suffix 'TB'") != std::string::npos);
+  CHECK(bytes_error("80G").find("unknown unit 'G'") != std::string::npos);
+  CHECK(bytes_error("80GiB/s").find("unknown unit") != std::string::npos);
+  CHECK(bytes_error("0.5B").find("not a whole number") != std::string::npos);
+  CHECK(parse_bytes("0", "--nvme", ZeroIs::kAllowed).value() == 0);
+  CHECK(parse_bandwidth("12GB", "--bw").status().message().find("without '/s'") != std::string::npos);
+  CHECK_FALSE(parse_bandwidth("0GB/s", "--bw").is_ok());
+}
+
+TEST_CASE("positive integers") {
+  CHECK(parse_positive_int("16", "--gpus-per-node").value() == 16);
+  CHECK(parse_positive_int("0", "--gpus-per-node").status().message().find("is zero") != std::string::npos);
+  CHECK(parse_positive_int("2.5", "--nodes").status().message().find("not a whole number") != std::string::npos);
+  CHECK(parse_positive_int("99999999999", "--nodes").status().message().find("too large") != std::string::npos);
+  CHECK(parse_positive_int("-1", "--nodes").status().message().find("negative") != std::string::npos);
+}
+
+TEST_CASE("formatting keeps three significant digits") {
+  CHECK(format_count(1e12) == "1.00T");
+  CHECK(format_count(175e9) == "175B");
+  CHECK(format_count(124439808) == "124M");
+  CHECK(format_count(999.9e9) == "1.00T");
+  CHECK(format_bytes(80.0 * (1ULL << 30)) == "80.0 GiB");
+  CHECK(format_bytes(512) == "512 B");
+  CHECK(format_bandwidth(12e9) == "12.0 GB/s");
+  CHECK(format_flops(70e12) == "70.0 TFLOP/s");
+  CHECK(format_duration(0.85) == "850 ms");
+  CHECK(format_duration(12.34) == "12.3 s");
+  CHECK(format_duration(270) == "4.50 min");
+}
+
+}  // namespace
+}  // namespace zinf
