@@ -1,0 +1,273 @@
+#include "planner/bandwidth_model.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace zinf::planner {
+
+using spec::StateKind;
+using spec::Tier;
+
+double arithmetic_intensity_params_grads(std::int64_t seq, std::int64_t micro_batch) {
+  return static_cast<double>(seq) * static_cast<double>(micro_batch);
+}
+
+double arithmetic_intensity_optimizer(std::int64_t seq, std::int64_t micro_batch) {
+  return static_cast<double>(seq) * static_cast<double>(micro_batch) / 4.0;
+}
+
+double arithmetic_intensity_activations(std::int64_t hidden, std::int64_t ckpt_interval) {
+  return 24.0 * static_cast<double>(hidden) * static_cast<double>(ckpt_interval);
+}
+
+double efficiency(double arithmetic_intensity, double bandwidth, double peak_flops) {
+  const double delivered = arithmetic_intensity * bandwidth;
+  return delivered / (delivered + peak_flops);
+}
+
+double bandwidth_for_efficiency(double arithmetic_intensity, double peak_flops, double target) {
+  return target * peak_flops / (arithmetic_intensity * (1.0 - target));
+}
+
+std::string_view resource_name(Resource resource) {
+  switch (resource) {
+    case Resource::kCompute: return "compute";
+    case Resource::kHbm: return "hbm";
+    case Resource::kPcieHostToDevice: return "pcie_h2d";
+    case Resource::kPcieDeviceToHost: return "pcie_d2h";
+    case Resource::kCollectives: return "collectives";
+    case Resource::kCpuMemory: return "cpu_memory";
+    case Resource::kNvme: return "nvme";
+  }
+  return "?";
+}
+
+std::string_view resource_title(Resource resource) {
+  switch (resource) {
+    case Resource::kCompute: return "GPU compute";
+    case Resource::kHbm: return "GPU memory (HBM)";
+    case Resource::kPcieHostToDevice: return "PCIe host->GPU";
+    case Resource::kPcieDeviceToHost: return "PCIe GPU->host";
+    case Resource::kCollectives: return "GPU collectives";
+    case Resource::kCpuMemory: return "CPU memory";
+    case Resource::kNvme: return "NVMe";
+  }
+  return "?";
+}
+
+bool resource_is_per_node(Resource resource) { return resource == Resource::kCpuMemory || resource == Resource::kNvme; }
+
+std::string_view traffic_group_name(TrafficGroup group) {
+  switch (group) {
+    case TrafficGroup::kParamsAndGrads: return "params_grads";
+    case TrafficGroup::kOptimizer: return "optimizer";
+    case TrafficGroup::kActivations: return "activations";
+  }
+  return "?";
+}
+
+std::string_view traffic_group_title(TrafficGroup group) {
+  switch (group) {
+    case TrafficGroup::kParamsAndGrads: return "parameters + gradients";
+    case TrafficGroup::kOptimizer: return "optimizer states";
+    case TrafficGroup::kActivations: return "activation checkpoints";
+  }
+  return "?";
+}
+
+namespace {
+
+// Accumulates bytes and busy seconds per (group, resource).
+class TrafficLedger {
+ public:
+  void charge(TrafficGroup group, Resource resource, double bytes, double bandwidth) {
+    if (bytes <= 0) return;
+    Cell& cell = cells_[static_cast<std::size_t>(group)][static_cast<std::size_t>(resource)];
+    cell.bytes += bytes;
+    cell.seconds += bytes / bandwidth;
+  }
+  const ResourceLoad& at(TrafficGroup group, Resource resource) const {
+    return cells_[static_cast<std::size_t>(group)][static_cast<std::size_t>(resource)];
+  }
+
+ private:
+  using Cell = ResourceLoad;
+  std::array<std::array<Cell, kAllResources.size()>, kAllTrafficGroups.size()> cells_{};
+};
+
+// The figures of one step that do not depend on where states live.
+struct Cluster {
+  double gpus = 0;
+  double nodes = 0;
+  double ring_factor = 0;           // (G-1)/G: share of a collective's data a GPU must receive
+  double collective_bandwidth = 0;  // per GPU: NVLink inside a node, the NIC share across nodes
+};
+
+Cluster describe_cluster(const HardwareProfile& hardware) {
+  const NodeSpec& node = hardware.node;
+  Cluster cluster;
+  cluster.gpus = static_cast<double>(hardware.total_gpus());
+  cluster.nodes = static_cast<double>(hardware.nodes);
+  cluster.ring_factor = (cluster.gpus - 1.0) / cluster.gpus;
+  cluster.collective_bandwidth =
+      hardware.nodes > 1 ? std::min(node.gpu_link_bandwidth, node.network_bandwidth / static_cast<double>(node.gpus))
+                         : node.gpu_link_bandwidth;
+  return cluster;
+}
+
+// Moving `bytes` (cluster total, spread evenly over ranks) into or out of the CPU or NVMe tier.
+// Per node: the drives and CPU memory see the node's share; per GPU: PCIe sees the rank's share.
+struct Mover {
+  TrafficLedger& ledger;
+  const NodeSpec& node;
+  const Cluster& cluster;
+
+  void to_gpu_from(Tier tier, TrafficGroup group, double cluster_bytes) const {
+    if (tier == Tier::kDevice) return;
+    ledger.charge(group, Resource::kPcieHostToDevice, cluster_bytes / cluster.gpus, node.pcie_bandwidth_per_gpu);
+    read_host(tier, group, cluster_bytes);
+  }
+  void from_gpu_to(Tier tier, TrafficGroup group, double cluster_bytes) const {
+    if (tier == Tier::kDevice) return;
+    ledger.charge(group, Resource::kPcieDeviceToHost, cluster_bytes / cluster.gpus, node.pcie_bandwidth_per_gpu);
+    write_host(tier, group, cluster_bytes);
+  }
+  // Reading from a host tier: NVMe data is DMA'd into CPU memory first, then read out of it.
+  void read_host(Tier tier, TrafficGroup group, double cluster_bytes) const {
+    const double per_node = cluster_bytes / cluster.nodes;
+    if (tier == Tier::kNvme) {
+      ledger.charge(group, Resource::kNvme, per_node, node.nvme_read_bandwidth);
+      ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+    }
+    ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+  }
+  void write_host(Tier tier, TrafficGroup group, double cluster_bytes) const {
+    const double per_node = cluster_bytes / cluster.nodes;
+    ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+    if (tier == Tier::kNvme) {
+      ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+      ledger.charge(group, Resource::kNvme, per_node, node.nvme_write_bandwidth);
+    }
+  }
+  // Moving data between two tiers for the optimizer step (gradients in, updated parameters out).
+  void between(Tier from, Tier to, TrafficGroup group, double cluster_bytes) const {
+    if (from == to) return;
+    if (from == Tier::kDevice) return from_gpu_to(to, group, cluster_bytes);
+    if (to == Tier::kDevice) return to_gpu_from(from, group, cluster_bytes);
+    // CPU <-> NVMe: the drives do the work; CPU memory is touched once either way.
+    const double per_node = cluster_bytes / cluster.nodes;
+    ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+    if (from == Tier::kNvme) ledger.charge(group, Resource::kNvme, per_node, node.nvme_read_bandwidth);
+    if (to == Tier::kNvme) ledger.charge(group, Resource::kNvme, per_node, node.nvme_write_bandwidth);
+  }
+};
+
+}  // namespace
+
+StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, const spec::StatePlacement& placement,
+                     const HardwareProfile& hardware, double target_efficiency) {
+  const NodeSpec& node = hardware.node;
+  const Cluster cluster = describe_cluster(hardware);
+  TrafficLedger ledger;
+  const Mover move{ledger, node, cluster};
+  const bool collectives = cluster.gpus > 1;
+  const Tier params_tier = placement[StateKind::kParams];
+  const Tier grads_tier = placement[StateKind::kGrads];
+  const Tier optimizer_tier = placement[StateKind::kOptimizer];
+  const Tier activations_tier = placement[StateKind::kActivations];
+
+  // Parameters: with ZeRO-3 each rank loads its slice three times per step (forward, recompute,
+  // backward) and all-gathers the rest; replicated parameters stay resident.
+  constexpr TrafficGroup kPG = TrafficGroup::kParamsAndGrads;
+  if (rules.params_partitioned) {
+    const double loads = 3.0 * memory.params_bytes;
+    move.to_gpu_from(params_tier, kPG, loads);
+    if (collectives) {
+      ledger.charge(kPG, Resource::kCollectives, loads * cluster.ring_factor, cluster.collective_bandwidth);
+    }
+  }
+  // Gradients: reduce-scattered into slices (ZeRO-2/3) or all-reduced (plain data parallelism,
+  // twice the traffic); each rank's slice then goes to the gradient tier.
+  if (collectives) {
+    const double reduce_bytes = memory.grads_bytes * (rules.states_partitioned ? 1.0 : 2.0);
+    ledger.charge(kPG, Resource::kCollectives, reduce_bytes * cluster.ring_factor, cluster.collective_bandwidth);
+  }
+  if (rules.states_partitioned) move.from_gpu_to(grads_tier, kPG, memory.grads_bytes);
+
+  // Optimizer step: read and write every optimizer state once where it lives; bring gradients
+  // to it and send updated parameters back to the parameter tier.
+  constexpr TrafficGroup kOpt = TrafficGroup::kOptimizer;
+  const double replicas = rules.states_partitioned ? 1.0 : cluster.gpus;
+  const double optimizer_stream = 2.0 * memory.optimizer_bytes * replicas;
+  switch (optimizer_tier) {
+    case Tier::kDevice:
+      ledger.charge(kOpt, Resource::kHbm, optimizer_stream / cluster.gpus, node.gpu.memory_bandwidth);
+      break;
+    case Tier::kCpu:
+      ledger.charge(kOpt, Resource::kCpuMemory, optimizer_stream / cluster.nodes, node.cpu_memory_bandwidth);
+      break;
+    case Tier::kNvme:
+      move.read_host(Tier::kNvme, kOpt, memory.optimizer_bytes);
+      move.write_host(Tier::kNvme, kOpt, memory.optimizer_bytes);
+      break;
+  }
+  move.between(grads_tier, optimizer_tier, kOpt, memory.grads_bytes * replicas);
+  // The updated parameters: a replicated copy (ZeRO-Offload) is all-gathered from the updated slices.
+  move.between(optimizer_tier, params_tier, kOpt, memory.params_bytes * replicas);
+  if (!rules.params_partitioned && rules.states_partitioned && collectives) {
+    ledger.charge(kOpt, Resource::kCollectives, memory.params_bytes * cluster.ring_factor, cluster.collective_bandwidth);
+  }
+
+  // Activation checkpoints: written in forward, read back in backward, each GPU its own.
+  constexpr TrafficGroup kAct = TrafficGroup::kActivations;
+  const double checkpoints = memory.activation_checkpoint_bytes_per_gpu * cluster.gpus;
+  move.from_gpu_to(activations_tier, kAct, checkpoints);
+  move.to_gpu_from(activations_tier, kAct, checkpoints);
+
+  StepModel step;
+  step.compute_seconds = memory.flops_per_gpu_per_step / node.gpu.achievable_flops;
+  step.resources[static_cast<std::size_t>(Resource::kCompute)] = {memory.flops_per_gpu_per_step, step.compute_seconds};
+  for (TrafficGroup group : kAllTrafficGroups) {
+    for (Resource resource : kAllResources) {
+      if (resource == Resource::kCompute) continue;
+      ResourceLoad& total = step.resources[static_cast<std::size_t>(resource)];
+      total.bytes += ledger.at(group, resource).bytes;
+      total.seconds += ledger.at(group, resource).seconds;
+    }
+  }
+
+  // The paper's data movement per GPU for each group (what its arithmetic intensity divides by).
+  const double params_per_gpu_loads = 3.0 * memory.params_bytes;  // every GPU needs every parameter 3x
+  const std::array<double, kAllTrafficGroups.size()> group_bytes{
+      params_per_gpu_loads + memory.grads_bytes,
+      2.0 * memory.optimizer_bytes,
+      2.0 * memory.activation_checkpoint_bytes_per_gpu,
+  };
+  for (TrafficGroup group : kAllTrafficGroups) {
+    GroupTraffic& traffic = step.groups[static_cast<std::size_t>(group)];
+    traffic.bytes_per_gpu = group_bytes[static_cast<std::size_t>(group)];
+    traffic.arithmetic_intensity = memory.flops_per_gpu_per_step / traffic.bytes_per_gpu;
+    for (Resource resource : kAllResources) traffic.seconds = std::max(traffic.seconds, ledger.at(group, resource).seconds);
+    traffic.effective_bandwidth = traffic.seconds > 0 ? traffic.bytes_per_gpu / traffic.seconds : 0.0;
+    traffic.efficiency = traffic.seconds > 0
+                             ? efficiency(traffic.arithmetic_intensity, traffic.effective_bandwidth, node.gpu.achievable_flops)
+                             : 1.0;
+    traffic.required_bandwidth =
+        bandwidth_for_efficiency(traffic.arithmetic_intensity, node.gpu.achievable_flops, target_efficiency);
+  }
+
+  double busiest_link = 0;
+  step.step_seconds = step.compute_seconds;
+  for (Resource resource : kAllResources) {
+    const double seconds = step.load(resource).seconds;
+    if (resource != Resource::kCompute) busiest_link = std::max(busiest_link, seconds);
+    if (seconds > step.step_seconds) {
+      step.step_seconds = seconds;
+      step.bottleneck = resource;
+    }
+  }
+  step.step_seconds_no_overlap = step.compute_seconds + busiest_link;
+  return step;
+}
+
+}  // namespace zinf::planner

@@ -1,0 +1,71 @@
+// HardwareProfile: the machine a plan is for — one node's GPUs, CPU memory, NVMe and links, and
+// how many such nodes. Every figure is in base units (bytes, bytes/s, FLOP/s).
+//
+// Profiles are JSON files a user can write (schema "zinf.hardware/1", documented in
+// planner/profiles/README.md); the built-in ones are such files compiled into the binary, so
+// `zinf hw show NAME` prints a template. Bandwidths are achievable figures, not datasheet peaks,
+// except gpu.peak_flops, which is the datasheet figure that MFU is measured against.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "libengine/core/status.h"
+
+namespace zinf::planner {
+
+struct GpuSpec {
+  std::string name;
+  std::uint64_t memory_bytes = 0;   // device memory per GPU
+  double peak_flops = 0;            // datasheet dense half-precision FLOP/s (the MFU denominator)
+  double achievable_flops = 0;      // sustained FLOP/s of large GEMMs: the paper's peak_tp (70T on V100)
+  double memory_bandwidth = 0;      // HBM bytes/s (an optimizer step on the GPU streams its states)
+};
+
+struct NodeSpec {
+  std::int64_t gpus = 0;                // GPUs per node
+  GpuSpec gpu;
+  std::uint64_t cpu_memory_bytes = 0;   // CPU memory usable for training states
+  double cpu_memory_bandwidth = 0;      // node aggregate, bytes/s
+  std::uint64_t nvme_capacity_bytes = 0;  // usable NVMe per node; 0 when there is none
+  double nvme_read_bandwidth = 0;       // node aggregate over all drives, bytes/s
+  double nvme_write_bandwidth = 0;
+  double pcie_bandwidth_per_gpu = 0;    // host<->GPU per direction per GPU, bytes/s
+  double gpu_link_bandwidth = 0;        // GPU<->GPU inside a node per direction per GPU (NVLink/NVSwitch)
+  double network_bandwidth = 0;         // between nodes per direction per node (all NICs), bytes/s
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  std::int64_t nodes = 1;
+  NodeSpec node;
+
+  std::int64_t total_gpus() const { return nodes * node.gpus; }
+};
+
+// Parses a profile document; `source` names it in errors, field errors read
+// "<source>: hw.node.nvme.read_bandwidth: ...". Unknown fields are errors (typos must not
+// silently fall back to a default).
+Result<HardwareProfile> parse_hardware_profile(const nlohmann::json& document, std::string_view source);
+
+// The profile as a document parse_hardware_profile() accepts (sizes as numbers in base units).
+nlohmann::json hardware_profile_to_json(const HardwareProfile& profile);
+
+// Built-in profiles, by name ("dgx2-v100", "dgx-a100-80g", "dgx-h100", "h100-workstation", "cpu-only").
+std::vector<std::string_view> builtin_profile_names();
+// The JSON text of a built-in profile as shipped (with units and comments in "description").
+Result<std::string_view> builtin_profile_text(std::string_view name);
+
+// `name_or_path`: a built-in name, or a path to a JSON file (anything containing '/' or ending in
+// ".json"). NotFound lists the built-in names.
+Result<HardwareProfile> load_hardware_profile(std::string_view name_or_path);
+
+// Consistency checks beyond types: positive GPU count, achievable <= peak FLOP/s, bandwidths > 0.
+Status validate(const HardwareProfile& profile);
+
+}  // namespace zinf::planner

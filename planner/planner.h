@@ -1,0 +1,87 @@
+// The planner: for a model, a training setup and a cluster, where each kind of state should live,
+// how much memory that takes on each tier, how fast a step will be and what limits it — or, when
+// nothing fits, why not and the smallest changes that would make it fit.
+//
+// make_plan() tries every placement the strategy allows (at most 3^4 = 81), keeps those that fit
+// every tier, and picks the one with the shortest predicted step; ties go to the placement that
+// keeps more bytes on faster tiers. It is pure computation (no I/O), a few microseconds per plan.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "libengine/core/status.h"
+#include "libengine/spec/model_shape.h"
+#include "libengine/spec/state_placement.h"
+#include "libengine/spec/training_spec.h"
+#include "planner/bandwidth_model.h"
+#include "planner/hardware_profile.h"
+#include "planner/memory_model.h"
+#include "planner/placement.h"
+#include "planner/strategy.h"
+
+namespace zinf::planner {
+
+struct PlanInput {
+  spec::ModelShape shape;
+  std::string model_source;          // how the shape was given: "--params 1T", "--hf-config x.json", "shape flags"
+  std::uint64_t requested_params = 0;  // the --params value, 0 when the shape was given directly
+  spec::TrainingSpec training;
+  HardwareProfile hardware;
+  Strategy strategy = Strategy::kAuto;
+  // Kinds pinned to a tier by the user (--place optimizer=nvme); others are searched.
+  std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()> pinned{};
+  double target_efficiency = 0.9;    // the efficiency "required bandwidth" is quoted for
+};
+
+// A change to the input that makes an infeasible plan fit.
+struct Suggestion {
+  std::string flag;   // "--nodes", "--tiling", "--micro-batch", "--ckpt-interval", "--nvme", "--cpu-mem"
+  std::string value;  // as the user would type it: "4", "16", "12TB"
+  std::string why;    // one sentence
+};
+
+struct Prediction {
+  double step_seconds = 0;
+  double step_seconds_no_overlap = 0;
+  double compute_seconds = 0;
+  double tokens_per_second = 0;            // whole cluster
+  double achieved_flops_per_gpu = 0;       // 8·bsz·seq·P / step (recompute included, as the paper counts)
+  double mfu = 0;                          // 6·bsz·seq·P / step / peak_flops (model FLOPs, no recompute)
+  double efficiency = 0;                   // compute time / step time
+};
+
+struct Plan {
+  PlanInput input;
+  spec::ParameterCount parameters;
+  ModelMemory memory;
+  StrategyRules rules;
+  bool feasible = false;
+  spec::StatePlacement placement;  // the chosen one; when infeasible, the closest to fitting
+  Footprint footprint;             // of `placement`
+  StepModel step;                  // of `placement` (meaningful only when feasible)
+  Prediction prediction;           // zeros when infeasible
+  std::string bottleneck;          // a sentence: what limits the step, or why nothing fits
+  std::vector<Suggestion> suggestions;  // only when infeasible
+  std::vector<std::string> notes;       // caveats worth reading (e.g. optimizer on NVMe dominates)
+};
+
+// Fails only on invalid input (InvalidArgument naming the field); an infeasible plan is a valid
+// answer with feasible == false.
+Result<Plan> make_plan(const PlanInput& input);
+
+// The same search without the explanation, suggestions or notes: what sweeps and --max-params
+// call thousands of times. Returns whether a placement fits and, if so, the chosen placement
+// and its step model.
+struct PlacementChoice {
+  bool feasible = false;
+  spec::StatePlacement placement;
+  Footprint footprint;
+  StepModel step;
+};
+PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& input, const StrategyRules& rules);
+
+Prediction predict(const ModelMemory& memory, const PlanInput& input, const StepModel& step);
+
+}  // namespace zinf::planner
