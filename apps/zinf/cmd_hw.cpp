@@ -1,0 +1,113 @@
+// `zinf hw`: the hardware profiles the planner knows. `list` shows the built-ins; `show NAME|FILE`
+// prints one — as the shipped JSON (a template for writing your own) or as a table.
+#include <string>
+
+#include <fmt/format.h>
+
+#include "apps/zinf/output.h"
+#include "apps/zinf/subcommand.h"
+#include "libengine/core/units.h"
+#include "planner/hardware_profile.h"
+#include "reports/record_envelope.h"
+
+namespace zinf::cli {
+namespace {
+
+using reports::Align;
+using reports::Cell;
+
+reports::Section profile_section(const planner::HardwareProfile& hw) {
+  const planner::NodeSpec& n = hw.node;
+  reports::Section s{hw.name, {}, {}, {}};
+  s.fields = {
+      {"nodes", std::to_string(hw.nodes)},
+      {"GPUs per node", fmt::format("{} x {}", n.gpus, n.gpu.name)},
+      {"GPU memory", format_bytes(static_cast<double>(n.gpu.memory_bytes))},
+      {"GPU FLOP/s", fmt::format("{} peak, {} achievable", format_flops(n.gpu.peak_flops), format_flops(n.gpu.achievable_flops))},
+      {"GPU memory bandwidth", format_bandwidth(n.gpu.memory_bandwidth)},
+      {"CPU memory", fmt::format("{} at {}", format_bytes(static_cast<double>(n.cpu_memory_bytes)), format_bandwidth(n.cpu_memory_bandwidth))},
+      {"NVMe", fmt::format("{}, read {}, write {}", format_bytes(static_cast<double>(n.nvme_capacity_bytes)),
+                           format_bandwidth(n.nvme_read_bandwidth), format_bandwidth(n.nvme_write_bandwidth))},
+      {"PCIe per GPU", format_bandwidth(n.pcie_bandwidth_per_gpu)},
+      {"GPU to GPU", format_bandwidth(n.gpu_link_bandwidth)},
+      {"network per node", format_bandwidth(n.network_bandwidth)},
+  };
+  if (!hw.description.empty()) s.notes.push_back(hw.description);
+  return s;
+}
+
+class HwCommand final : public Subcommand {
+ public:
+  explicit HwCommand(CLI::App& app) {
+    CLI::App* hw = app.add_subcommand("hw", "Hardware profiles for `zinf plan --hw`: list the built-ins, show one");
+    hw->require_subcommand(1);
+    list_ = hw->add_subcommand("list", "List the built-in hardware profiles");
+    add_output_options(*list_, list_output_);
+    show_ = hw->add_subcommand("show", "Show a profile; `--format json` prints a template for writing your own");
+    show_->add_option("profile", profile_, "Built-in name or JSON file")->required()->type_name("NAME|FILE");
+    add_output_options(*show_, show_output_);
+  }
+
+  Status run(const Io& io) override { return list_->parsed() ? run_list(io) : run_show(io); }
+
+ private:
+  Status run_list(const Io& io) const {
+    ZINF_RETURN_IF_ERROR(parse_format(list_output_.format).status());
+    Rendered out;
+    out.record = reports::make_record_envelope("hardware-list", 1);
+    out.record["profiles"] = nlohmann::json::array();
+    reports::Section s{"Built-in hardware profiles", {}, {}, {}};
+    s.table.columns = {{"name"}, {"GPUs", Align::kRight}, {"GPU"}, {"GPU mem", Align::kRight}, {"CPU mem", Align::kRight},
+                       {"NVMe", Align::kRight}, {"NVMe read", Align::kRight}};
+    for (std::string_view name : planner::builtin_profile_names()) {
+      ZINF_ASSIGN_OR_RETURN(const planner::HardwareProfile hw, planner::load_hardware_profile(name));
+      const planner::NodeSpec& n = hw.node;
+      s.table.rows.push_back({Cell(hw.name, reports::Emphasis::kStrong), std::to_string(n.gpus), n.gpu.name,
+                              format_bytes(static_cast<double>(n.gpu.memory_bytes)),
+                              format_bytes(static_cast<double>(n.cpu_memory_bytes)),
+                              format_bytes(static_cast<double>(n.nvme_capacity_bytes)), format_bandwidth(n.nvme_read_bandwidth)});
+      out.record["profiles"].push_back(planner::hardware_profile_to_json(hw));
+    }
+    out.csv = s.table;
+    s.notes.push_back("`zinf hw show NAME --format json` prints a profile to copy and edit; pass the file to --hw");
+    out.document.title = "zinf hw list";
+    out.document.sections.push_back(std::move(s));
+    return emit(list_output_, out, io);
+  }
+
+  Status run_show(const Io& io) const {
+    ZINF_RETURN_IF_ERROR(parse_format(show_output_.format).status());
+    Result<planner::HardwareProfile> loaded = planner::load_hardware_profile(profile_);
+    if (!loaded.is_ok()) return loaded.status().with_context("profile");
+    const planner::HardwareProfile& hw = *loaded;
+    Rendered out;
+    out.record = planner::hardware_profile_to_json(hw);
+    out.document.title = fmt::format("zinf hw show {}", profile_);
+    out.document.sections.push_back(profile_section(hw));
+    out.csv.columns = {{"field"}, {"value"}};
+    for (const auto& [key, value] : out.document.sections.front().fields) out.csv.rows.push_back({key, value.text});
+    // A built-in shown as JSON is printed as shipped: units and description intact, ready to edit.
+    if (show_output_.format == "json") {
+      if (const auto text = planner::builtin_profile_text(profile_); text.is_ok()) {
+        if (show_output_.out_path.empty()) {
+          io.out << *text;
+          return Status::ok();
+        }
+        return write_file_atomically(show_output_.out_path, std::string(*text));
+      }
+    }
+    return emit(show_output_, out, io);
+  }
+
+  CLI::App* list_ = nullptr;
+  CLI::App* show_ = nullptr;
+  std::string profile_;
+  OutputOptions list_output_;
+  OutputOptions show_output_;
+};
+
+}  // namespace
+
+std::unique_ptr<Subcommand> add_hw_command(CLI::App& app) { return std::make_unique<HwCommand>(app); }
+
+}  // namespace zinf::cli

@@ -1,0 +1,21 @@
+// Plan views: how `zinf plan` shows a plan, a max-params table and a sweep — as a Document for
+// people (table/md), the versioned JSON record, and a flat CSV table in base units. Every figure
+// shown is formatted from the planner's structs; nothing is recomputed here.
+#pragma once
+
+#include <vector>
+
+#include "apps/zinf/output.h"
+#include "planner/max_params.h"
+#include "planner/planner.h"
+#include "planner/sweep.h"
+
+namespace zinf::cli {
+
+// `hardware_defaulted`: the user gave no --hw, so the view says which profile was assumed.
+Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted);
+Rendered render_max_params(const planner::PlanInput& base, const std::vector<planner::MaxParamsResult>& results);
+Rendered render_sweep(const std::vector<planner::SweepDimension>& dimensions,
+                      const std::vector<planner::SweepPoint>& points);
+
+}  // namespace zinf::cli

@@ -1,0 +1,37 @@
+// Subcommand: what every `zinf <name>` implements. A subcommand registers its options on a CLI11
+// app it owns (binding them to its own members), and after parsing, run() does the work and
+// returns a Status; cli.cpp turns that Status into the exit code and the one-line error.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "libengine/core/status.h"
+
+namespace zinf::cli {
+
+// Where a subcommand writes. Tests pass string streams; main() passes std::cout/std::cerr.
+struct Io {
+  std::ostream& out;
+  std::ostream& err;
+  bool out_is_terminal = false;  // stdout is a TTY (decides color and progress output)
+  bool color_allowed = true;     // false under NO_COLOR or TERM=dumb
+  int terminal_width = 100;
+};
+
+class Subcommand {
+ public:
+  virtual ~Subcommand() = default;
+  // Runs after a successful parse. InvalidArgument/NotFound mean bad input (exit 2), anything
+  // else a runtime failure (exit 1).
+  virtual Status run(const Io& io) = 0;
+};
+
+// One factory per cmd_<name>.cpp. Each adds its subcommand to `app` and returns the object that
+// owns the subcommand's options; it must outlive parsing.
+std::unique_ptr<Subcommand> add_plan_command(CLI::App& app);
+std::unique_ptr<Subcommand> add_hw_command(CLI::App& app);
+
+}  // namespace zinf::cli
