@@ -16,7 +16,7 @@ struct Probe {
   ModelMemory memory;
 };
 
-Probe probe(const PlanInput& base, const StrategyRules& rules, double params) {
+Probe probe(const PlanInput& base, double params) {
   Probe out;
   const std::int64_t vocab = base.shape.vocab > 0 ? base.shape.vocab : kDefaultVocab;
   const auto shape = shape_for_params(static_cast<std::uint64_t>(params), vocab, base.training.seq);
@@ -25,7 +25,7 @@ Probe probe(const PlanInput& base, const StrategyRules& rules, double params) {
   PlanInput input = base;
   input.shape = out.shape;
   out.memory = model_memory(out.shape, input.training);
-  out.choice = choose_placement(out.memory, input, rules);
+  out.choice = choose_placement(out.memory, input);
   out.fits = out.choice.feasible;
   return out;
 }
@@ -53,16 +53,15 @@ Result<std::vector<MaxParamsResult>> max_params_per_strategy(const PlanInput& ba
     PlanInput input = base;
     input.strategy = strategy;
     input.pinned = {};
-    const StrategyRules rules = strategy_rules(strategy);
     MaxParamsResult result;
     result.strategy = strategy;
 
     // Bisection in log space: the footprint grows monotonically with the parameter count.
     double low = 1e7;
     double high = kMaxParamsSearchLimit;
-    Probe best = probe(input, rules, low);
+    Probe best = probe(input, low);
     if (best.fits) {
-      Probe ceiling = probe(input, rules, high);
+      Probe ceiling = probe(input, high);
       if (ceiling.fits) {
         best = std::move(ceiling);
         result.at_search_limit = true;
@@ -70,7 +69,7 @@ Result<std::vector<MaxParamsResult>> max_params_per_strategy(const PlanInput& ba
         Probe failed = std::move(ceiling);
         while (high / low > 1.001) {
           const double mid = std::sqrt(low * high);
-          Probe attempt = probe(input, rules, mid);
+          Probe attempt = probe(input, mid);
           if (attempt.fits) {
             low = mid;
             best = std::move(attempt);

@@ -141,6 +141,8 @@ void append_plan(const Plan& plan, json& record) {
   };
   record["feasible"] = plan.feasible;
   record["strategy"] = strategy_name(plan.input.strategy);
+  record["family"] = plan.family;
+  record["partitioning"] = {{"params", plan.rules.params_partitioned}, {"grads_and_optimizer", plan.rules.states_partitioned}};
   record["placement"] = placement_to_json(plan.placement);
   if (plan.feasible) {
     json groups = json::array();

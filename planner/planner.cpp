@@ -1,9 +1,9 @@
 #include "planner/planner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "libengine/core/units.h"
 
@@ -16,57 +16,64 @@ using spec::Tier;
 namespace {
 
 // Bytes on slower tiers, weighted: the tie-breaker between placements with the same step time.
-double slowness(const Footprint& footprint) {
-  return footprint.cpu.used_bytes + 4.0 * footprint.nvme.used_bytes;
-}
+double slowness(const Footprint& footprint) { return footprint.cpu.used_bytes + 4.0 * footprint.nvme.used_bytes; }
 
 std::vector<Tier> tiers_to_try(const PlanInput& input, const StrategyRules& rules, StateKind kind) {
   const auto& pinned = input.pinned[static_cast<std::size_t>(kind)];
-  if (pinned) return {*pinned};
+  if (pinned) {
+    // A pin this family cannot honour rules the family out (empty list).
+    const auto& allowed = rules.allowed_tiers(kind);
+    if (std::find(allowed.begin(), allowed.end(), *pinned) == allowed.end()) return {};
+    return {*pinned};
+  }
   // A node without NVMe has capacity 0 there, so NVMe placements simply do not fit.
   return rules.allowed_tiers(kind);
 }
 
 }  // namespace
 
-PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& input, const StrategyRules& rules) {
-  std::array<std::vector<Tier>, spec::kAllStateKinds.size()> options;
-  for (StateKind kind : spec::kAllStateKinds) options[static_cast<std::size_t>(kind)] = tiers_to_try(input, rules, kind);
-
+PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& input) {
   PlacementChoice best;
   PlacementChoice closest;  // when nothing fits: the placement that overflows least
   double closest_overflow = std::numeric_limits<double>::infinity();
   bool any = false;
-  StatePlacement placement;
-  // Odometer over the per-kind options.
-  std::array<std::size_t, spec::kAllStateKinds.size()> digit{};
-  const auto advance = [&]() {
-    for (std::size_t i = 0; i < digit.size(); ++i) {
-      if (++digit[i] < options[i].size()) return true;
-      digit[i] = 0;
-    }
-    return false;
-  };
-  do {
-    for (std::size_t i = 0; i < digit.size(); ++i) placement.tiers[i] = options[i][digit[i]];
-    Footprint fp = footprint(memory, rules, placement, input.hardware);
-    if (!fp.fits()) {
-      const double overflow = fp.worst_fraction();
-      if (!any && overflow < closest_overflow) {
-        closest_overflow = overflow;
-        closest.placement = placement;
-        closest.footprint = std::move(fp);
+  for (const StrategyRules& rules : candidate_rules(input.strategy)) {
+    std::array<std::vector<Tier>, spec::kAllStateKinds.size()> options;
+    for (StateKind kind : spec::kAllStateKinds)
+      options[static_cast<std::size_t>(kind)] = tiers_to_try(input, rules, kind);
+    if (std::any_of(options.begin(), options.end(), [](const auto& o) { return o.empty(); })) continue;
+    StatePlacement placement;
+    // Odometer over the per-kind options.
+    std::array<std::size_t, spec::kAllStateKinds.size()> digit{};
+    const auto advance = [&]() {
+      for (std::size_t i = 0; i < digit.size(); ++i) {
+        if (++digit[i] < options[i].size()) return true;
+        digit[i] = 0;
       }
-      continue;
-    }
-    StepModel step = model_step(memory, rules, placement, input.hardware, input.target_efficiency);
-    const bool faster = step.step_seconds < best.step.step_seconds * (1.0 - 1e-9);
-    const bool tie = !faster && step.step_seconds <= best.step.step_seconds * (1.0 + 1e-9);
-    if (!any || faster || (tie && slowness(fp) < slowness(best.footprint))) {
-      best = {true, placement, std::move(fp), step};
-      any = true;
-    }
-  } while (advance());
+      return false;
+    };
+    do {
+      for (std::size_t i = 0; i < digit.size(); ++i) placement.tiers[i] = options[i][digit[i]];
+      Footprint fp = footprint(memory, rules, placement, input.hardware);
+      if (!fp.fits()) {
+        const double overflow = fp.worst_fraction();
+        if (!any && overflow < closest_overflow) {
+          closest_overflow = overflow;
+          closest.rules = rules;
+          closest.placement = placement;
+          closest.footprint = std::move(fp);
+        }
+        continue;
+      }
+      StepModel step = model_step(memory, rules, placement, input.hardware, input.target_efficiency);
+      const bool faster = step.step_seconds < best.step.step_seconds * (1.0 - 1e-9);
+      const bool tie = !faster && step.step_seconds <= best.step.step_seconds * (1.0 + 1e-9);
+      if (!any || faster || (tie && slowness(fp) < slowness(best.footprint))) {
+        best = {true, rules, placement, std::move(fp), step};
+        any = true;
+      }
+    } while (advance());
+  }
   return any ? best : closest;
 }
 
@@ -93,21 +100,24 @@ std::string explain_bottleneck(const Plan& plan) {
     // Name the busiest link too, so users see the headroom.
     Resource next = Resource::kCompute;
     for (Resource r : kAllResources) {
-      if (r != Resource::kCompute && (next == Resource::kCompute || step.load(r).seconds > step.load(next).seconds)) next = r;
+      if (r != Resource::kCompute && (next == Resource::kCompute || step.load(r).seconds > step.load(next).seconds))
+        next = r;
     }
     if (step.load(next).seconds <= 0) return "compute-bound: nothing is moved off the GPU, so the step is pure compute";
-    return fmt::format("compute-bound: the busiest link ({}) needs {} per step, {:.0f}% of the compute time, "
-                       "and hides behind compute when prefetching overlaps it",
-                       resource_title(next), format_duration(step.load(next).seconds),
-                       100.0 * step.load(next).seconds / step.compute_seconds);
+    return fmt::format(
+        "compute-bound: the busiest link ({}) needs {} per step, {:.0f}% of the compute time, "
+        "and hides behind compute when prefetching overlaps it",
+        resource_title(next), format_duration(step.load(next).seconds),
+        100.0 * step.load(next).seconds / step.compute_seconds);
   }
   // Which group loads the bottleneck resource most?
   const ResourceLoad& load = step.load(step.bottleneck);
   const std::string per = resource_is_per_node(step.bottleneck) ? "per node" : "per GPU";
-  return fmt::format("{}-bound: it must move {} {} per step, {} at its bandwidth, {:.1f}x the {} of compute; "
-                     "the GPUs wait {:.0f}% of the step",
-                     resource_title(step.bottleneck), format_bytes(load.bytes), per, format_duration(load.seconds),
-                     ratio, format_duration(step.compute_seconds), 100.0 * (1.0 - 1.0 / ratio));
+  return fmt::format(
+      "{}-bound: it must move {} {} per step, {} at its bandwidth, {:.1f}x the {} of compute; "
+      "the GPUs wait {:.0f}% of the step",
+      resource_title(step.bottleneck), format_bytes(load.bytes), per, format_duration(load.seconds), ratio,
+      format_duration(step.compute_seconds), 100.0 * (1.0 - 1.0 / ratio));
 }
 
 std::string explain_infeasible(const Plan& plan) {
@@ -117,7 +127,8 @@ std::string explain_infeasible(const Plan& plan) {
     const TierUsage& usage = fp.tier(tier);
     if (usage.fits()) continue;
     overflows.push_back(fmt::format("{} needs {} {} but has {}", spec::tier_name(tier), format_bytes(usage.used_bytes),
-                                    tier == Tier::kDevice ? "per GPU" : "per node", format_bytes(usage.capacity_bytes)));
+                                    tier == Tier::kDevice ? "per GPU" : "per node",
+                                    format_bytes(usage.capacity_bytes)));
   }
   std::string joined;
   for (const std::string& o : overflows) joined += (joined.empty() ? "" : "; ") + o;
@@ -125,17 +136,19 @@ std::string explain_infeasible(const Plan& plan) {
   const double working = plan.memory.activation_working_bytes_per_gpu +
                          (plan.rules.params_partitioned ? plan.memory.model_state_working_bytes_per_gpu : 0.0);
   if (working > fp.device.capacity_bytes) {
-    return fmt::format("does not fit: GPU working memory alone ({}: the largest operator's parameters and gradients "
-                       "plus the activations being recomputed) exceeds the {} of one GPU",
-                       format_bytes(working), format_bytes(fp.device.capacity_bytes));
+    return fmt::format(
+        "does not fit: GPU working memory alone ({}: the largest operator's parameters and gradients "
+        "plus the activations being recomputed) exceeds the {} of one GPU",
+        format_bytes(working), format_bytes(fp.device.capacity_bytes));
   }
-  return fmt::format("does not fit in any placement {} allows; closest: {}", strategy_title(plan.input.strategy), joined);
+  return fmt::format("does not fit in any placement {} allows; closest: {}", strategy_title(plan.input.strategy),
+                     joined);
 }
 
 bool fits(const PlanInput& input) {
   if (!spec::validate(input.training).is_ok()) return false;
   const ModelMemory memory = model_memory(input.shape, input.training);
-  return choose_placement(memory, input, strategy_rules(input.strategy)).feasible;
+  return choose_placement(memory, input).feasible;
 }
 
 // Smallest integer in [low, high] for which `ok` holds, assuming monotonicity; nullopt if none.
@@ -193,8 +206,9 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     changed.training.ckpt_interval = ci;
     if (fits(changed)) {
       out.push_back({"--ckpt-interval", std::to_string(ci),
-                     ci < base.training.ckpt_interval ? "checkpointing more often shrinks the activations recomputed at once"
-                                                      : "checkpointing less often shrinks the stored checkpoints"});
+                     ci < base.training.ckpt_interval
+                         ? "checkpointing more often shrinks the activations recomputed at once"
+                         : "checkpointing less often shrinks the stored checkpoints"});
       break;
     }
   }
@@ -205,7 +219,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     if (tier == Tier::kNvme) changed.hardware.node.nvme_capacity_bytes = static_cast<std::uint64_t>(kHuge);
     if (tier == Tier::kCpu) changed.hardware.node.cpu_memory_bytes = static_cast<std::uint64_t>(kHuge);
     const ModelMemory memory = model_memory(changed.shape, changed.training);
-    const PlacementChoice choice = choose_placement(memory, changed, plan.rules);
+    const PlacementChoice choice = choose_placement(memory, changed);
     if (!choice.feasible) return;
     const double needed = choice.footprint.tier(tier).used_bytes;
     const double terabytes = std::ceil(needed / 1e12);
@@ -213,11 +227,13 @@ std::vector<Suggestion> suggest(const Plan& plan) {
                    fmt::format("{} of {} per node would hold what does not fit elsewhere", format_bytes(needed),
                                spec::tier_name(tier))});
   };
+  const StrategyRules widest = strategy_rules(base.strategy);
   const auto allows = [&](Tier tier) {
     for (StateKind kind : spec::kAllStateKinds) {
       const auto& pinned = base.pinned[static_cast<std::size_t>(kind)];
-      const auto& allowed = plan.rules.allowed_tiers(kind);
-      if ((pinned && *pinned == tier) || (!pinned && std::find(allowed.begin(), allowed.end(), tier) != allowed.end())) {
+      const auto& allowed = widest.allowed_tiers(kind);
+      if ((pinned && *pinned == tier) ||
+          (!pinned && std::find(allowed.begin(), allowed.end(), tier) != allowed.end())) {
         return true;
       }
     }
@@ -239,13 +255,15 @@ std::vector<std::string> notes_for(const Plan& plan) {
     }
   }
   if (plan.feasible && plan.placement[StateKind::kOptimizer] == Tier::kNvme) {
-    notes.push_back("optimizer states on NVMe are read and written every step (32 bytes per parameter in the paper's "
-                    "accounting); the step time depends on the drives sustaining their rated bandwidth under mixed "
-                    "read/write load, so measure them with `zinf bench io`");
+    notes.push_back(
+        "optimizer states on NVMe are read and written every step (32 bytes per parameter in the paper's "
+        "accounting); the step time depends on the drives sustaining their rated bandwidth under mixed "
+        "read/write load, so measure them with `zinf bench io`");
   }
   if (plan.feasible && plan.prediction.efficiency < 0.5) {
-    notes.push_back("under 50% efficiency: a larger --micro-batch raises the arithmetic intensity of every transfer "
-                    "(seq x micro-batch FLOPs per byte for parameters and gradients)");
+    notes.push_back(
+        "under 50% efficiency: a larger --micro-batch raises the arithmetic intensity of every transfer "
+        "(seq x micro-batch FLOPs per byte for parameters and gradients)");
   }
   return notes;
 }
@@ -271,8 +289,8 @@ Result<Plan> make_plan(const PlanInput& input) {
                                                   strategy_name(input.strategy)));
     }
     if (*pinned == Tier::kNvme && input.hardware.node.nvme_capacity_bytes == 0) {
-      return Status::invalid_argument(fmt::format("--place: {}=nvme but the hardware has no NVMe (capacity 0); set --nvme",
-                                                  spec::state_kind_name(kind)));
+      return Status::invalid_argument(fmt::format(
+          "--place: {}=nvme but the hardware has no NVMe (capacity 0); set --nvme", spec::state_kind_name(kind)));
     }
   }
 
@@ -280,8 +298,9 @@ Result<Plan> make_plan(const PlanInput& input) {
   plan.input = input;
   plan.parameters = spec::count_parameters(input.shape);
   plan.memory = model_memory(input.shape, input.training);
-  plan.rules = rules;
-  PlacementChoice choice = choose_placement(plan.memory, input, rules);
+  PlacementChoice choice = choose_placement(plan.memory, input);
+  plan.rules = choice.rules;  // make_plan checked the pins, so at least one family was searched
+  plan.family = describe_family(plan.rules, choice.placement);
   plan.feasible = choice.feasible;
   plan.placement = choice.placement;
   plan.footprint = std::move(choice.footprint);

@@ -2,9 +2,9 @@
 // how much memory that takes on each tier, how fast a step will be and what limits it — or, when
 // nothing fits, why not and the smallest changes that would make it fit.
 //
-// make_plan() tries every placement the strategy allows (at most 3^4 = 81), keeps those that fit
-// every tier, and picks the one with the shortest predicted step; ties go to the placement that
-// keeps more bytes on faster tiers. It is pure computation (no I/O), a few microseconds per plan.
+// make_plan() tries every placement each family of the strategy allows (at most 2 x 3^4), keeps
+// those that fit every tier, and picks the one with the shortest predicted step; ties go to the
+// placement that keeps more bytes on faster tiers. Pure computation (no I/O), microseconds per plan.
 #pragma once
 
 #include <optional>
@@ -56,7 +56,8 @@ struct Plan {
   PlanInput input;
   spec::ParameterCount parameters;
   ModelMemory memory;
-  StrategyRules rules;
+  StrategyRules rules;             // of the family the chosen placement belongs to
+  std::string family;              // describe_family() of the choice: "ZeRO-2 (...)"
   bool feasible = false;
   spec::StatePlacement placement;  // the chosen one; when infeasible, the closest to fitting
   Footprint footprint;             // of `placement`
@@ -76,11 +77,13 @@ Result<Plan> make_plan(const PlanInput& input);
 // and its step model.
 struct PlacementChoice {
   bool feasible = false;
+  StrategyRules rules;  // the family the placement belongs to
   spec::StatePlacement placement;
   Footprint footprint;
   StepModel step;
 };
-PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& input, const StrategyRules& rules);
+// Searches every family of input.strategy (candidate_rules), honouring input.pinned.
+PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& input);
 
 Prediction predict(const ModelMemory& memory, const PlanInput& input, const StepModel& step);
 

@@ -8,6 +8,7 @@ std::string_view strategy_name(Strategy strategy) {
   switch (strategy) {
     case Strategy::kAuto: return "auto";
     case Strategy::kDataParallel: return "dp";
+    case Strategy::kZero2: return "zero2";
     case Strategy::kZero3: return "zero3";
     case Strategy::kZeroOffload: return "zero-offload";
     case Strategy::kInfinityCpu: return "zinf-cpu";
@@ -18,8 +19,9 @@ std::string_view strategy_name(Strategy strategy) {
 
 std::string_view strategy_title(Strategy strategy) {
   switch (strategy) {
-    case Strategy::kAuto: return "ZeRO-Infinity (auto placement)";
+    case Strategy::kAuto: return "auto (ZeRO-Infinity placement search)";
     case Strategy::kDataParallel: return "data parallel only";
+    case Strategy::kZero2: return "ZeRO-2 on GPU";
     case Strategy::kZero3: return "ZeRO-3 on GPU";
     case Strategy::kZeroOffload: return "ZeRO-Offload";
     case Strategy::kInfinityCpu: return "ZeRO-Infinity, CPU offload";
@@ -53,6 +55,10 @@ StrategyRules strategy_rules(Strategy strategy) {
       rules.states_partitioned = false;
       rules.allowed = {gpu, gpu, gpu, gpu};
       break;
+    case Strategy::kZero2:
+      rules.params_partitioned = false;
+      rules.allowed = {gpu, gpu, gpu, gpu};
+      break;
     case Strategy::kZero3:
       rules.allowed = {gpu, gpu, gpu, gpu};
       break;
@@ -68,6 +74,28 @@ StrategyRules strategy_rules(Strategy strategy) {
       break;
   }
   return rules;
+}
+
+std::vector<StrategyRules> candidate_rules(Strategy strategy) {
+  if (strategy != Strategy::kAuto) return {strategy_rules(strategy)};
+  StrategyRules replicated = strategy_rules(Strategy::kAuto);
+  replicated.params_partitioned = false;
+  replicated.allowed[static_cast<std::size_t>(spec::StateKind::kParams)] = {Tier::kDevice};
+  return {strategy_rules(Strategy::kAuto), replicated};
+}
+
+std::string describe_family(const StrategyRules& rules, const spec::StatePlacement& placement) {
+  using spec::StateKind;
+  const bool states_on_gpu = placement[StateKind::kGrads] == Tier::kDevice && placement[StateKind::kOptimizer] == Tier::kDevice;
+  if (!rules.params_partitioned && !rules.states_partitioned) return "data parallel (every GPU holds every state)";
+  if (!rules.params_partitioned) {
+    return states_on_gpu ? "ZeRO-2 (parameters replicated; gradients and optimizer states partitioned on GPU)"
+                         : "ZeRO-Offload (parameters replicated on GPU; gradients and optimizer states partitioned and "
+                           "offloaded)";
+  }
+  return states_on_gpu && placement[StateKind::kParams] == Tier::kDevice
+             ? "ZeRO-3 (all model states partitioned on GPU)"
+             : "ZeRO-Infinity (all model states partitioned; offloaded to CPU/NVMe)";
 }
 
 }  // namespace zinf::planner

@@ -1,11 +1,15 @@
 // Strategy: which family of data-parallel training a plan uses — what is partitioned across ranks
-// and which tiers each kind of state may live on. `auto` is full ZeRO-Infinity: every state may go
-// to GPU, CPU or NVMe and the planner picks. The others reproduce the systems the paper compares
-// against, so `zinf plan --max-params` can show what each can hold on the same hardware.
+// and which tiers each kind of state may live on. `auto` searches both families: everything
+// partitioned with any state on GPU, CPU or NVMe (ZeRO-3 / ZeRO-Infinity), and parameters
+// replicated with gradients and optimizer states partitioned anywhere (ZeRO-2 / ZeRO-Offload),
+// because a model that fits replicated moves fewer bytes per step. The others pin one family and
+// reproduce the systems the paper compares against, so `zinf plan --max-params` can show what
+// each can hold on the same hardware.
 #pragma once
 
 #include <array>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -14,17 +18,19 @@
 namespace zinf::planner {
 
 enum class Strategy {
-  kAuto,          // ZeRO-Infinity: all states partitioned, any tier
+  kAuto,          // search: ZeRO-Infinity (all partitioned, any tier) and ZeRO-2/Offload families
   kDataParallel,  // plain data parallelism: every GPU holds every state
+  kZero2,         // ZeRO-2: params replicated, grads and optimizer partitioned, all on GPU
   kZero3,         // ZeRO-3: all states partitioned, all on GPU
   kZeroOffload,   // ZeRO-Offload (ZeRO-2 + CPU): params replicated on GPU, grads and optimizer on CPU
   kInfinityCpu,   // ZeRO-Infinity, model states on CPU
   kInfinityNvme,  // ZeRO-Infinity, params and optimizer states on NVMe
 };
-inline constexpr std::array kAllStrategies{Strategy::kAuto,        Strategy::kDataParallel, Strategy::kZero3,
-                                           Strategy::kZeroOffload, Strategy::kInfinityCpu,  Strategy::kInfinityNvme};
+inline constexpr std::array kAllStrategies{Strategy::kAuto,        Strategy::kDataParallel, Strategy::kZero2,
+                                           Strategy::kZero3,       Strategy::kZeroOffload,  Strategy::kInfinityCpu,
+                                           Strategy::kInfinityNvme};
 
-std::string_view strategy_name(Strategy strategy);   // "auto", "dp", "zero3", "zero-offload", "zinf-cpu", "zinf-nvme"
+std::string_view strategy_name(Strategy strategy);   // "auto", "dp", "zero2", "zero3", "zero-offload", "zinf-cpu", "zinf-nvme"
 std::string_view strategy_title(Strategy strategy);  // "ZeRO-Infinity (auto placement)", "data parallel", ...
 std::optional<Strategy> strategy_from_name(std::string_view name);
 
@@ -38,6 +44,12 @@ struct StrategyRules {
   }
 };
 
+// The rules of one family. For kAuto: the fully partitioned any-tier family (a superset of what
+// any pinned placement may ask for); candidate_rules() gives every family auto searches.
 StrategyRules strategy_rules(Strategy strategy);
+std::vector<StrategyRules> candidate_rules(Strategy strategy);
+
+// What a chosen placement amounts to, in the names people know: "ZeRO-2 (...)", "ZeRO-Infinity (...)".
+std::string describe_family(const StrategyRules& rules, const spec::StatePlacement& placement);
 
 }  // namespace zinf::planner

@@ -172,7 +172,7 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
     ZINF_RETURN_IF_ERROR(spec::validate(input.shape));
     ZINF_RETURN_IF_ERROR(spec::validate(input.training));
     const ModelMemory memory = model_memory(input.shape, input.training);
-    const PlacementChoice choice = choose_placement(memory, input, strategy_rules(input.strategy));
+    const PlacementChoice choice = choose_placement(memory, input);
     SweepPoint point;
     point.feasible = choice.feasible;
     point.placement = choice.placement;

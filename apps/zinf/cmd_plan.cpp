@@ -124,7 +124,7 @@ class PlanCommand final : public Subcommand {
     }
 
     const std::string strategy = "Strategy";
-    option("--strategy", strategy_, "auto (ZeRO-Infinity placement search), dp, zero3, zero-offload, zinf-cpu, zinf-nvme", strategy,
+    option("--strategy", strategy_, "auto (ZeRO-Infinity placement search), dp, zero2, zero3, zero-offload, zinf-cpu, zinf-nvme", strategy,
            "NAME");
     option("--place", place_, "Pin states to tiers: params=nvme,optimizer=cpu (kinds: params, grads, optimizer, activations; "
                               "tiers: gpu, cpu, nvme)", strategy, "KIND=TIER,...");
@@ -308,7 +308,7 @@ Status PlanCommand::run(const Io& io) {
     const auto strategy = planner::strategy_from_name(strategy_);
     if (!strategy) {
       return Status::invalid_argument(
-          fmt::format("--strategy: '{}' is not one of auto, dp, zero3, zero-offload, zinf-cpu, zinf-nvme", strategy_));
+          fmt::format("--strategy: '{}' is not one of auto, dp, zero2, zero3, zero-offload, zinf-cpu, zinf-nvme", strategy_));
     }
     input.strategy = *strategy;
   }

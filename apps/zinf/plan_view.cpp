@@ -221,6 +221,7 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
   verdict.fields.push_back({"hardware", fmt::format("{}{}", plan.input.hardware.name,
                                                     hardware_defaulted ? " (default; choose with --hw)" : "")});
   verdict.fields.push_back({"strategy", std::string(planner::strategy_title(plan.input.strategy))});
+  verdict.fields.push_back({"family", plan.family});
   if (plan.feasible) {
     std::string placed;
     for (StateKind kind : spec::kAllStateKinds) {
