@@ -1,0 +1,239 @@
+// Hardware profiles: every built-in loads and validates, a profile survives a JSON round trip, and
+// each kind of bad profile fails with a message that names the source, the field and the problem.
+#include "planner/hardware_profile.h"
+
+#include <algorithm>
+#include <cstdlib>  // mkdtemp (POSIX)
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/catch.h"
+
+namespace zinf::planner {
+namespace {
+
+// A fresh directory under /tmp, removed with everything in it when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = "/tmp/zinf_hardware_profile_test.XXXXXX";
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  bool ok() const { return !path_.empty(); }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string file = path_ + "/" + name;
+    std::ofstream(file) << text;
+    return file;
+  }
+
+ private:
+  std::string path_;
+};
+
+nlohmann::json dgx2_document() {
+  return nlohmann::json::parse(builtin_profile_text("dgx2-v100").value());
+}
+
+// The message of a profile document that must fail to parse.
+std::string error_of(const nlohmann::json& document) {
+  const Result<HardwareProfile> profile = parse_hardware_profile(document, "x.json");
+  REQUIRE_FALSE(profile.is_ok());
+  CHECK(profile.status().code() == ErrorCode::kInvalidArgument);
+  return profile.status().message();
+}
+
+void check_same(const HardwareProfile& a, const HardwareProfile& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.description == b.description);
+  CHECK(a.nodes == b.nodes);
+  CHECK(a.node.gpus == b.node.gpus);
+  CHECK(a.node.gpu.name == b.node.gpu.name);
+  CHECK(a.node.gpu.memory_bytes == b.node.gpu.memory_bytes);
+  CHECK(a.node.gpu.peak_flops == b.node.gpu.peak_flops);
+  CHECK(a.node.gpu.achievable_flops == b.node.gpu.achievable_flops);
+  CHECK(a.node.gpu.memory_bandwidth == b.node.gpu.memory_bandwidth);
+  CHECK(a.node.cpu_memory_bytes == b.node.cpu_memory_bytes);
+  CHECK(a.node.cpu_memory_bandwidth == b.node.cpu_memory_bandwidth);
+  CHECK(a.node.nvme_capacity_bytes == b.node.nvme_capacity_bytes);
+  CHECK(a.node.nvme_read_bandwidth == b.node.nvme_read_bandwidth);
+  CHECK(a.node.nvme_write_bandwidth == b.node.nvme_write_bandwidth);
+  CHECK(a.node.pcie_bandwidth_per_gpu == b.node.pcie_bandwidth_per_gpu);
+  CHECK(a.node.gpu_link_bandwidth == b.node.gpu_link_bandwidth);
+  CHECK(a.node.network_bandwidth == b.node.network_bandwidth);
+}
+
+TEST_CASE("every built-in profile loads and validates") {
+  const auto names = builtin_profile_names();
+  CHECK(names.size() == 5);
+  for (std::string_view expected : {"cpu-only", "dgx-a100-80g", "dgx-h100", "dgx2-v100", "h100-workstation"}) {
+    CHECK(std::find(names.begin(), names.end(), expected) != names.end());
+  }
+  for (std::string_view name : names) {
+    INFO(name);
+    const Result<HardwareProfile> profile = load_hardware_profile(name);
+    REQUIRE(profile.is_ok());
+    CHECK(profile->name == name);
+    CHECK(validate(*profile).is_ok());
+    CHECK(profile->nodes == 1);
+    CHECK(profile->node.gpu.achievable_flops <= profile->node.gpu.peak_flops);
+  }
+}
+
+TEST_CASE("the DGX-2 profile has the paper's figures in base units") {
+  const HardwareProfile hw = load_hardware_profile("dgx2-v100").value();
+  CHECK(hw.node.gpus == 16);
+  CHECK(hw.total_gpus() == 16);
+  CHECK(hw.node.gpu.memory_bytes == 32ULL << 30);            // 32 GiB
+  CHECK(hw.node.gpu.achievable_flops == 70e12);              // the paper's peak_tp
+  CHECK(hw.node.gpu.peak_flops == 125e12);
+  CHECK(hw.node.cpu_memory_bytes == 1'500'000'000'000ULL);   // 1.5 TB
+  CHECK(hw.node.nvme_capacity_bytes == 28'000'000'000'000ULL);
+  CHECK(hw.node.nvme_read_bandwidth == 25e9);
+  CHECK(hw.node.pcie_bandwidth_per_gpu == 12e9);
+  CHECK(hw.node.network_bandwidth == 90e9);
+}
+
+TEST_CASE("hardware_profile_to_json round-trips through parse_hardware_profile") {
+  for (std::string_view name : builtin_profile_names()) {
+    INFO(name);
+    const HardwareProfile original = load_hardware_profile(name).value();
+    const nlohmann::json document = hardware_profile_to_json(original);
+    const Result<HardwareProfile> again = parse_hardware_profile(document, "round trip");
+    REQUIRE(again.is_ok());
+    check_same(original, *again);
+    // And through text, as `zinf hw show NAME > my.json` would.
+    const Result<HardwareProfile> from_text =
+        parse_hardware_profile(nlohmann::json::parse(document.dump(2)), "round trip text");
+    REQUIRE(from_text.is_ok());
+    check_same(original, *from_text);
+  }
+  // A hand-made profile with awkward numbers and several nodes.
+  HardwareProfile odd = load_hardware_profile("dgx-h100").value();
+  odd.name = "odd";
+  odd.nodes = 3;
+  odd.node.gpu.memory_bytes = 81'559'502'848ULL;
+  odd.node.pcie_bandwidth_per_gpu = 12.345e9;
+  odd.node.nvme_capacity_bytes = 0;
+  const Result<HardwareProfile> again = parse_hardware_profile(hardware_profile_to_json(odd), "odd");
+  REQUIRE(again.is_ok());
+  check_same(odd, *again);
+}
+
+TEST_CASE("an unknown profile name is NotFound listing the built-ins") {
+  const Result<HardwareProfile> profile = load_hardware_profile("dgx3");
+  REQUIRE_FALSE(profile.is_ok());
+  CHECK(profile.status().code() == ErrorCode::kNotFound);
+  CHECK(profile.status().message() ==
+        "'dgx3' is not a built-in hardware profile or a .json file; built-in: cpu-only, dgx-a100-80g, dgx-h100, "
+        "dgx2-v100, h100-workstation");
+}
+
+TEST_CASE("a missing field is named with its dotted path") {
+  nlohmann::json document = dgx2_document();
+  document["node"]["nvme"].erase("read_bandwidth");
+  CHECK(error_of(document) == "x.json: hw.node.nvme.read_bandwidth: required field is missing");
+  document = dgx2_document();
+  document.erase("node");
+  CHECK(error_of(document) == "x.json: hw.node: required field is missing");
+}
+
+TEST_CASE("a typo in a key is an error with a suggestion") {
+  nlohmann::json document = dgx2_document();
+  document["node"]["nvme"]["read_bandwith"] = document["node"]["nvme"]["read_bandwidth"];
+  document["node"]["nvme"].erase("read_bandwidth");
+  CHECK(error_of(document) ==
+        "x.json: hw.node.nvme.read_bandwith: unknown field (did you mean 'read_bandwidth'?); allowed: capacity, "
+        "read_bandwidth, write_bandwidth");
+  document = dgx2_document();
+  document["node"]["gpu"]["colour"] = "green";
+  CHECK(error_of(document) ==
+        "x.json: hw.node.gpu.colour: unknown field; allowed: name, memory, peak_flops, achievable_flops, "
+        "memory_bandwidth");
+}
+
+TEST_CASE("a wrong schema is rejected") {
+  nlohmann::json document = dgx2_document();
+  document["schema"] = "zinf.hardware/2";
+  CHECK(error_of(document) == "x.json: hw.schema: 'zinf.hardware/2' is not supported; expected 'zinf.hardware/1'");
+  document = nlohmann::json::array({1, 2});
+  CHECK(error_of(document) == "x.json: hw: expected a JSON object, found [1,2] (array)");
+}
+
+TEST_CASE("negative or zero sizes are rejected") {
+  nlohmann::json document = dgx2_document();
+  document["node"]["gpu"]["memory"] = "-32GiB";
+  CHECK(error_of(document).find("x.json: hw.node.gpu.memory: '-32GiB' is negative; expected a size") == 0);
+  document = dgx2_document();
+  document["node"]["links"]["pcie_per_gpu"] = -12e9;
+  CHECK(error_of(document).find("x.json: hw.node.links.pcie_per_gpu: '-12000000000.0' is negative") == 0);
+  document = dgx2_document();
+  document["node"]["cpu"]["memory"] = 0;
+  CHECK(error_of(document).find("x.json: hw.node.cpu.memory: '0' is zero") == 0);
+  document = dgx2_document();
+  document["node"]["gpus"] = 0;
+  CHECK(error_of(document) == "x.json: hw.node.gpus: expected a positive integer, found 0 (number)");
+  document = dgx2_document();
+  document["nodes"] = -1;
+  CHECK(error_of(document) == "x.json: hw.nodes: expected a positive integer, found -1 (number)");
+  // No NVMe is allowed: capacity 0.
+  document = dgx2_document();
+  document["node"]["nvme"]["capacity"] = 0;
+  CHECK(parse_hardware_profile(document, "x.json").is_ok());
+}
+
+TEST_CASE("achievable FLOP/s above the peak is rejected") {
+  nlohmann::json document = dgx2_document();
+  document["node"]["gpu"]["achievable_flops"] = "200TFLOPS";
+  CHECK(error_of(document) ==
+        "x.json: hw.node.gpu.achievable_flops: 2e+14 is above peak_flops 1.25e+14; achievable throughput cannot "
+        "exceed the peak");
+}
+
+TEST_CASE("validate checks a profile built in code") {
+  HardwareProfile hw = load_hardware_profile("dgx2-v100").value();
+  CHECK(validate(hw).is_ok());
+  hw.nodes = 0;
+  CHECK(validate(hw).message() == "hw.nodes: 0 is not a positive integer");
+  hw = load_hardware_profile("dgx2-v100").value();
+  hw.node.network_bandwidth = 0;
+  CHECK(validate(hw).message() == "hw.node.links.network: 0 must be positive");
+}
+
+TEST_CASE("profile files: good, malformed with its line, missing") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string good = dir.write("good.json", std::string(builtin_profile_text("dgx-h100").value()));
+  const Result<HardwareProfile> loaded = load_hardware_profile(good);
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->name == "dgx-h100");
+
+  // Line 3 has a value missing.
+  const std::string bad = dir.write("bad.json", "{\n  \"schema\": \"zinf.hardware/1\",\n  \"name\": ,\n}\n");
+  const Result<HardwareProfile> malformed = load_hardware_profile(bad);
+  REQUIRE_FALSE(malformed.is_ok());
+  CHECK(malformed.status().code() == ErrorCode::kInvalidArgument);
+  CHECK(malformed.status().message().find(bad + ":3:") == 0);
+  CHECK(malformed.status().message().find("malformed JSON") != std::string::npos);
+
+  // A field error in a file names the file.
+  nlohmann::json document = dgx2_document();
+  document["node"]["nvme"].erase("read_bandwidth");
+  const std::string partial = dir.write("partial.json", document.dump(2));
+  CHECK(load_hardware_profile(partial).status().message() ==
+        partial + ": hw.node.nvme.read_bandwidth: required field is missing");
+
+  const Result<HardwareProfile> missing = load_hardware_profile(dir.write("x", "") + "-absent.json");
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace zinf::planner
