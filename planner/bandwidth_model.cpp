@@ -211,9 +211,12 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
       move.write_host(Tier::kNvme, kOpt, memory.optimizer_bytes);
       break;
   }
-  move.between(grads_tier, optimizer_tier, kOpt, memory.grads_bytes * replicas);
+  // CPU Adam streams NVMe-resident states through CPU memory, so gradients are consumed and updated
+  // parameters produced in CPU memory: for those transfers an NVMe optimizer sits in the CPU tier.
+  const Tier optimizer_compute_tier = optimizer_tier == Tier::kNvme ? Tier::kCpu : optimizer_tier;
+  move.between(grads_tier, optimizer_compute_tier, kOpt, memory.grads_bytes * replicas);
   // The updated parameters: a replicated copy (ZeRO-Offload) is all-gathered from the updated slices.
-  move.between(optimizer_tier, params_tier, kOpt, memory.params_bytes * replicas);
+  move.between(optimizer_compute_tier, params_tier, kOpt, memory.params_bytes * replicas);
   if (!rules.params_partitioned && rules.states_partitioned && collectives) {
     ledger.charge(kOpt, Resource::kCollectives, memory.params_bytes * cluster.ring_factor, cluster.collective_bandwidth);
   }

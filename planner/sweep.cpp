@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -68,7 +69,7 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
     }
   } else {
     std::string_view rest = text.substr(range_at + 2);
-    std::string_view step;
+    std::optional<std::string_view> step;  // present when a ':' is written, even with nothing after it
     if (const auto colon = rest.find(':'); colon != std::string_view::npos) {
       step = rest.substr(colon + 1);
       rest = rest.substr(0, colon);
@@ -78,26 +79,29 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
     if (low > high) {
       return Status::invalid_argument(fmt::format("{}: range '{}' runs backwards; write low..high", field, text));
     }
-    if (step.empty()) {
-      if (key == SweepKey::kParams) {
-        values = one_two_five(low, high);
-      } else {
-        for (std::uint64_t v = low; v <= high && values.size() <= kMaxValuesPerDimension; v *= 2) values.push_back(v);
-        if (values.back() != high) values.push_back(high);
-      }
+    bool multiply = true;
+    std::uint64_t amount = 2;
+    if (!step && key == SweepKey::kParams) {
+      values = one_two_five(low, high);
     } else {
-      const bool multiply = step.front() == 'x';
-      const bool add = step.front() == '+';
-      const auto amount = (multiply || add) ? parse_count(step.substr(1), field) : Result<std::uint64_t>(Status());
-      if (!(multiply || add) || !amount.is_ok() || (multiply && *amount < 2)) {
-        return Status::invalid_argument(fmt::format(
-            "{}: step '{}' is not valid; expected :xN (multiply, N >= 2) or :+N (add, N >= 1)", field, step));
+      if (step) {
+        const bool valid_kind = !step->empty() && (step->front() == 'x' || step->front() == '+');
+        const auto parsed = valid_kind ? parse_count(step->substr(1), field) : Result<std::uint64_t>(Status::invalid_argument(""));
+        multiply = valid_kind && step->front() == 'x';
+        if (!parsed.is_ok() || (multiply && *parsed < 2)) {
+          return Status::invalid_argument(fmt::format(
+              "{}: step '{}' is not valid; expected :xN (multiply, N >= 2) or :+N (add, N >= 1)", field, *step));
+        }
+        amount = *parsed;
       }
-      for (std::uint64_t v = low; v <= high && values.size() <= kMaxValuesPerDimension;
-           v = multiply ? v * *amount : v + *amount) {
+      // Stop before the next value would pass `high`, checking before the arithmetic can overflow.
+      for (std::uint64_t v = low;;) {
         values.push_back(v);
-        if (v > UINT64_MAX / 16) break;  // the next step would overflow; high cannot be that large in practice
+        if (values.size() > kMaxValuesPerDimension) break;
+        if (multiply ? v > high / amount : amount > high - v) break;
+        v = multiply ? v * amount : v + amount;
       }
+      if (!step && values.back() != high) values.push_back(high);  // the default x2 series ends at high
     }
   }
   if (values.size() > kMaxValuesPerDimension) {
@@ -163,7 +167,8 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
       }
     }
     if (params) {
-      ZINF_ASSIGN_OR_RETURN(input.shape, shape_for_params(*params, input.shape.vocab, input.training.seq));
+      const std::int64_t vocab = input.shape.vocab > 0 ? input.shape.vocab : kDefaultVocab;
+      ZINF_ASSIGN_OR_RETURN(input.shape, shape_for_params(*params, vocab, input.training.seq));
       input.requested_params = *params;
       input.model_source = fmt::format("--params {}", format_count(static_cast<double>(*params)));
     } else if (input.shape.position == spec::PositionKind::kLearned && input.requested_params > 0) {

@@ -106,8 +106,9 @@ TEST_CASE("plan 1T on one DGX-2: feasible only with NVMe, figures in base units"
   }
   // Compute per GPU: 8 * bsz(1) * seq(1024) * P FLOPs at the paper's 70 TFLOP/s.
   CHECK(record["prediction"]["compute_seconds"].get<double>() == Approx(8.0 * 1024 * params / 70e12));
-  // NVMe per node: reads 3*2P (params) + 16P (optimizer) at 25 GB/s, writes 2P (grads) + 16P at 20 GB/s.
-  const double nvme_seconds = (6.0 + 16.0) * params / 25e9 + (2.0 + 16.0) * params / 20e9;
+  // NVMe per node: reads 3*2P (params) + 16P (optimizer) + 2P (grads into CPU Adam) at 25 GB/s,
+  // writes 2P (grads) + 16P (optimizer) + 2P (updated params) at 20 GB/s.
+  const double nvme_seconds = (6.0 + 16.0 + 2.0) * params / 25e9 + (2.0 + 16.0 + 2.0) * params / 20e9;
   CHECK(record["prediction"]["step_seconds"].get<double>() == Approx(nvme_seconds));
   CHECK(record["bottleneck"]["resource"] == "nvme");
   CHECK(record["generator"]["name"] == "zinf");

@@ -181,19 +181,22 @@ TEST_CASE("model_step: one GPU with parameters, gradients and optimizer states o
   const ModelMemory memory = gpt2_memory();
   const StepModel step = model_step(memory, strategy_rules(Strategy::kInfinityNvme),
                                     place(Tier::kNvme, Tier::kNvme, Tier::kNvme, Tier::kCpu), hand_profile(1, 1), 0.9);
-  // NVMe: params read 3x (3Pb), grads written (Gb), optimizer read (Ob) and written (Ob):
-  //   bytes   = 746,638,848 + 248,879,616 + 3,982,073,856 = 4,977,592,320
-  //   seconds = 3Pb/10e9 + Gb/5e9 + Ob/10e9 + Ob/5e9
-  //           = 0.0746638848 + 0.0497759232 + 0.1991036928 + 0.3982073856 = 0.7217508864
-  CHECK(step.load(Resource::kNvme).bytes == Approx(4977592320.0));
-  CHECK(step.load(Resource::kNvme).seconds == Approx(0.7217508864));
-  // CPU memory: every NVMe byte passes through it twice (DMA in, copy out) and the checkpoints once
-  // each way: 2*(3Pb + Gb + 2*Ob) + 2A = 9,955,184,640 + 37,748,736 = 9,992,933,376.
-  CHECK(step.load(Resource::kCpuMemory).bytes == Approx(9992933376.0));
+  // NVMe: params read 3x (3Pb), grads written (Gb), optimizer read (Ob) and written (Ob); CPU Adam
+  // runs in CPU memory, so it also reads the gradients back (Gb) and writes the updated params (Pb):
+  //   bytes   = 746,638,848 + 248,879,616 + 3,982,073,856 + 248,879,616 + 248,879,616 = 5,475,351,552
+  //   seconds = 3Pb/10e9 + Gb/5e9 + Ob/10e9 + Ob/5e9 + Gb/10e9 + Pb/5e9
+  //           = 0.0746638848 + 0.0497759232 + 0.1991036928 + 0.3982073856 + 0.0248879616 + 0.0497759232
+  //           = 0.7964147712
+  CHECK(step.load(Resource::kNvme).bytes == Approx(5475351552.0));
+  CHECK(step.load(Resource::kNvme).seconds == Approx(0.7964147712));
+  // CPU memory: every NVMe byte of the params/grads/optimizer streams passes through it twice (DMA
+  // in, copy out), the optimizer's gradient read and parameter write once, and the checkpoints once
+  // each way: 2*(3Pb + Gb + 2*Ob) + Gb + Pb + 2A = 9,955,184,640 + 497,759,232 + 37,748,736 = 10,490,692,608.
+  CHECK(step.load(Resource::kCpuMemory).bytes == Approx(10490692608.0));
   CHECK(step.load(Resource::kPcieHostToDevice).bytes == Approx(3 * kPb + kA));
   CHECK(step.load(Resource::kPcieDeviceToHost).bytes == Approx(kGb + kA));
   CHECK(step.bottleneck == Resource::kNvme);
-  CHECK(step.step_seconds == Approx(0.7217508864));
+  CHECK(step.step_seconds == Approx(0.7964147712));
 }
 
 TEST_CASE("model_step: collectives inside a node and across nodes") {
