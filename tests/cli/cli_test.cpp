@@ -3,8 +3,6 @@
 // numbers copied from the program's output.
 #include "apps/zinf/cli.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -15,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/catch.h"
+#include "tests/temp_dir.h"
 
 namespace zinf::cli {
 namespace {
@@ -40,27 +39,7 @@ Outcome zinf(std::initializer_list<std::string> args, bool terminal = false, boo
   return outcome;
 }
 
-// A private temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "zinf-cli-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name, const std::string& contents = "") const {
-    const std::string p = (path_ / name).string();
-    if (!contents.empty()) std::ofstream(p) << contents;
-    return p;
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::TempDir;
 
 std::string read(const std::string& path) {
   std::ifstream in(path);
@@ -214,7 +193,7 @@ TEST_CASE("color only on a terminal and never under NO_COLOR") {
 
 TEST_CASE("out flag writes atomically and replaces an existing file") {
   TempDir dir;
-  const std::string path = dir.file("plan.json", "old contents");
+  const std::string path = dir.write("plan.json", "old contents");
   const Outcome o = zinf({"plan", "--params", "1T", "--hw", "dgx2-v100", "--format", "json", "--out", path});
   REQUIRE(o.code == 0);
   CHECK(o.out.empty());
@@ -233,7 +212,7 @@ TEST_CASE("hw list and show; a shown profile is a valid --hw file") {
   CHECK(names == std::vector<std::string>{"cpu-only", "dgx-a100-80g", "dgx-h100", "dgx2-v100", "h100-workstation"});
 
   TempDir dir;
-  const std::string path = dir.file("mine.json");
+  const std::string path = dir.path() + "/mine.json";
   REQUIRE(zinf({"hw", "show", "dgx2-v100", "--format", "json", "--out", path}).code == 0);
   const Outcome plan = zinf({"plan", "--params", "1T", "--hw", path, "--nvme", "56TB", "--format", "json"});
   REQUIRE(plan.code == 0);
@@ -276,20 +255,20 @@ TEST_CASE("bad hardware profiles: missing field, malformed JSON with its line, t
   TempDir dir;
   nlohmann::json profile = nlohmann::json::parse(zinf({"hw", "show", "dgx-h100", "--format", "json"}).out);
   profile["node"]["nvme"].erase("read_bandwidth");
-  const std::string missing = dir.file("missing.json", profile.dump(2));
+  const std::string missing = dir.write("missing.json", profile.dump(2));
   expect_bad_input({"plan", "--params", "1T", "--hw", missing}, "hw.node.nvme.read_bandwidth: required field is missing");
 
-  const std::string malformed = dir.file("malformed.json", "{\n  \"schema\": \"zinf.hardware/1\",\n  \"name\": ,\n}\n");
+  const std::string malformed = dir.write("malformed.json", "{\n  \"schema\": \"zinf.hardware/1\",\n  \"name\": ,\n}\n");
   expect_bad_input({"plan", "--params", "1T", "--hw", malformed}, malformed + ":3:");
 
   nlohmann::json typo = nlohmann::json::parse(zinf({"hw", "show", "dgx-h100", "--format", "json"}).out);
   typo["node"]["gpu"]["memroy"] = "80GiB";
-  const std::string typo_path = dir.file("typo.json", typo.dump());
+  const std::string typo_path = dir.write("typo.json", typo.dump());
   expect_bad_input({"plan", "--params", "1T", "--hw", typo_path}, "did you mean 'memory'");
 
   nlohmann::json negative = nlohmann::json::parse(zinf({"hw", "show", "dgx-h100", "--format", "json"}).out);
   negative["node"]["cpu"]["memory"] = "-2TB";
-  const std::string negative_path = dir.file("negative.json", negative.dump());
+  const std::string negative_path = dir.write("negative.json", negative.dump());
   expect_bad_input({"plan", "--params", "1T", "--hw", negative_path}, "hw.node.cpu.memory: '-2TB' is negative");
 }
 

@@ -3,40 +3,17 @@
 #include "planner/hardware_profile.h"
 
 #include <algorithm>
-#include <cstdlib>  // mkdtemp (POSIX)
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "tests/catch.h"
+#include "tests/temp_dir.h"
 
 namespace zinf::planner {
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/zinf_hardware_profile_test.XXXXXX";
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  bool ok() const { return !path_.empty(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string file = path_ + "/" + name;
-    std::ofstream(file) << text;
-    return file;
-  }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 nlohmann::json dgx2_document() {
   return nlohmann::json::parse(builtin_profile_text("dgx2-v100").value());
@@ -209,7 +186,6 @@ TEST_CASE("validate checks a profile built in code") {
 
 TEST_CASE("profile files: good, malformed with its line, missing") {
   TempDir dir;
-  REQUIRE(dir.ok());
   const std::string good = dir.write("good.json", std::string(builtin_profile_text("dgx-h100").value()));
   const Result<HardwareProfile> loaded = load_hardware_profile(good);
   REQUIRE(loaded.is_ok());

@@ -3,7 +3,6 @@
 // configs must fail with messages that name the file, the key, the value and what is allowed.
 #include "libengine/spec/hf_config.h"
 
-#include <cstdlib>  // mkdtemp (POSIX)
 #include <filesystem>
 #include <fstream>
 
@@ -11,6 +10,7 @@
 
 #include "libengine/spec/json_input.h"
 #include "tests/catch.h"
+#include "tests/temp_dir.h"
 
 namespace zinf::spec {
 namespace {
@@ -27,24 +27,7 @@ std::string error_of(const nlohmann::json& config) {
   return shape.status().message();
 }
 
-// A fresh directory under /tmp, removed with everything in it when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/zinf_hf_config_test.XXXXXX";
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 TEST_CASE("gpt2 and gpt2-xl give their published counts") {
   const ModelShape gpt2 = load_hf_config(fixture_path("gpt2.json")).value();
@@ -270,7 +253,6 @@ TEST_CASE("bad configs name the file, the key, the value and what is allowed") {
 
 TEST_CASE("load_hf_config prefixes errors with the path") {
   const TempDir dir;
-  REQUIRE_FALSE(dir.path().empty());
   SECTION("malformed JSON gives path, line and column") {
     const std::string path = dir.path() + "/config.json";
     std::ofstream(path) << "{\n  \"model_type\": \"gpt2\",\n  \"n_layer\": ,\n}\n";
