@@ -173,7 +173,11 @@ void append_plan(const Plan& plan, json& record) {
     record["bottleneck"] = {{"resource", nullptr}, {"explanation", plan.bottleneck}};
   }
   json suggestions = json::array();
-  for (const Suggestion& s : plan.suggestions) suggestions.push_back({{"flag", s.flag}, {"value", s.value}, {"why", s.why}});
+  for (const Suggestion& s : plan.suggestions) {
+    json changes = json::array();
+    for (const FlagChange& c : s.changes) changes.push_back({{"flag", c.flag}, {"value", c.value}});
+    suggestions.push_back({{"changes", std::move(changes)}, {"command_line", s.command_line()}, {"why", s.why}});
+  }
   record["suggestions"] = std::move(suggestions);
   record["notes"] = plan.notes;
 }

@@ -166,17 +166,22 @@ std::optional<std::int64_t> smallest_that_works(std::int64_t low, std::int64_t h
   return low;
 }
 
+constexpr std::int64_t kMaxNodes = 1 << 16;
+
+std::optional<std::int64_t> nodes_that_fit(const PlanInput& base) {
+  return smallest_that_works(base.hardware.nodes + 1, kMaxNodes, [&](std::int64_t n) {
+    PlanInput changed = base;
+    changed.hardware.nodes = n;
+    return fits(changed);
+  });
+}
+
 std::vector<Suggestion> suggest(const Plan& plan) {
   const PlanInput& base = plan.input;
   std::vector<Suggestion> out;
 
-  constexpr std::int64_t kMaxNodes = 1 << 16;
-  if (auto nodes = smallest_that_works(base.hardware.nodes + 1, kMaxNodes, [&](std::int64_t n) {
-        PlanInput changed = base;
-        changed.hardware.nodes = n;
-        return fits(changed);
-      })) {
-    out.push_back({"--nodes", std::to_string(*nodes),
+  if (auto nodes = nodes_that_fit(base)) {
+    out.push_back({{{"--nodes", std::to_string(*nodes)}},
                    fmt::format("{} nodes ({} GPUs) spread the partitioned states thin enough", *nodes,
                                *nodes * base.hardware.node.gpus)});
   }
@@ -186,7 +191,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
         changed.training.tiling = t;
         return fits(changed);
       })) {
-    out.push_back({"--tiling", std::to_string(*tiling),
+    out.push_back({{{"--tiling", std::to_string(*tiling)}},
                    "memory-centric tiling splits the largest operator so less of it is on the GPU at once"});
   }
   if (base.training.micro_batch > 1) {
@@ -195,7 +200,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
       PlanInput changed = base;
       changed.training.micro_batch = b;
       if (fits(changed)) {
-        out.push_back({"--micro-batch", std::to_string(b), "fewer samples per GPU need less activation memory"});
+        out.push_back({{{"--micro-batch", std::to_string(b)}}, "fewer samples per GPU need less activation memory"});
         break;
       }
     }
@@ -205,7 +210,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     PlanInput changed = base;
     changed.training.ckpt_interval = ci;
     if (fits(changed)) {
-      out.push_back({"--ckpt-interval", std::to_string(ci),
+      out.push_back({{{"--ckpt-interval", std::to_string(ci)}},
                      ci < base.training.ckpt_interval
                          ? "checkpointing more often shrinks the activations recomputed at once"
                          : "checkpointing less often shrinks the stored checkpoints"});
@@ -223,7 +228,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     if (!choice.feasible) return;
     const double needed = choice.footprint.tier(tier).used_bytes;
     const double terabytes = std::ceil(needed / 1e12);
-    out.push_back({std::move(flag), fmt::format("{:.0f}TB", terabytes),
+    out.push_back({{{std::move(flag), fmt::format("{:.0f}TB", terabytes)}},
                    fmt::format("{} of {} per node would hold what does not fit elsewhere", format_bytes(needed),
                                spec::tier_name(tier))});
   };
@@ -241,6 +246,22 @@ std::vector<Suggestion> suggest(const Plan& plan) {
   };
   if (allows(Tier::kNvme)) capacity_suggestion(Tier::kNvme, "--nvme");
   if (allows(Tier::kCpu)) capacity_suggestion(Tier::kCpu, "--cpu-mem");
+  if (!out.empty()) return out;
+
+  // No single change is enough: usually the largest operator overflows one GPU *and* the states
+  // overflow the cluster. Tile first (the smallest power of two that lets the cluster size fit),
+  // then add nodes.
+  for (std::int64_t tiling = base.training.tiling * 2; tiling <= base.shape.hidden; tiling *= 2) {
+    PlanInput tiled = base;
+    tiled.training.tiling = tiling;
+    if (auto nodes = nodes_that_fit(tiled)) {
+      out.push_back({{{"--tiling", std::to_string(tiling)}, {"--nodes", std::to_string(*nodes)}},
+                     fmt::format("tiling the largest operator {} ways brings the GPU working memory under one GPU's "
+                                 "capacity, and {} nodes ({} GPUs) hold the partitioned states",
+                                 tiling, *nodes, *nodes * base.hardware.node.gpus)});
+      break;
+    }
+  }
   return out;
 }
 
@@ -269,6 +290,12 @@ std::vector<std::string> notes_for(const Plan& plan) {
 }
 
 }  // namespace
+
+std::string Suggestion::command_line() const {
+  std::string line;
+  for (const FlagChange& change : changes) line += fmt::format("{}{} {}", line.empty() ? "" : " ", change.flag, change.value);
+  return line;
+}
 
 Result<Plan> make_plan(const PlanInput& input) {
   ZINF_RETURN_IF_ERROR(spec::validate(input.shape));

@@ -35,11 +35,19 @@ struct PlanInput {
   double target_efficiency = 0.9;    // the efficiency "required bandwidth" is quoted for
 };
 
-// A change to the input that makes an infeasible plan fit.
-struct Suggestion {
+// One flag change: "--nodes" "4".
+struct FlagChange {
   std::string flag;   // "--nodes", "--tiling", "--micro-batch", "--ckpt-interval", "--nvme", "--cpu-mem"
   std::string value;  // as the user would type it: "4", "16", "12TB"
-  std::string why;    // one sentence
+};
+
+// Changes to the input that together make an infeasible plan fit: usually one, two when one alone
+// cannot (tiling for the GPU working memory, then enough nodes for the states).
+struct Suggestion {
+  std::vector<FlagChange> changes;
+  std::string why;  // one sentence
+
+  std::string command_line() const;  // "--tiling 2 --nodes 10"
 };
 
 struct Prediction {

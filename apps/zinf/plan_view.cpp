@@ -246,12 +246,12 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
   } else {
     Section fixes{"What would make it fit", {}, {}, {}};
     if (plan.suggestions.empty()) {
-      fixes.notes.push_back("no single change among --nodes, --tiling, --micro-batch, --ckpt-interval, --nvme or --cpu-mem "
-                            "makes this fit; try another --strategy or a smaller model");
+      fixes.notes.push_back("no change among --nodes, --tiling, --micro-batch, --ckpt-interval, --nvme or --cpu-mem "
+                            "(nor tiling with more nodes) makes this fit; try another --strategy or a smaller model");
     } else {
       fixes.table.columns = {{"change"}, {"why"}};
       for (const planner::Suggestion& s : plan.suggestions) {
-        fixes.table.rows.push_back({Cell(fmt::format("{} {}", s.flag, s.value), Emphasis::kStrong), s.why});
+        fixes.table.rows.push_back({Cell(s.command_line(), Emphasis::kStrong), s.why});
       }
     }
     doc.sections.push_back(std::move(fixes));

@@ -110,14 +110,33 @@ TEST_CASE("an infeasible plan says why and what would make it fit") {
   CHECK(record["feasible"] == false);
   bool nodes_suggested = false;
   for (const auto& s : record["suggestions"]) {
-    if (s["flag"] == "--nodes") {
+    if (s["changes"].size() == 1 && s["changes"][0]["flag"] == "--nodes") {
       nodes_suggested = true;
       // ZeRO-3 on GPU needs 20 B/param over the cluster: 20 TB / 32 GiB per GPU / 16 per node >= 36 nodes.
-      CHECK(std::stoi(s["value"].get<std::string>()) >= 36);
+      CHECK(std::stoi(s["changes"][0]["value"].get<std::string>()) >= 36);
     }
   }
   CHECK(nodes_suggested);
   CHECK(record["bottleneck"]["explanation"].get<std::string>().find("does not fit") != std::string::npos);
+}
+
+TEST_CASE("10T on one DGX-2 needs two changes at once: tiling and more nodes") {
+  const Outcome o = zinf({"plan", "--params", "10T", "--hw", "dgx2-v100", "--format", "json"});
+  REQUIRE(o.code == 0);
+  const auto record = nlohmann::json::parse(o.out);
+  CHECK(record["feasible"] == false);
+  REQUIRE(record["suggestions"].size() == 1);
+  const auto& changes = record["suggestions"][0]["changes"];
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0]["flag"] == "--tiling");
+  CHECK(changes[1]["flag"] == "--nodes");
+  // 10T x 20 B = 200 TB of states; one node holds at most 28 TB NVMe + 1.5 TB CPU + 0.5 TB GPU = 30 TB,
+  // so at least 7 nodes.
+  CHECK(std::stoi(changes[1]["value"].get<std::string>()) >= 7);
+  // The suggestion, applied, fits.
+  const Outcome applied = zinf({"plan", "--params", "10T", "--hw", "dgx2-v100", "--tiling", changes[0]["value"],
+                                "--nodes", changes[1]["value"], "--format", "json"});
+  CHECK(nlohmann::json::parse(applied.out)["feasible"] == true);
 }
 
 TEST_CASE("max-params on one DGX-2 reproduces the paper's ordering and its 1T headline") {

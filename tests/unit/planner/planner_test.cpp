@@ -36,10 +36,12 @@ PlanInput input_for(const spec::ModelShape& shape, Strategy strategy) {
 spec::ModelShape one_trillion() { return shape_for_params(1'000'000'000'000ULL, 50257, 1024).value(); }
 spec::ModelShape gpt2() { return spec::gpt_like_shape(12, 768, 12, 50257, 1024); }
 
-const Suggestion* find_suggestion(const Plan& plan, std::string_view flag) {
-  const auto it = std::find_if(plan.suggestions.begin(), plan.suggestions.end(),
-                               [&](const Suggestion& s) { return s.flag == flag; });
-  return it == plan.suggestions.end() ? nullptr : &*it;
+// The single-flag suggestion that changes `flag`, if any.
+const FlagChange* find_suggestion(const Plan& plan, std::string_view flag) {
+  const auto it = std::find_if(plan.suggestions.begin(), plan.suggestions.end(), [&](const Suggestion& s) {
+    return s.changes.size() == 1 && s.changes.front().flag == flag;
+  });
+  return it == plan.suggestions.end() ? nullptr : &it->changes.front();
 }
 
 TEST_CASE("a 1T model fits one DGX-2 under ZeRO-Infinity only with NVMe") {
@@ -69,7 +71,7 @@ TEST_CASE("a 1T model under ZeRO-3 on one DGX-2 is infeasible and suggests more 
   CHECK_FALSE(plan->feasible);
   CHECK(plan->prediction.step_seconds == 0.0);
   CHECK(plan->bottleneck.find("does not fit") == 0);
-  const Suggestion* nodes = find_suggestion(*plan, "--nodes");
+  const FlagChange* nodes = find_suggestion(*plan, "--nodes");
   REQUIRE(nodes != nullptr);
 
   // By hand: each GPU holds 20*P/(16*n) of states plus its checkpoints (2*seq*hd*nl), the largest
@@ -247,7 +249,7 @@ TEST_CASE("GPU working memory larger than a GPU is explained as such") {
   REQUIRE(plan.is_ok());
   CHECK_FALSE(plan->feasible);
   CHECK(plan->bottleneck.find("GPU working memory alone") != std::string::npos);
-  const Suggestion* tiling = find_suggestion(*plan, "--tiling");
+  const FlagChange* tiling = find_suggestion(*plan, "--tiling");
   REQUIRE(tiling != nullptr);
   // Working memory: 16 * hd^2 / t + AWM, AWM = 1024 * (16 * 65536 + 2 * 512 * 1024) = 2 GiB; the states
   // go to CPU/NVMe. 64/t + 2 <= 32 -> t >= 3 (64/3 = 21.3 GiB + 2 GiB + checkpoints on the host).
