@@ -59,7 +59,7 @@ if [[ -z "$nvcc_path" && -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 if [[ -n "$nvcc_path" ]]; then
   nvcc_version=$("$nvcc_path" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -n1)
-  log "nvcc found: $nvcc_path (CUDA ${nvcc_version:-unknown version}); ZINF_WITH_CUDA=AUTO builds the CUDA backend"
+  log "nvcc found: $nvcc_path (CUDA ${nvcc_version:-unknown version}); ZINF_WITH_CUDA=AUTO turns CUDA on"
 else
   log "nvcc not found: ZINF_WITH_CUDA=AUTO builds the CPU backend only"
 fi
