@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "libengine/core/split.h"
 #include "libengine/core/units.h"
 #include "planner/shape_rule.h"
 
@@ -58,14 +59,9 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
   std::vector<std::uint64_t> values;
   const auto range_at = text.find("..");
   if (range_at == std::string_view::npos) {
-    std::size_t start = 0;
-    while (start <= text.size()) {
-      const auto comma = text.find(',', start);
-      const std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    for (const std::string_view item : split(text, ',')) {
       ZINF_ASSIGN_OR_RETURN(const std::uint64_t value, parse_value(key, item, field));
       values.push_back(value);
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
     }
   } else {
     std::string_view rest = text.substr(range_at + 2);

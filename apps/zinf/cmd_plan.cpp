@@ -14,6 +14,7 @@
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_view.h"
 #include "apps/zinf/subcommand.h"
+#include "libengine/core/split.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/hf_config.h"
 #include "planner/max_params.h"
@@ -278,22 +279,17 @@ Status PlanCommand::resolve_model(PlanInput& input, bool model_required, bool pa
 Result<std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()>> PlanCommand::pinned() const {
   std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()> out{};
   if (!given("--place")) return out;
-  std::size_t start = 0;
-  while (start <= place_.size()) {
-    const auto comma = place_.find(',', start);
-    const std::string item = place_.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string_view item : split(place_, ',')) {
     const auto equals = item.find('=');
-    const std::string kind_name = item.substr(0, equals);
+    const std::string_view kind_name = item.substr(0, equals);
     const auto kind = std::find_if(spec::kAllStateKinds.begin(), spec::kAllStateKinds.end(),
                                    [&](spec::StateKind k) { return spec::state_kind_name(k) == kind_name; });
-    const auto tier = equals == std::string::npos ? std::nullopt : spec::tier_from_name(item.substr(equals + 1));
+    const auto tier = equals == std::string_view::npos ? std::nullopt : spec::tier_from_name(item.substr(equals + 1));
     if (kind == spec::kAllStateKinds.end() || !tier) {
       return Status::invalid_argument(fmt::format(
           "--place: '{}' is not KIND=TIER (kinds: params, grads, optimizer, activations; tiers: gpu, cpu, nvme)", item));
     }
     out[static_cast<std::size_t>(*kind)] = *tier;
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
