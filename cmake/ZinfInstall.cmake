@@ -61,7 +61,8 @@ set(_zinf_known_deps
   "CUDA::|find_dependency(CUDAToolkit)"
   "OpenMP::|find_dependency(OpenMP COMPONENTS CXX)"
   "BLAS::|find_dependency(BLAS)"
-  "benchmark::|find_dependency(benchmark)")
+  "benchmark::|find_dependency(benchmark)"
+  "PkgConfig::|find_dependency(PkgConfig)\npkg_check_modules(liburing REQUIRED IMPORTED_TARGET liburing>=2.0)")
 set(ZINF_CONFIG_EXTRA_DEPENDENCIES "")
 set(_zinf_unhandled "${_zinf_link_text}")
 foreach(_entry IN LISTS _zinf_known_deps)
