@@ -69,7 +69,7 @@ struct SwapPathInfo {
 struct SwapStoreStats {
   std::uint64_t bytes_written = 0;
   std::uint64_t bytes_read = 0;
-  std::uint64_t ops_completed = 0;       // chunk-level ops that finished successfully
+  std::uint64_t ops_completed = 0;       // chunk transfers that finished successfully
   std::uint64_t short_resubmits = 0;     // remainders resubmitted after short transfers
   std::uint64_t eagain_retries = 0;
   std::uint64_t staged_ops = 0;          // chunks copied through a staging buffer
@@ -80,6 +80,7 @@ struct SwapStoreStats {
   std::uint64_t capacity_bytes = 0;      // swap file bytes over all paths
   std::uint64_t staging_bytes = 0;
   std::size_t staging_buffers = 0;
+  std::size_t staging_in_use = 0;        // 0 whenever nothing is in flight
   std::size_t staging_peak_in_use = 0;
 };
 
