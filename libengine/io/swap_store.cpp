@@ -8,6 +8,7 @@
 #include "libengine/io/swap_store.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -73,7 +74,12 @@ Status check_space(const std::vector<std::string>& paths, std::uint64_t share_by
   }
   for (const auto& [device, entry] : need) {
     const auto& [names, bytes] = entry;
-    ZINF_ASSIGN_OR_RETURN(std::uint64_t free_bytes, free_space_bytes(names.substr(0, names.find(", "))));
+    const std::string first = names.substr(0, names.find(", "));
+    // File systems that keep no block counts (ramfs reports 0 of 0) cannot be checked up front;
+    // reserve() then reports a real shortage when it happens.
+    struct statvfs fs {};
+    if (::statvfs(first.c_str(), &fs) == 0 && fs.f_blocks == 0) continue;
+    ZINF_ASSIGN_OR_RETURN(std::uint64_t free_bytes, free_space_bytes(first));
     if (free_bytes < bytes) {
       return Status::infeasible(fmt::format(
           "swap path '{}': the plan needs {} there but its file system has {} free; free space, add paths on other "

@@ -7,6 +7,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -566,6 +569,67 @@ TEST_CASE("SwapStore falls back to buffered I/O with one warning where O_DIRECT 
   }
   CHECK(directory_is_empty(shm_dir));
   std::filesystem::remove_all(shm_dir);
+}
+
+// ramfs refuses O_DIRECT on every kernel (tmpfs accepts it since Linux 6.6), but mounting it needs
+// CAP_SYS_ADMIN: the check runs in a child with a private mount namespace and is skipped, with a
+// warning, where that is not allowed.
+TEST_CASE("SwapStore falls back to buffered I/O on a file system that refuses O_DIRECT (ramfs)", "[swap_store]") {
+  testing::TempDir dir;
+  const std::string mount_point = dir.path() + "/ramfs";
+  REQUIRE(::mkdir(mount_point.c_str(), 0700) == 0);
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(report[0]);
+    const auto fail = [&](const std::string& why) {
+      [[maybe_unused]] const ssize_t n = ::write(report[1], why.data(), why.size());
+      ::_exit(1);
+    };
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("ramfs", mount_point.c_str(), "ramfs", 0, nullptr) != 0) {
+      ::_exit(77);
+    }
+    std::vector<std::string> warnings;
+    SwapStoreOptions options = options_for({mount_point}, 2 * kMiB, 64 * kKiB, 4);
+    options.on_warning = [&warnings](const std::string& w) { warnings.push_back(w); };
+    {
+      Result<std::unique_ptr<SwapStore>> store = SwapStore::open(options);
+      if (!store.is_ok()) fail("open: " + store.status().message());
+      if ((*store)->paths().at(0).direct) fail("ramfs accepted O_DIRECT");
+      if (warnings.size() != 1 || warnings[0].find("buffered") == std::string::npos) fail("expected one warning");
+      TestBuffer out(333333, 1), in(333333, 2);
+      out.fill(8);
+      Result<Ticket> w = (*store)->write(out.cspan());
+      if (!w.is_ok() || !(*store)->wait(*w).is_ok()) fail("write failed");
+      Result<Ticket> r = (*store)->read(*w, in.span());
+      if (!r.is_ok() || !(*store)->wait(*r).is_ok()) fail("read failed");
+      if (!in.same_as(out)) fail("data differs");
+    }
+    options.allow_buffered_fallback = false;
+    const Result<std::unique_ptr<SwapStore>> strict = SwapStore::open(options);
+    if (strict.is_ok() || strict.status().message().find("O_DIRECT") == std::string::npos) {
+      fail("strict open should fail naming O_DIRECT");
+    }
+    if (!directory_is_empty(mount_point)) fail("files left in the mount");
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string why;
+  char chunk[256];
+  for (ssize_t n; (n = ::read(report[0], chunk, sizeof chunk)) > 0;) why.append(chunk, static_cast<std::size_t>(n));
+  ::close(report[0]);
+  int wstatus = 0;
+  REQUIRE(::waitpid(child, &wstatus, 0) == child);
+  REQUIRE(WIFEXITED(wstatus));
+  if (WEXITSTATUS(wstatus) == 77) {
+    WARN("cannot mount ramfs here (needs CAP_SYS_ADMIN); buffered fallback checked only where /dev/shm refuses O_DIRECT");
+    return;
+  }
+  INFO(why);
+  CHECK(WEXITSTATUS(wstatus) == 0);
 }
 
 TEST_CASE("SwapStore's files vanish when the process is killed by a signal", "[swap_store][signal]") {
