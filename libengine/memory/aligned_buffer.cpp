@@ -1,1 +1,56 @@
-// placeholder: being written in this change
+// AlignedBuffer: posix_memalign + zero fill + free, behind a movable owner. Not a pool and not
+// pinned: pinning (cudaHostRegister) is the host tier's business.
+#include "libengine/memory/aligned_buffer.h"
+
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "libengine/core/units.h"
+
+namespace zinf::memory {
+
+Result<AlignedBuffer> AlignedBuffer::allocate(std::size_t bytes, std::size_t alignment_bytes) {
+  if (!std::has_single_bit(alignment_bytes) || alignment_bytes < sizeof(void*)) {
+    return Status::invalid_argument(fmt::format(
+        "aligned buffer: alignment {} bytes is not a power of two of at least {}", alignment_bytes, sizeof(void*)));
+  }
+  AlignedBuffer buffer;
+  if (bytes == 0) return buffer;
+  const auto out_of_memory = [&](int error) {
+    return Status::out_of_memory(fmt::format("aligned buffer: cannot allocate {} ({} bytes) aligned to {} bytes: {}",
+                                             format_bytes(static_cast<double>(bytes)), bytes, alignment_bytes,
+                                             std::strerror(error)));
+  };
+  // No object may be larger than PTRDIFF_MAX (pointer differences inside it would overflow); such
+  // requests are refused here rather than handed to an allocator that may abort on them (ASan).
+  if (bytes > static_cast<std::size_t>(PTRDIFF_MAX) - alignment_bytes) return out_of_memory(ENOMEM);
+  void* memory = nullptr;
+  const int error = ::posix_memalign(&memory, alignment_bytes, bytes);
+  if (error != 0) return out_of_memory(error);
+  std::memset(memory, 0, bytes);
+  buffer.data_ = static_cast<std::byte*>(memory);
+  buffer.size_ = bytes;
+  return buffer;
+}
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+
+}  // namespace zinf::memory
