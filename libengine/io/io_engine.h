@@ -65,16 +65,19 @@ class IoEngine {
   virtual Status register_files(std::span<const int> fds) = 0;
 
   // Declares long-lived buffers (staging buffers) that ops may name by buffer_index. Optional for
-  // correctness: an engine may ignore it. Must be called with nothing in flight.
+  // correctness: an engine may ignore it. Must be called with nothing in flight. On error no
+  // buffers are registered and the engine stays usable (ops naming a buffer run unregistered).
   virtual Status register_buffers(std::span<const iovec> buffers) = 0;
 
   // Queues `ops` and hands them to the kernel. Precondition: in_flight() + ops.size() <=
-  // queue_depth(). An error here (ring broken, out of memory) means none of `ops` were queued.
+  // queue_depth(). An error means none of `ops` were queued, except when the engine itself broke
+  // mid-batch (IoError): a broken engine fails every later call and may only be destroyed.
   virtual Status submit(std::span<const IoOp> ops) = 0;
 
   // Appends completed results to `out`, blocking until at least `min_results` are available, the
   // timeout passes, or wake() is called. Returns how many were appended (may be fewer than
-  // min_results on timeout or wake). An error means the engine itself failed, not an op.
+  // min_results on timeout or wake; min_results above in_flight() waits for the full timeout or a
+  // wake()). An error means the engine itself failed, not an op.
   virtual Result<std::size_t> reap(std::size_t min_results, std::chrono::milliseconds timeout,
                                    std::vector<IoResult>& out) = 0;
 
