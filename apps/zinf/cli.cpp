@@ -65,11 +65,13 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
       "  zinf plan --max-params --hw dgx2-v100 --nodes 1\n"
       "  zinf plan --sweep params=1B..100T --nodes 1,2,4,8,16,32,64 --format csv\n"
       "  zinf hw list\n"
+      "  zinf bench io --path /mnt/nvme0 --path /mnt/nvme1 --size 16GiB --fio\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 bad input.");
 
   std::vector<std::unique_ptr<Subcommand>> commands;
   commands.push_back(add_plan_command(app));
   commands.push_back(add_hw_command(app));
+  commands.push_back(add_bench_command(app));
 
   try {
     app.parse(argc, argv);
@@ -81,8 +83,15 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
     io.out << e.what() << '\n';
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    const std::vector<CLI::App*> chosen = app.get_subcommands();
-    const std::string help = chosen.empty() ? "zinf --help" : fmt::format("zinf {} --help", chosen.front()->get_name());
+    // Name the deepest subcommand given ("zinf bench io --help", not "zinf bench --help").
+    std::string path = "zinf";
+    for (const CLI::App* level = &app;;) {
+      const std::vector<CLI::App*> chosen = level->get_subcommands();
+      if (chosen.empty()) break;
+      level = chosen.front();
+      path += " " + level->get_name();
+    }
+    const std::string help = path + " --help";
     print_error(io, fmt::format("{} (see {})", e.what(), help));
     return kExitBadInput;
   }

@@ -33,5 +33,6 @@ class Subcommand {
 // owns the subcommand's options; it must outlive parsing.
 std::unique_ptr<Subcommand> add_plan_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_hw_command(CLI::App& app);
+std::unique_ptr<Subcommand> add_bench_command(CLI::App& app);
 
 }  // namespace zinf::cli

@@ -1,0 +1,292 @@
+#include "apps/zinf/fio_runner.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "libengine/core/check.h"
+#include "libengine/core/split.h"
+
+extern char** environ;  // NOLINT: POSIX, for posix_spawn
+
+namespace zinf::cli {
+namespace {
+
+// Closes the descriptors it holds when it goes out of scope.
+class Pipe {
+ public:
+  Pipe() = default;
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  ~Pipe() {
+    close_read();
+    close_write();
+  }
+  Status open() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return Status::io_error(fmt::format("pipe: {}", std::strerror(errno)));
+    read_fd = fds[0];
+    write_fd = fds[1];
+    return Status::ok();
+  }
+  void close_read() {
+    if (read_fd >= 0) ::close(read_fd);
+    read_fd = -1;
+  }
+  void close_write() {
+    if (write_fd >= 0) ::close(write_fd);
+    write_fd = -1;
+  }
+  int read_fd = -1;
+  int write_fd = -1;
+};
+
+// Owns posix_spawn_file_actions_t.
+class SpawnActions {
+ public:
+  SpawnActions() { ok_ = ::posix_spawn_file_actions_init(&actions_) == 0; }
+  SpawnActions(const SpawnActions&) = delete;
+  SpawnActions& operator=(const SpawnActions&) = delete;
+  ~SpawnActions() {
+    if (ok_) ::posix_spawn_file_actions_destroy(&actions_);
+  }
+  bool ok() const { return ok_; }
+  posix_spawn_file_actions_t* get() { return &actions_; }
+
+ private:
+  posix_spawn_file_actions_t actions_{};
+  bool ok_ = false;
+};
+
+bool needs_quoting(std::string_view arg) {
+  if (arg.empty()) return true;
+  for (const char c : arg) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       std::string_view("_-./:=,+@%").find(c) != std::string_view::npos;
+    if (!plain) return true;
+  }
+  return false;
+}
+
+std::string last_line(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  const std::size_t newline = text.rfind('\n');
+  return std::string(newline == std::string_view::npos ? text : text.substr(newline + 1));
+}
+
+Result<double> number_at(const nlohmann::json& parent, std::string_view key, std::string_view where) {
+  const auto it = parent.find(std::string(key));
+  if (it == parent.end() || !it->is_number()) {
+    return Status::invalid_argument(fmt::format("fio report: {}.{} is missing or not a number", where, key));
+  }
+  return it->get<double>();
+}
+
+}  // namespace
+
+FioDirection fio_direction(std::string_view rw) {
+  if (rw == "read" || rw == "randread") return FioDirection::kRead;
+  ZINF_CHECK(rw == "write" || rw == "randwrite", "fio rw must be read, randread, write or randwrite");
+  return FioDirection::kWrite;
+}
+
+Result<std::vector<std::string>> fio_argv(const std::string& fio_path, const FioJob& job) {
+  if (job.filenames.empty()) return Status::invalid_argument("fio job: no file names");
+  if (job.size_bytes == 0 || job.block_bytes == 0 || job.iodepth == 0) {
+    return Status::invalid_argument("fio job: size, block and iodepth must be positive");
+  }
+  std::string filenames;
+  for (const std::string& name : job.filenames) {
+    if (name.empty() || name.find(':') != std::string::npos) {
+      return Status::invalid_argument(
+          fmt::format("fio job: file name '{}' is empty or contains ':', which fio reads as a list separator", name));
+    }
+    filenames += (filenames.empty() ? "" : ":") + name;
+  }
+  const bool random = job.rw == "randread" || job.rw == "randwrite";
+  fio_direction(job.rw);  // checks the name
+  std::vector<std::string> argv = {
+      fio_path,
+      fmt::format("--name={}", job.name),
+      fmt::format("--filename={}", filenames),
+      fmt::format("--ioengine={}", job.ioengine),
+      fmt::format("--direct={}", job.direct ? 1 : 0),
+      fmt::format("--rw={}", job.rw),
+      fmt::format("--bs={}", job.block_bytes),
+      fmt::format("--iodepth={}", job.iodepth),
+      fmt::format("--size={}", job.size_bytes),
+      // Never create or extend a file: the names are the store's own files.
+      "--allow_file_create=0",
+      "--group_reporting",
+      "--output-format=json",
+  };
+  if (random) argv.emplace_back("--randrepeat=0");
+  return argv;
+}
+
+std::string shell_command_line(std::span<const std::string> argv) {
+  std::string line;
+  for (const std::string& arg : argv) {
+    if (!line.empty()) line += ' ';
+    if (!needs_quoting(arg)) {
+      line += arg;
+      continue;
+    }
+    line += '\'';
+    for (const char c : arg) {
+      if (c == '\'') {
+        line += "'\\''";
+      } else {
+        line += c;
+      }
+    }
+    line += '\'';
+  }
+  return line;
+}
+
+Result<FioMeasurement> parse_fio_json(std::string_view text, FioDirection direction) {
+  const std::size_t start = text.find('{');
+  if (start == std::string_view::npos) return Status::invalid_argument("fio report: no JSON object in fio's output");
+  const nlohmann::json report = nlohmann::json::parse(text.substr(start), nullptr, /*allow_exceptions=*/false);
+  if (report.is_discarded() || !report.is_object()) return Status::invalid_argument("fio report: malformed JSON");
+  const auto jobs = report.find("jobs");
+  if (jobs == report.end() || !jobs->is_array() || jobs->empty() || !(*jobs)[0].is_object()) {
+    return Status::invalid_argument("fio report: 'jobs' is missing or empty");
+  }
+  const nlohmann::json& job = (*jobs)[0];
+  if (const auto error = job.find("error"); error != job.end() && error->is_number() && error->get<int>() != 0) {
+    return Status::io_error(fmt::format("fio report: job '{}' failed with error {} ({})", job.value("jobname", "?"),
+                                        error->get<int>(), std::strerror(error->get<int>())));
+  }
+  const char* side = direction == FioDirection::kRead ? "read" : "write";
+  const auto figures = job.find(side);
+  if (figures == job.end() || !figures->is_object()) {
+    return Status::invalid_argument(fmt::format("fio report: jobs[0].{} is missing", side));
+  }
+  const std::string where = fmt::format("jobs[0].{}", side);
+  FioMeasurement m;
+  m.fio_version = report.value("fio version", std::string("unknown"));
+  ZINF_ASSIGN_OR_RETURN(const double io_bytes, number_at(*figures, "io_bytes", where));
+  ZINF_ASSIGN_OR_RETURN(const double bw_bytes, number_at(*figures, "bw_bytes", where));
+  ZINF_ASSIGN_OR_RETURN(const double runtime_ms, number_at(*figures, "runtime", where));
+  m.io_bytes = static_cast<std::uint64_t>(io_bytes);
+  m.bytes_per_second = bw_bytes;
+  m.runtime_seconds = runtime_ms / 1e3;
+  if (const auto ios = figures->find("total_ios"); ios != figures->end() && ios->is_number()) {
+    m.total_ios = ios->get<std::uint64_t>();
+  }
+  if (m.io_bytes == 0) return Status::io_error(fmt::format("fio report: {} moved no bytes", where));
+  const auto clat = figures->find("clat_ns");
+  if (clat == figures->end() || !clat->is_object()) {
+    return Status::invalid_argument(fmt::format("fio report: {}.clat_ns is missing", where));
+  }
+  const std::string clat_where = where + ".clat_ns";
+  ZINF_ASSIGN_OR_RETURN(m.clat_mean_ns, number_at(*clat, "mean", clat_where));
+  ZINF_ASSIGN_OR_RETURN(m.clat_max_ns, number_at(*clat, "max", clat_where));
+  if (const auto pct = clat->find("percentile"); pct != clat->end() && pct->is_object()) {
+    const std::string pct_where = clat_where + ".percentile";
+    ZINF_ASSIGN_OR_RETURN(m.clat_p50_ns, number_at(*pct, "50.000000", pct_where));
+    ZINF_ASSIGN_OR_RETURN(m.clat_p90_ns, number_at(*pct, "90.000000", pct_where));
+    ZINF_ASSIGN_OR_RETURN(m.clat_p99_ns, number_at(*pct, "99.000000", pct_where));
+  }
+  return m;
+}
+
+Result<std::string> find_program(std::string_view program, std::string_view search_path) {
+  if (program.find('/') != std::string_view::npos) {
+    if (::access(std::string(program).c_str(), X_OK) == 0) return std::string(program);
+    return Status::not_found(fmt::format("{}: not found or not executable", program));
+  }
+  for (const std::string_view directory : split(search_path, ':')) {
+    const std::string candidate = fmt::format("{}/{}", directory.empty() ? "." : directory, program);
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return Status::not_found(fmt::format("{}: not found on PATH", program));
+}
+
+Result<ProcessOutput> run_process(std::span<const std::string> argv) {
+  ZINF_CHECK(!argv.empty(), "run_process needs argv[0]");
+  Pipe out_pipe;
+  Pipe err_pipe;
+  ZINF_RETURN_IF_ERROR(out_pipe.open());
+  ZINF_RETURN_IF_ERROR(err_pipe.open());
+  SpawnActions actions;
+  if (!actions.ok() || ::posix_spawn_file_actions_addopen(actions.get(), STDIN_FILENO, "/dev/null", O_RDONLY, 0) != 0 ||
+      ::posix_spawn_file_actions_adddup2(actions.get(), out_pipe.write_fd, STDOUT_FILENO) != 0 ||
+      ::posix_spawn_file_actions_adddup2(actions.get(), err_pipe.write_fd, STDERR_FILENO) != 0) {
+    return Status::io_error(fmt::format("{}: cannot set up the child's output", argv[0]));
+  }
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const std::string& arg : argv)
+    args.push_back(const_cast<char*>(arg.c_str()));  // NOLINT: posix_spawn's signature
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawn(&pid, argv[0].c_str(), actions.get(), nullptr, args.data(), environ);
+  if (spawned != 0) return Status::io_error(fmt::format("{}: cannot start: {}", argv[0], std::strerror(spawned)));
+  out_pipe.close_write();
+  err_pipe.close_write();
+
+  ProcessOutput output;
+  std::array<pollfd, 2> fds{pollfd{out_pipe.read_fd, POLLIN, 0}, pollfd{err_pipe.read_fd, POLLIN, 0}};
+  std::array<std::string*, 2> sinks{&output.out, &output.err};
+  std::array<char, 65536> chunk{};
+  int open_streams = 2;
+  while (open_streams > 0) {
+    const int ready = ::poll(fds.data(), fds.size(), -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      break;  // cannot happen with valid fds; fall through to waitpid so no zombie is left
+    }
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      const ssize_t n = ::read(fds[i].fd, chunk.data(), chunk.size());
+      if (n > 0) {
+        sinks[i]->append(chunk.data(), static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        fds[i].fd = -1;  // end of stream (or a read error): stop polling it
+        --open_streams;
+      }
+    }
+  }
+  int wait_status = 0;
+  while (::waitpid(pid, &wait_status, 0) < 0) {
+    if (errno != EINTR) return Status::io_error(fmt::format("{}: waitpid: {}", argv[0], std::strerror(errno)));
+  }
+  if (WIFEXITED(wait_status)) {
+    output.exit_status = WEXITSTATUS(wait_status);
+  } else if (WIFSIGNALED(wait_status)) {
+    output.exit_status = 128 + WTERMSIG(wait_status);
+  }
+  return output;
+}
+
+Result<FioMeasurement> run_fio(std::span<const std::string> argv, FioDirection direction) {
+  ZINF_ASSIGN_OR_RETURN(const ProcessOutput output, run_process(argv));
+  if (output.exit_status != 0) {
+    const std::string why = last_line(output.err.empty() ? output.out : output.err);
+    return Status::io_error(
+        fmt::format("fio exited with status {}: {}", output.exit_status, why.empty() ? "no message" : why));
+  }
+  Result<FioMeasurement> measured = parse_fio_json(output.out, direction);
+  if (!measured.is_ok() && measured.status().code() == ErrorCode::kInvalidArgument) {
+    // Bad fio output is not the user's input: report it as a runtime failure.
+    return Status::io_error(measured.status().message());
+  }
+  return measured;
+}
+
+}  // namespace zinf::cli

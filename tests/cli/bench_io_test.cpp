@@ -1,0 +1,553 @@
+// `zinf bench io`: the pieces that need no drive (fio argv, fio's JSON report against a checked-in
+// fixture, percentile math, the run layout), the one-line errors for bad flags, and small end-to-end
+// runs through a real SwapStore in a TempDir (with fio too when it is installed). Expected figures
+// are hand-computed (comments show the arithmetic), never copied from the program's output.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/zinf/cli.h"
+#include "apps/zinf/fio_runner.h"
+#include "apps/zinf/io_bench_runner.h"
+#include "apps/zinf/latency_stats.h"
+#include "libengine/io/swap_store.h"
+#include "tests/catch.h"
+#include "tests/temp_dir.h"
+
+namespace zinf::cli {
+namespace {
+
+using testing::TempDir;
+
+constexpr std::uint64_t kKiB = 1024;
+constexpr std::uint64_t kMiB = 1024 * kKiB;
+constexpr std::uint64_t kGiB = 1024 * kMiB;
+
+struct Outcome {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+Outcome zinf(const std::vector<std::string>& args) {
+  std::vector<std::string> storage{"zinf"};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<const char*> argv;
+  for (const std::string& a : storage) argv.push_back(a.c_str());
+  std::ostringstream out;
+  std::ostringstream err;
+  const Io io{out, err, false, true, 120};
+  Outcome outcome;
+  outcome.code = run_cli(static_cast<int>(argv.size()), argv.data(), io);
+  outcome.out = out.str();
+  outcome.err = err.str();
+  return outcome;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string fixture(const std::string& name) { return std::string(ZINF_FIXTURES_DIR) + "/" + name; }
+
+// Bad input: exit 2 and exactly one line on stderr, "error: ..." containing `needle`.
+void expect_bad_input(const std::vector<std::string>& args, const std::string& needle) {
+  std::vector<std::string> full{"bench", "io"};
+  full.insert(full.end(), args.begin(), args.end());
+  const Outcome o = zinf(full);
+  INFO("stderr: " << o.err);
+  CHECK(o.code == 2);
+  CHECK(o.err.rfind("error: ", 0) == 0);
+  CHECK(o.err.find(needle) != std::string::npos);
+  CHECK(std::count(o.err.begin(), o.err.end(), '\n') == 1);
+  CHECK(o.out.empty());
+}
+
+bool fio_installed() {
+  const char* path = std::getenv("PATH");
+  return find_program("fio", path == nullptr ? "" : path).is_ok();
+}
+
+// The small run the end-to-end tests share: 8 tensors of 1 MiB in 256 KiB blocks, queue depth 4.
+std::vector<std::string> small_run(const std::string& directory, std::initializer_list<std::string> extra) {
+  std::vector<std::string> args{"bench",   "io",     "--path", directory, "--size",   "8MiB", "--tensor",     "1MiB",
+                                "--block", "256KiB", "--qd",   "4",       "--repeat", "1",    "--buffered-ok"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// ---- percentiles -----------------------------------------------------------------------------
+
+TEST_CASE("bench io: percentiles interpolate between the nearest ranks") {
+  const std::vector<double> four{1.0, 2.0, 3.0, 4.0};
+  // rank = p/100 * (n-1) = p/100 * 3
+  CHECK(percentile_of_sorted(four, 0.0) == 1.0);
+  CHECK(percentile_of_sorted(four, 50.0) == Approx(2.5));   // rank 1.5: 2 + 0.5 * 1
+  CHECK(percentile_of_sorted(four, 90.0) == Approx(3.7));   // rank 2.7: 3 + 0.7 * 1
+  CHECK(percentile_of_sorted(four, 99.0) == Approx(3.97));  // rank 2.97
+  CHECK(percentile_of_sorted(four, 100.0) == 4.0);
+  const std::vector<double> one{7.0};
+  CHECK(percentile_of_sorted(one, 50.0) == 7.0);
+  CHECK(percentile_of_sorted(one, 99.0) == 7.0);
+
+  // 1..10 ms: p50 rank 4.5 -> 5.5; p90 rank 8.1 -> 9.1; p99 rank 8.91 -> 9.91; mean 5.5.
+  const std::vector<double> shuffled_ms{7, 3, 10, 1, 9, 2, 8, 5, 4, 6};
+  const LatencySummary s = summarize_latencies(shuffled_ms);
+  CHECK(s.count == 10);
+  CHECK(s.mean == Approx(5.5));
+  CHECK(s.p50 == Approx(5.5));
+  CHECK(s.p90 == Approx(9.1));
+  CHECK(s.p99 == Approx(9.91));
+  CHECK(s.max == 10.0);
+  CHECK(summarize_latencies({}).count == 0);
+
+  const std::vector<double> runs{3.1, 2.9, 3.4};
+  const SampleSpread spread = spread_of(runs);
+  CHECK(spread.median == Approx(3.1));
+  CHECK(spread.min == Approx(2.9));
+  CHECK(spread.max == Approx(3.4));
+  const std::vector<double> two_runs{2.0, 4.0};
+  CHECK(spread_of(two_runs).median == Approx(3.0));
+}
+
+// ---- tests list and layout -----------------------------------------------------------------
+
+TEST_CASE("bench io: --tests names, order and mistakes") {
+  const auto tests = parse_io_tests("rand-read,seq-write", "--tests");
+  REQUIRE(tests.is_ok());
+  CHECK(*tests == std::vector<IoTest>{IoTest::kRandRead, IoTest::kSeqWrite});
+  CHECK(parse_io_tests("seq-write,seq-read,rand-write,rand-read", "--tests")->size() == 4);
+  for (const char* bad : {"foo", "seq-write,", "seq-write,seq-write", ""}) {
+    INFO(bad);
+    const auto parsed = parse_io_tests(bad, "--tests");
+    REQUIRE_FALSE(parsed.is_ok());
+    CHECK(parsed.status().code() == ErrorCode::kInvalidArgument);
+    CHECK(parsed.status().message().rfind("--tests: ", 0) == 0);
+  }
+}
+
+TEST_CASE("bench io: the layout covers queue depth x block with a bounded ring") {
+  IoBenchConfig config;
+  config.tests = {IoTest::kSeqWrite};
+  config.size_bytes = 8 * kMiB;
+  config.tensor_bytes = kMiB;
+  // qd 4 x 256 KiB = 1 MiB = one tensor, plus one: 2 in flight.
+  auto layout = plan_io_bench(config, 256 * kKiB, 4, 4096);
+  REQUIRE(layout.is_ok());
+  CHECK(layout->tensor_count == 8);
+  CHECK(layout->last_tensor_bytes == kMiB);
+  CHECK(layout->window_tensors == 2);
+  CHECK(layout->ring_bytes == 2 * kMiB);
+  CHECK(layout->stamp_stride_bytes == 64 * kKiB);
+
+  // 10 MiB in 3 MiB tensors: 3 full + 1 MiB; qd 32 x 1 MiB = 32 MiB -> ceil(32/3) + 1 = 12, capped at 4 tensors.
+  config.size_bytes = 10 * kMiB;
+  config.tensor_bytes = 3 * kMiB;
+  layout = plan_io_bench(config, kMiB, 32, 4096);
+  REQUIRE(layout.is_ok());
+  CHECK(layout->tensor_count == 4);
+  CHECK(layout->last_tensor_bytes == kMiB);
+  CHECK(layout->window_tensors == 4);
+
+  // A 96 KiB block is 3 x 32 KiB: stamps every 32 KiB so every chunk starts with one.
+  layout = plan_io_bench(config, 96 * kKiB, 32, 4096);
+  REQUIRE(layout.is_ok());
+  CHECK(layout->stamp_stride_bytes == 32 * kKiB);
+
+  // 600 MiB tensors, 32 x 64 MiB in flight: ceil(2048/600) + 1 = 5 tensors = 3000 MiB > the 1 GiB
+  // ring limit; the ring keeps its minimum of two.
+  config.size_bytes = 4 * kGiB;
+  config.tensor_bytes = 600 * kMiB;
+  layout = plan_io_bench(config, 64 * kMiB, 32, 4096);
+  REQUIRE(layout.is_ok());
+  CHECK(layout->window_tensors == 2);
+  // An unaligned tensor size gets aligned buffers: 4 KiB + 1 byte rounds up to 8 KiB.
+  config.size_bytes = kMiB;
+  config.tensor_bytes = 4097;
+  layout = plan_io_bench(config, kMiB, 1, 4096);
+  REQUIRE(layout.is_ok());
+  CHECK(layout->ring_bytes == 8192 * layout->window_tensors);
+  CHECK(layout->last_tensor_bytes == kMiB - 255 * 4097);  // 256 tensors: 255 full ones and the rest
+
+  config.tensor_bytes = 2 * kMiB;
+  const auto too_big = plan_io_bench(config, kMiB, 1, 4096);
+  REQUIRE_FALSE(too_big.is_ok());
+  CHECK(too_big.status().message().rfind("--tensor: ", 0) == 0);
+}
+
+// ---- fio -------------------------------------------------------------------------------------
+
+TEST_CASE("bench io: fio argv for one job over two swap files") {
+  FioJob job;
+  job.name = "zinf-seq-read";
+  job.filenames = {"/proc/42/fd/7", "/proc/42/fd/8"};
+  job.rw = "read";
+  job.block_bytes = kMiB;
+  job.iodepth = 32;
+  job.size_bytes = 4 * kGiB;
+  const auto argv = fio_argv("/usr/bin/fio", job);
+  REQUIRE(argv.is_ok());
+  const std::vector<std::string> expected{
+      "/usr/bin/fio",          "--name=zinf-seq-read", "--filename=/proc/42/fd/7:/proc/42/fd/8",
+      "--ioengine=io_uring",   "--direct=1",           "--rw=read",
+      "--bs=1048576",          "--iodepth=32",         "--size=4294967296",
+      "--allow_file_create=0", "--group_reporting",    "--output-format=json"};
+  CHECK(*argv == expected);
+  CHECK(fio_direction("read") == FioDirection::kRead);
+  CHECK(fio_direction("randwrite") == FioDirection::kWrite);
+
+  job.rw = "randwrite";
+  job.direct = false;
+  job.ioengine = "libaio";
+  const auto random = fio_argv("fio", job);
+  REQUIRE(random.is_ok());
+  CHECK(random->back() == "--randrepeat=0");
+  CHECK(std::find(random->begin(), random->end(), "--direct=0") != random->end());
+  CHECK(std::find(random->begin(), random->end(), "--ioengine=libaio") != random->end());
+  CHECK(std::find(random->begin(), random->end(), "--rw=randwrite") != random->end());
+
+  job.filenames = {"/mnt/a:b"};
+  const auto colon = fio_argv("fio", job);
+  REQUIRE_FALSE(colon.is_ok());
+  CHECK(colon.status().message().find("':'") != std::string::npos);
+
+  const std::vector<std::string> line{"/usr/bin/fio", "--name=x y", "--filename=it's", "--bs=1048576"};
+  CHECK(shell_command_line(line) == "/usr/bin/fio '--name=x y' '--filename=it'\\''s' --bs=1048576");
+}
+
+TEST_CASE("bench io: fio's JSON report, from a real fio run") {
+  const std::string report = read_text(fixture("fio/fio-read.json"));
+  REQUIRE_FALSE(report.empty());
+  const auto m = parse_fio_json(report, FioDirection::kRead);
+  REQUIRE(m.is_ok());
+  CHECK(m->fio_version == "fio-3.33");
+  CHECK(m->io_bytes == 67108864);            // --size=64MiB
+  CHECK(m->bytes_per_second == 1398101333);  // 67108864 B / 0.048 s
+  CHECK(m->runtime_seconds == Approx(0.048));
+  CHECK(m->total_ios == 64);  // 64 MiB / 1 MiB
+  CHECK(m->clat_mean_ns == Approx(5496034.5625));
+  CHECK(m->clat_p50_ns == 4947968);
+  CHECK(m->clat_p90_ns == 8585216);
+  CHECK(m->clat_p99_ns == 10813440);
+  CHECK(m->clat_max_ns == 10789232);
+
+  // fio sometimes prints notes on stdout before the JSON.
+  const auto noted =
+      parse_fio_json("note: both iodepth >= 1 and synchronous I/O engine are selected\n" + report, FioDirection::kRead);
+  REQUIRE(noted.is_ok());
+  CHECK(noted->io_bytes == 67108864);
+
+  // The report's write side moved nothing.
+  const auto wrong_side = parse_fio_json(report, FioDirection::kWrite);
+  REQUIRE_FALSE(wrong_side.is_ok());
+  CHECK(wrong_side.status().message().find("jobs[0].write moved no bytes") != std::string::npos);
+
+  auto failed_job = nlohmann::json::parse(report);
+  failed_job["jobs"][0]["error"] = 5;
+  const auto failed = parse_fio_json(failed_job.dump(), FioDirection::kRead);
+  REQUIRE_FALSE(failed.is_ok());
+  CHECK(failed.status().code() == ErrorCode::kIoError);
+  CHECK(failed.status().message().find("error 5") != std::string::npos);
+
+  auto no_clat = nlohmann::json::parse(report);
+  no_clat["jobs"][0]["read"].erase("clat_ns");
+  CHECK(parse_fio_json(no_clat.dump(), FioDirection::kRead).status().message().find("jobs[0].read.clat_ns") !=
+        std::string::npos);
+  CHECK_FALSE(parse_fio_json("fio: engine io_uring not loadable", FioDirection::kRead).is_ok());
+  CHECK_FALSE(parse_fio_json("{\"jobs\": [", FioDirection::kRead).is_ok());
+  CHECK(parse_fio_json("{\"jobs\": []}", FioDirection::kRead).status().message().find("'jobs'") != std::string::npos);
+}
+
+TEST_CASE("bench io: finding fio on PATH") {
+  TempDir dir;
+  const std::string program = dir.write("fio", "#!/bin/sh\nexit 0\n");
+  const std::string not_executable = dir.write("fio-text", "text");
+  REQUIRE(::chmod(program.c_str(), 0755) == 0);
+  const auto found = find_program("fio", "/nonexistent-bin::" + dir.path());
+  REQUIRE(found.is_ok());
+  CHECK(*found == program);
+  CHECK(find_program("fio", "/nonexistent-bin").status().code() == ErrorCode::kNotFound);
+  CHECK_FALSE(find_program("fio-text", dir.path()).is_ok());
+  CHECK(*find_program(program, "") == program);  // a path is taken as it is
+}
+
+TEST_CASE("bench io: a child's exit status, stdout and stderr are captured, even when large") {
+  const std::vector<std::string> small{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"};
+  const auto o = run_process(small);
+  REQUIRE(o.is_ok());
+  CHECK(o->exit_status == 3);
+  CHECK(o->out == "out\n");
+  CHECK(o->err == "err\n");
+  // More than a pipe holds (64 KiB) on both streams at once: needs both drained together.
+  const std::vector<std::string> large{
+      "/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\000' e >&2; head -c 200000 /dev/zero | tr '\\000' o"};
+  const auto big = run_process(large);
+  REQUIRE(big.is_ok());
+  CHECK(big->exit_status == 0);
+  CHECK(big->out.size() == 200000);
+  CHECK(big->err.size() == 300000);
+  const std::vector<std::string> missing{"/nonexistent-bin/fio"};
+  const auto not_started = run_process(missing);
+  // posix_spawn reports a missing program either as its own error or as exit status 127.
+  CHECK((!not_started.is_ok() || not_started->exit_status == 127));
+}
+
+// ---- the runner against a real store ---------------------------------------------------------
+
+std::unique_ptr<io::SwapStore> open_small_store(const std::string& directory) {
+  io::SwapStoreOptions options;
+  options.paths = {directory};
+  options.planned_bytes = 4 * kMiB;
+  options.block_bytes = 256 * kKiB;
+  options.queue_depth = 4;
+  options.largest_transfer_bytes = kMiB;
+  auto store = io::SwapStore::open(options);
+  REQUIRE(store.is_ok());
+  return std::move(store).value();
+}
+
+// Zeroes the first 64 KiB of the store's first swap file from outside, as another process would.
+void clobber_swap_file(const io::SwapStore& store) {
+  const int fd = ::open(store.paths().front().reopen_path.c_str(), O_WRONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const std::string zeros(64 * kKiB, '\0');
+  CHECK(::pwrite(fd, zeros.data(), zeros.size(), 0) == static_cast<ssize_t>(zeros.size()));
+  CHECK(::fsync(fd) == 0);
+  ::close(fd);
+}
+
+TEST_CASE("bench io: reads that come back wrong are counted, not trusted") {
+  TempDir dir;
+  auto store = open_small_store(dir.path());
+  IoBenchConfig config;
+  config.size_bytes = 4 * kMiB;
+  config.tensor_bytes = kMiB;
+  config.tests = {IoTest::kSeqWrite, IoTest::kSeqRead};
+  config.after_sample = [&](IoTest test, unsigned, unsigned, const IoSample&) {
+    if (is_write_test(test)) clobber_swap_file(*store);
+    return Status::ok();
+  };
+  const auto result = run_io_bench(*store, config);
+  REQUIRE(result.is_ok());
+  REQUIRE(result->tests.size() == 2);
+  CHECK(result->verified == false);
+  CHECK(result->tests[1].verified == false);
+  const IoSample& read = result->tests[1].samples.at(0);
+  CHECK(read.tensors_wrong == 1);  // the 64 KiB hit one tensor
+  CHECK(read.first_mismatch.find("no stamp there") != std::string::npos);
+  CHECK(result->untimed_rewrites == 0);
+  CHECK(store->stats().extents_live == 0);  // released at the end
+}
+
+TEST_CASE("bench io: a baseline that overwrites the files gets the extents rewritten before reads") {
+  TempDir dir;
+  auto store = open_small_store(dir.path());
+  IoBenchConfig config;
+  config.size_bytes = 4 * kMiB;
+  config.tensor_bytes = kMiB;
+  config.repeat = 2;
+  config.tests = {IoTest::kRandWrite, IoTest::kRandRead};
+  config.after_sample_overwrites = true;
+  config.after_sample = [&](IoTest test, unsigned, unsigned, const IoSample&) {
+    if (is_write_test(test)) clobber_swap_file(*store);
+    return Status::ok();
+  };
+  const auto result = run_io_bench(*store, config);
+  REQUIRE(result.is_ok());
+  CHECK(result->verified == true);
+  CHECK(result->untimed_rewrites == 1);
+  // Write runs: 2 timed (the first allocates) + 1 untimed rewrite, each stamping its own pass.
+  CHECK(result->tests[0].samples[0].allocates_extents);
+  CHECK_FALSE(result->tests[0].samples[1].allocates_extents);
+  CHECK(result->tests[1].samples[0].write_pass == 3);
+  CHECK(result->stats.bytes_written == 3 * 4 * kMiB);
+  CHECK(result->stats.bytes_read == 2 * 4 * kMiB);
+}
+
+TEST_CASE("bench io: an error from the baseline ends the run with that error") {
+  TempDir dir;
+  auto store = open_small_store(dir.path());
+  IoBenchConfig config;
+  config.size_bytes = 4 * kMiB;
+  config.tensor_bytes = kMiB;
+  config.tests = {IoTest::kSeqWrite, IoTest::kSeqRead};
+  int calls = 0;
+  config.after_sample = [&](IoTest, unsigned, unsigned, const IoSample&) {
+    ++calls;
+    return Status::io_error("fio exited with status 1: boom");
+  };
+  const auto result = run_io_bench(*store, config);
+  REQUIRE_FALSE(result.is_ok());
+  CHECK(result.status().message() == "fio exited with status 1: boom");
+  CHECK(calls == 1);
+  CHECK(store->stats().extents_live == 0);
+}
+
+// ---- flags -----------------------------------------------------------------------------------
+
+TEST_CASE("bench io: bad flags are one-line errors naming the flag (exit 2)") {
+  TempDir dir;
+  const std::string p = dir.path();
+  expect_bad_input({}, "--path: missing");
+  expect_bad_input({"--path", p, "--qd", "0"}, "--qd: '0' is zero");
+  expect_bad_input({"--path", p, "--qd", "5000"}, "--qd: '5000' is too large");
+  expect_bad_input({"--path", p, "--block", "1000"}, "--block: '1000' is not a multiple of 4KiB");
+  expect_bad_input({"--path", p, "--block", "512MiB"}, "--block: '512MiB' is larger than 256MiB");
+  expect_bad_input({"--path", p, "--size", "-1"}, "--size: '-1' is negative");
+  expect_bad_input({"--path", p, "--size", "8MiB", "--tensor", "16MiB"},
+                   "--tensor: 16.0 MiB is larger than --size 8.00 MiB");
+  expect_bad_input({"--path", p, "--tests", "foo"}, "--tests: 'foo' is not a test");
+  expect_bad_input({"--path", p, "--tests", "seq-read,seq-read"}, "--tests: 'seq-read' is listed twice");
+  expect_bad_input({"--path", p, "--engine", "aio"}, "--engine: 'aio'");
+  expect_bad_input({"--path", p, "--checksum", "md5"}, "--checksum: 'md5'");
+  expect_bad_input({"--path", p, "--repeat", "0"}, "--repeat: '0' is zero");
+  expect_bad_input({"--path", p, "--format", "xml"}, "--format: 'xml'");
+  expect_bad_input({"--path", "/nonexistent"}, "/nonexistent");
+  expect_bad_input({"--path", p, "--path", p, "--size", "8MiB", "--tensor", "1MiB"}, "is given twice");
+  expect_bad_input({"--path", dir.write("file", "x"), "--size", "8MiB", "--tensor", "1MiB"}, "is not a directory");
+}
+
+TEST_CASE("bench io: --fio without fio on PATH says how to get it") {
+  TempDir dir;
+  const char* old_path = std::getenv("PATH");
+  const std::string saved = old_path == nullptr ? "" : old_path;
+  ::setenv("PATH", dir.path().c_str(), 1);
+  const Outcome o = zinf(small_run(dir.path(), {"--fio"}));
+  ::setenv("PATH", saved.c_str(), 1);
+  CHECK(o.code == 2);
+  CHECK(o.err == "error: --fio: fio not found on PATH; install it (apt-get install fio) or drop --fio\n");
+}
+
+// ---- end to end ------------------------------------------------------------------------------
+
+TEST_CASE("bench io: a small run writes a record with every test verified") {
+  TempDir dir;
+  const Outcome o = zinf(small_run(dir.path(), {"--format", "json"}));
+  INFO("stderr: " << o.err);
+  REQUIRE(o.code == 0);
+  const auto record = nlohmann::json::parse(o.out);
+  CHECK(record["schema"] == "zinf.bench-io/1");
+  CHECK(record["input"]["size_bytes"] == 8 * kMiB);
+  CHECK(record["input"]["tensor_bytes"] == kMiB);
+  CHECK(record["input"]["block_bytes"] == 256 * kKiB);
+  CHECK(record["input"]["queue_depth"] == 4);
+  CHECK(record["input"]["paths"] == nlohmann::json::array({dir.path()}));
+  CHECK(record["store"]["paths"].size() == 1);
+  CHECK(record["store"]["paths"][0]["directory"] == dir.path());
+  CHECK(record["store"]["description"].get<std::string>().rfind("swap: 1 path", 0) == 0);
+  CHECK(record["layout"]["tensor_count"] == 8);  // 8 MiB / 1 MiB
+  CHECK(record["layout"]["window_tensors"] == 2);
+  CHECK(record["layout"]["prefilled"] == false);
+  CHECK(record["verified"] == true);
+  CHECK(record["fio"].is_null());
+
+  const std::vector<std::string> names{"seq-write", "seq-read", "rand-write", "rand-read"};
+  REQUIRE(record["tests"].size() == 4);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto& test = record["tests"][i];
+    INFO(names[i]);
+    CHECK(test["name"] == names[i]);
+    REQUIRE(test["samples"].size() == 1);
+    const auto& sample = test["samples"][0];
+    CHECK(sample["first"] == true);
+    CHECK(sample["bytes"] == 8 * kMiB);
+    const double seconds = sample["seconds"].get<double>();
+    CHECK(seconds > 0.0);
+    CHECK(sample["gbps"].get<double>() == Approx(8.0 * kMiB / seconds / 1e9));
+    CHECK(test["gbps"]["median"] == sample["gbps"]);
+    CHECK(sample["latencies_seconds"].size() == 8);  // one per tensor
+    CHECK(test["latency_seconds"]["count"] == 8);
+    CHECK(test["latency_seconds"]["p50"].get<double>() <= test["latency_seconds"]["max"].get<double>());
+    // Only the first write run allocates the extents; rand-write rewrites them.
+    CHECK(sample["allocates_extents"] == (i == 0));
+    if (i % 2 == 1) {
+      CHECK(test["verified"] == true);
+      CHECK(sample["tensors_wrong"] == 0);
+    } else {
+      CHECK(test["verified"].is_null());
+    }
+    CHECK(test["fio"].is_null());
+    CHECK(test["zinf_over_fio"].is_null());
+  }
+  // Two write runs and two read runs of 8 MiB each.
+  CHECK(record["store"]["stats"]["bytes_written"] == 16 * kMiB);
+  CHECK(record["store"]["stats"]["bytes_read"] == 16 * kMiB);
+  CHECK(record["store"]["stats"]["failed_tickets"] == 0);
+  // The swap file is gone once the command returns.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()) == 0);
+}
+
+TEST_CASE("bench io: table, CSV and Markdown come from the same run") {
+  TempDir dir;
+  const Outcome table = zinf(small_run(dir.path(), {"--tests", "seq-write,seq-read"}));
+  INFO("stderr: " << table.err);
+  REQUIRE(table.code == 0);
+  for (const char* text : {"Results", "1e9 B/s", "zinf/fio", "verified", "seq-read", "yes", "Store counters"}) {
+    CHECK(table.out.find(text) != std::string::npos);
+  }
+  CHECK(table.err.find("swap: 1 path") != std::string::npos);
+  CHECK(table.err.find("seq-write 1/1: zinf ") != std::string::npos);
+
+  const Outcome csv = zinf(small_run(dir.path(), {"--tests", "seq-write,seq-read", "--format", "csv"}));
+  REQUIRE(csv.code == 0);
+  CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 3);  // header + one row per test
+  CHECK(csv.out.rfind("test,gbps_median,", 0) == 0);
+  CHECK(csv.out.find("\nseq-read,") != std::string::npos);
+
+  const std::string out_file = dir.path() + "/bench.md";
+  const Outcome md = zinf(small_run(dir.path(), {"--tests", "seq-read", "--format", "md", "--out", out_file}));
+  REQUIRE(md.code == 0);
+  CHECK(md.out.empty());
+  const std::string text = read_text(out_file);
+  CHECK(text.find("| test ") != std::string::npos);
+  CHECK(text.find("| **seq-read** |") != std::string::npos);
+  CHECK(text.find("untimed write pass") != std::string::npos);  // seq-read alone: prefilled
+}
+
+TEST_CASE("bench io: with --fio, fio runs on the same swap files and the ratio is reported") {
+  if (!fio_installed()) {
+    WARN("skipped: fio is not on PATH");
+    return;
+  }
+  TempDir dir;
+  const Outcome o = zinf(small_run(dir.path(), {"--tests", "seq-write,seq-read", "--fio", "--format", "json"}));
+  INFO("stderr: " << o.err);
+  REQUIRE(o.code == 0);
+  const auto record = nlohmann::json::parse(o.out);
+  CHECK(record["verified"] == true);
+  CHECK(record["fio"]["ioengine"] == "io_uring");
+  CHECK(record["fio"]["size_bytes"] == 8 * kMiB);
+  CHECK(record["fio"]["version"].get<std::string>().rfind("fio-", 0) == 0);
+  // fio's write run overwrote the extents, so they were rewritten before the read run.
+  CHECK(record["layout"]["untimed_rewrites"] == 1);
+  for (const auto& test : record["tests"]) {
+    INFO(test["name"]);
+    const auto& fio = test["fio"];
+    REQUIRE(fio.is_object());
+    CHECK(fio["command"].get<std::string>().find("--filename=/proc/") != std::string::npos);
+    CHECK(fio["argv"][0] == record["fio"]["program"]);
+    REQUIRE(fio["samples"].size() == 1);
+    CHECK(fio["samples"][0]["bytes"] == 8 * kMiB);
+    const double fio_gbps = fio["gbps"]["median"].get<double>();
+    CHECK(fio_gbps > 0.0);
+    CHECK(test["zinf_over_fio"].get<double>() == Approx(test["gbps"]["median"].get<double>() / fio_gbps));
+  }
+  CHECK(record["tests"][0]["fio"]["rw"] == "write");
+  CHECK(record["tests"][1]["fio"]["rw"] == "read");
+}
+
+}  // namespace
+}  // namespace zinf::cli
