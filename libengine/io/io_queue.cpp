@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "libengine/core/check.h"
+#include "libengine/core/errno_text.h"
 #include "libengine/core/units.h"
 
 namespace zinf::io {
@@ -21,11 +22,6 @@ namespace {
 std::chrono::microseconds backoff(unsigned retries) {
   const unsigned shift = std::min(retries, 8u);
   return std::min(std::chrono::microseconds(50) * (1u << shift), std::chrono::microseconds(10'000));
-}
-
-std::string errno_text(int error) {
-  const char* name = ::strerrorname_np(error);
-  return fmt::format("{} ({})", std::strerror(error), name != nullptr ? name : fmt::format("errno {}", error));
 }
 
 }  // namespace

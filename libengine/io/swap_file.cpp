@@ -19,12 +19,11 @@
 
 #include <fmt/format.h>
 
+#include "libengine/core/errno_text.h"
 #include "libengine/core/units.h"
 
 namespace zinf::io {
 namespace {
-
-std::string errno_text(int error) { return std::strerror(error); }
 
 // The file system's name for messages, from statfs f_type (values from <linux/magic.h>).
 std::string file_system_name(const std::string& directory) {

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "libengine/core/check.h"
+#include "libengine/core/errno_text.h"
 
 namespace zinf::io {
 namespace {
@@ -41,10 +42,6 @@ constexpr std::chrono::seconds kWakePollRetryLimit{1};
 
 // Timeouts beyond this are treated as "forever"; it keeps now() + timeout from overflowing.
 constexpr std::chrono::milliseconds kLongestWait = std::chrono::hours(24 * 365);
-
-std::string errno_text(int error_number) {
-  return fmt::format("{} ({})", std::strerror(error_number), error_number);
-}
 
 // The value of /proc/sys/kernel/io_uring_disabled (Linux 6.6+), or nullopt where it does not exist.
 std::optional<int> read_io_uring_disabled() {

@@ -2,6 +2,9 @@
 // pinned: pinning (cudaHostRegister) is the host tier's business.
 #include "libengine/memory/aligned_buffer.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdint>
@@ -14,6 +17,9 @@
 #include "libengine/core/units.h"
 
 namespace zinf::memory {
+namespace {
+constexpr std::size_t kHugePageBytes = 2u << 20;
+}  // namespace
 
 Result<AlignedBuffer> AlignedBuffer::allocate(std::size_t bytes, std::size_t alignment_bytes) {
   if (!std::has_single_bit(alignment_bytes) || alignment_bytes < sizeof(void*)) {
@@ -30,9 +36,17 @@ Result<AlignedBuffer> AlignedBuffer::allocate(std::size_t bytes, std::size_t ali
   // No object may be larger than PTRDIFF_MAX (pointer differences inside it would overflow); such
   // requests are refused here rather than handed to an allocator that may abort on them (ASan).
   if (bytes > static_cast<std::size_t>(PTRDIFF_MAX) - alignment_bytes) return out_of_memory(ENOMEM);
+  // Large buffers sit on 2 MiB boundaries and ask for transparent huge pages, before the zero fill
+  // faults them in. Physically contiguous 2 MiB runs keep a 1 MiB direct-I/O request to a single
+  // segment, so the block layer can merge neighbouring requests instead of splitting each one at
+  // the device's segment limit (254 on virtio-blk), and the CPU kernels take fewer TLB misses. Where
+  // THP is off, madvise fails or does nothing and the buffer is ordinary memory.
+  const std::size_t alignment = bytes >= kHugePageBytes ? std::max(alignment_bytes, kHugePageBytes) : alignment_bytes;
+  if (bytes > static_cast<std::size_t>(PTRDIFF_MAX) - alignment) return out_of_memory(ENOMEM);
   void* memory = nullptr;
-  const int error = ::posix_memalign(&memory, alignment_bytes, bytes);
+  const int error = ::posix_memalign(&memory, alignment, bytes);
   if (error != 0) return out_of_memory(error);
+  if (bytes >= kHugePageBytes) (void)::madvise(memory, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
   std::memset(memory, 0, bytes);
   buffer.data_ = static_cast<std::byte*>(memory);
   buffer.size_ = bytes;

@@ -1,4 +1,6 @@
 // AlignedBuffer: an owned, aligned, zero-initialised block of host memory (posix_memalign).
+// Buffers of 2 MiB or more are 2 MiB-aligned and backed by transparent huge pages where the kernel
+// allows (madvise), which makes direct I/O requests larger and fewer.
 // The memory that direct I/O and SIMD kernels need; movable, not copyable.
 #pragma once
 

@@ -22,6 +22,7 @@
 #include "apps/zinf/latency_stats.h"
 #include "libengine/io/swap_store.h"
 #include "tests/catch.h"
+#include "tests/cli/run_zinf.h"
 #include "tests/temp_dir.h"
 
 namespace zinf::cli {
@@ -33,26 +34,9 @@ constexpr std::uint64_t kKiB = 1024;
 constexpr std::uint64_t kMiB = 1024 * kKiB;
 constexpr std::uint64_t kGiB = 1024 * kMiB;
 
-struct Outcome {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using test_support::Outcome;
 
-Outcome zinf(const std::vector<std::string>& args) {
-  std::vector<std::string> storage{"zinf"};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<const char*> argv;
-  for (const std::string& a : storage) argv.push_back(a.c_str());
-  std::ostringstream out;
-  std::ostringstream err;
-  const Io io{out, err, false, true, 120};
-  Outcome outcome;
-  outcome.code = run_cli(static_cast<int>(argv.size()), argv.data(), io);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
-}
+Outcome zinf(const std::vector<std::string>& args) { return test_support::run_zinf(args); }
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

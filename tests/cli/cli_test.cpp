@@ -13,30 +13,16 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/catch.h"
+#include "tests/cli/run_zinf.h"
 #include "tests/temp_dir.h"
 
 namespace zinf::cli {
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using test_support::Outcome;
 
 Outcome zinf(std::initializer_list<std::string> args, bool terminal = false, bool color_allowed = true) {
-  std::vector<std::string> storage{"zinf"};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<const char*> argv;
-  for (const std::string& a : storage) argv.push_back(a.c_str());
-  std::ostringstream out;
-  std::ostringstream err;
-  const Io io{out, err, terminal, color_allowed, 120};
-  Outcome outcome;
-  outcome.code = run_cli(static_cast<int>(argv.size()), argv.data(), io);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
+  return test_support::run_zinf(args, terminal, color_allowed);
 }
 
 using testing::TempDir;
