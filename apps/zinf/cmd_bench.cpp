@@ -76,6 +76,7 @@ struct FioSetup {
   std::string version;
   std::string ioengine;
   bool direct = true;
+  std::string iomem;
   std::vector<std::string> filenames;
   std::uint64_t size_bytes = 0;
   std::vector<std::string> notes;
@@ -157,6 +158,10 @@ class BenchCommand final : public Subcommand {
     add(c, "--seed", seed_, "Seed of the data pattern and the random orders (default 1)", what, "N");
     c.add_flag("--fio", fio_, "Also run fio (io_uring) on the same swap files and print zinf/fio per test")
         ->group(what);
+    add(c, "--fio-iomem", fio_iomem_,
+        "fio's buffers: malloc (fio's default, 4 KiB pages) or shmhuge (huge pages, like zinf's; needs "
+        "vm.nr_hugepages >= qd x block / 2MiB)",
+        what, "KIND");
     add_output_options(c, output_);
   }
 
@@ -185,6 +190,7 @@ class BenchCommand final : public Subcommand {
   std::string repeat_ = "3";
   std::string seed_ = "1";
   bool fio_ = false;
+  std::string fio_iomem_ = "malloc";
   bool buffered_ok_ = false;
   OutputOptions output_;
 };
@@ -196,6 +202,9 @@ Status BenchCommand::configure(io::SwapStoreOptions& store_options, IoBenchConfi
   }
   for (const std::string& path : paths_) {
     if (path.empty()) return Status::invalid_argument("--path: '' is empty; expected a directory");
+  }
+  if (fio_iomem_ != "malloc" && fio_iomem_ != "shmhuge") {
+    return Status::invalid_argument(fmt::format("--fio-iomem: '{}' is not one of malloc, shmhuge", fio_iomem_));
   }
   ZINF_ASSIGN_OR_RETURN(config.size_bytes, parse_bytes(size_, "--size"));
   ZINF_ASSIGN_OR_RETURN(config.tensor_bytes, parse_bytes(tensor_, "--tensor"));
@@ -237,6 +246,12 @@ Result<FioSetup> BenchCommand::fio_setup(const io::SwapStore& store, const IoBen
     all_direct = all_direct && path.direct;
   }
   setup.direct = all_direct;
+  setup.iomem = fio_iomem_;
+  if (fio_iomem_ == "malloc") {
+    setup.notes.push_back(
+        "fio's buffers are ordinary 4 KiB pages (--iomem=malloc), zinf's are huge pages where the kernel allows; "
+        "--fio-iomem shmhuge gives fio huge pages too");
+  }
   if (!all_direct) {
     setup.notes.push_back("fio runs buffered (--direct=0) because the store's files are buffered");
   }
@@ -309,6 +324,7 @@ Status BenchCommand::run_io(const Io& io) {
       job.rw = std::string(fio_rw(config.tests[t]));
       job.ioengine = setup.ioengine;
       job.direct = setup.direct;
+      job.iomem = setup.iomem;
       job.block_bytes = store->block_bytes();
       job.iodepth = store->queue_depth();
       job.size_bytes = setup.size_bytes;
@@ -470,7 +486,7 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
   record["verified"] = result.verified ? nlohmann::json(*result.verified) : nlohmann::json(nullptr);
   if (run.fio) {
     record["fio"] = {{"program", run.fio->program},     {"version", run.fio->version},
-                     {"ioengine", run.fio->ioengine},   {"direct", run.fio->direct},
+                     {"ioengine", run.fio->ioengine},   {"direct", run.fio->direct}, {"iomem", run.fio->iomem},
                      {"filenames", run.fio->filenames}, {"size_bytes", run.fio->size_bytes},
                      {"target_ratio", kFioTargetRatio}, {"notes", run.fio->notes}};
   } else {

@@ -124,6 +124,7 @@ Result<std::vector<std::string>> fio_argv(const std::string& fio_path, const Fio
       fmt::format("--bs={}", job.block_bytes),
       fmt::format("--iodepth={}", job.iodepth),
       fmt::format("--size={}", job.size_bytes),
+      fmt::format("--iomem={}", job.iomem),
       // Never create or extend a file: the names are the store's own files.
       "--allow_file_create=0",
       "--group_reporting",

@@ -26,6 +26,7 @@ struct FioJob {
   std::string rw;                      // write, read, randwrite or randread
   std::string ioengine = "io_uring";
   bool direct = true;  // --direct=1 (O_DIRECT) or 0 (buffered)
+  std::string iomem = "malloc";  // --iomem: fio's own buffers; "shmhuge" puts them on huge pages
   std::uint64_t block_bytes = 1 << 20;
   unsigned iodepth = 32;
   std::uint64_t size_bytes = 0;  // total over all files; fio gives each file an equal share
