@@ -515,8 +515,8 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
                                                    bytes_text(layout.ring_bytes), runs_text(config.repeat)));
   if (run.fio) {
     setup.fields.emplace_back(
-        "fio", fmt::format("{} ({}), {}, --direct={}, on the store's swap files", run.fio->program, run.fio->version,
-                           run.fio->ioengine, run.fio->direct ? 1 : 0));
+        "fio", fmt::format("{} ({}), {}, --direct={}, --iomem={}, on the store's swap files", run.fio->program,
+                           run.fio->version, run.fio->ioengine, run.fio->direct ? 1 : 0, run.fio->iomem));
   }
   for (const std::string& warning : run.warnings) setup.notes.push_back("warning: " + warning);
   out.document.sections.push_back(std::move(setup));
