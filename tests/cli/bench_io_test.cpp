@@ -22,7 +22,7 @@
 #include "apps/zinf/latency_stats.h"
 #include "libengine/io/swap_store.h"
 #include "tests/catch.h"
-#include "tests/cli/run_zinf.h"
+#include "tests/cli/cli_test_support.h"
 #include "tests/temp_dir.h"
 
 namespace zinf::cli {
@@ -34,30 +34,18 @@ constexpr std::uint64_t kKiB = 1024;
 constexpr std::uint64_t kMiB = 1024 * kKiB;
 constexpr std::uint64_t kGiB = 1024 * kMiB;
 
+using test_support::check_usage_error;
+using test_support::fixture;
 using test_support::Outcome;
+using test_support::read_text;
 
 Outcome zinf(const std::vector<std::string>& args) { return test_support::run_zinf(args); }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string fixture(const std::string& name) { return std::string(ZINF_FIXTURES_DIR) + "/" + name; }
 
 // Bad input: exit 2 and exactly one line on stderr, "error: ..." containing `needle`.
 void expect_bad_input(const std::vector<std::string>& args, const std::string& needle) {
   std::vector<std::string> full{"bench", "io"};
   full.insert(full.end(), args.begin(), args.end());
-  const Outcome o = zinf(full);
-  INFO("stderr: " << o.err);
-  CHECK(o.code == 2);
-  CHECK(o.err.rfind("error: ", 0) == 0);
-  CHECK(o.err.find(needle) != std::string::npos);
-  CHECK(std::count(o.err.begin(), o.err.end(), '\n') == 1);
-  CHECK(o.out.empty());
+  check_usage_error(zinf(full), needle);
 }
 
 bool fio_installed() {

@@ -13,12 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/catch.h"
-#include "tests/cli/run_zinf.h"
+#include "tests/cli/cli_test_support.h"
 #include "tests/temp_dir.h"
 
 namespace zinf::cli {
 namespace {
 
+using test_support::fixture;
 using test_support::Outcome;
 
 Outcome zinf(std::initializer_list<std::string> args, bool terminal = false, bool color_allowed = true) {
@@ -27,24 +28,11 @@ Outcome zinf(std::initializer_list<std::string> args, bool terminal = false, boo
 
 using testing::TempDir;
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string fixture(const std::string& name) { return std::string(ZINF_FIXTURES_DIR) + "/" + name; }
+std::string read(const std::string& path) { return test_support::read_text(path); }
 
 // Bad input: exit 2 and exactly one line on stderr, "error: ..." containing `needle`.
 void expect_bad_input(std::initializer_list<std::string> args, const std::string& needle) {
-  const Outcome o = zinf(args);
-  INFO("stderr: " << o.err);
-  CHECK(o.code == 2);
-  CHECK(o.err.rfind("error: ", 0) == 0);
-  CHECK(o.err.find(needle) != std::string::npos);
-  CHECK(std::count(o.err.begin(), o.err.end(), '\n') == 1);
-  CHECK(o.out.empty());
+  test_support::check_usage_error(zinf(args), needle);
 }
 
 TEST_CASE("version flag prints version, git SHA and build features") {
