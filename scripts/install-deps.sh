@@ -21,6 +21,7 @@ packages=(
   libopenmpi-dev      # MPI launch and CPU collectives (also pulls in mpirun)
   fio                 # NVMe baseline for benchmarks
   python3             # CLI end-to-end tests
+  python3-torch       # PyTorch baselines: scripts/bench/torch_adam.py, scripts/fixtures/make_adam_fixture.py
 )
 
 log() { printf 'install-deps: %s\n' "$*"; }
