@@ -36,6 +36,7 @@ install(EXPORT zinfTargets
 # installed: the generated ones (build_config.h, git_sha.h) are private to zinf_core's sources.
 # CONFIGURE_DEPENDS re-globs on each build, so a new header is installed without a manual re-run.
 file(GLOB_RECURSE _zinf_public_headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/kernels/*.h
   ${PROJECT_SOURCE_DIR}/libengine/*.h
   ${PROJECT_SOURCE_DIR}/planner/*.h
   ${PROJECT_SOURCE_DIR}/reports/*.h)
