@@ -1,0 +1,234 @@
+// CPU layer normalisation, forward and backward (layernorm.h has the formulas). One plain C++ body
+// per pass, compiled three times: as is (scalar), and inlined into AVX2 and AVX-512 functions so
+// the compiler vectorises its loops for that instruction set. Row sums go into kLanes fixed fp64
+// lanes (element c into lane c % kLanes, lanes added in order): the loops vectorise without
+// reassociation, so every variant gives the same bits. The file is built with -ffp-contract=off,
+// so no variant fuses a multiply-add the others do not.
+#include "kernels/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/simd.h"
+
+namespace zinf::kernels::cpu {
+namespace {
+
+constexpr std::size_t kLanes = 8;
+// Below this many elements (rows * channels) a pass runs on the calling thread.
+constexpr std::size_t kMinParallelElements = std::size_t{1} << 15;
+
+struct ForwardArgs {
+  float* out;
+  float* mean;
+  float* rstd;
+  const float* inp;
+  const float* weight;
+  const float* bias;
+  std::size_t channels;
+  float eps;
+};
+
+struct BackwardArgs {
+  float* dinp;
+  float* dweight;
+  float* dbias;
+  const float* dout;
+  const float* inp;
+  const float* weight;
+  const float* mean;
+  const float* rstd;
+  std::size_t rows;
+  std::size_t channels;
+};
+
+[[gnu::always_inline]] inline double add_lanes(const double* lanes) {
+  double total = 0.0;
+  for (std::size_t lane = 0; lane < kLanes; ++lane) total += lanes[lane];
+  return total;
+}
+
+[[gnu::always_inline]] inline void forward_rows(const ForwardArgs& a, std::size_t begin, std::size_t end) {
+  const std::size_t c_count = a.channels;
+  const std::size_t c_body = c_count / kLanes * kLanes;
+  for (std::size_t r = begin; r < end; ++r) {
+    const float* x = a.inp + r * c_count;
+    double lanes[kLanes] = {};
+    for (std::size_t c = 0; c < c_body; c += kLanes) {
+      for (std::size_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(x[c + l]);
+    }
+    for (std::size_t c = c_body; c < c_count; ++c) lanes[c % kLanes] += static_cast<double>(x[c]);
+    const double mean = add_lanes(lanes) / static_cast<double>(c_count);
+    double var_lanes[kLanes] = {};
+    for (std::size_t c = 0; c < c_body; c += kLanes) {
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        const double d = static_cast<double>(x[c + l]) - mean;
+        var_lanes[l] += d * d;
+      }
+    }
+    for (std::size_t c = c_body; c < c_count; ++c) {
+      const double d = static_cast<double>(x[c]) - mean;
+      var_lanes[c % kLanes] += d * d;
+    }
+    const double var = add_lanes(var_lanes) / static_cast<double>(c_count);
+    const auto mean_f = static_cast<float>(mean);
+    const auto rstd_f = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(a.eps)));
+    float* y = a.out + r * c_count;
+    for (std::size_t c = 0; c < c_count; ++c) {
+      const float norm = (x[c] - mean_f) * rstd_f;
+      y[c] = norm * a.weight[c] + a.bias[c];
+    }
+    if (a.mean != nullptr) a.mean[r] = mean_f;
+    if (a.rstd != nullptr) a.rstd[r] = rstd_f;
+  }
+}
+
+// dinp for rows [begin, end): needs only sums within each row.
+[[gnu::always_inline]] inline void backward_rows(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  const std::size_t c_count = a.channels;
+  const std::size_t c_body = c_count / kLanes * kLanes;
+  for (std::size_t r = begin; r < end; ++r) {
+    const float* x = a.inp + r * c_count;
+    const float* dy = a.dout + r * c_count;
+    float* dx = a.dinp + r * c_count;
+    const float mean = a.mean[r];
+    const float rstd = a.rstd[r];
+    double dnorm_lanes[kLanes] = {};
+    double dnorm_norm_lanes[kLanes] = {};
+    for (std::size_t c = 0; c < c_body; c += kLanes) {
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        const float norm = (x[c + l] - mean) * rstd;
+        const float dnorm = dy[c + l] * a.weight[c + l];
+        dnorm_lanes[l] += static_cast<double>(dnorm);
+        dnorm_norm_lanes[l] += static_cast<double>(dnorm) * static_cast<double>(norm);
+      }
+    }
+    for (std::size_t c = c_body; c < c_count; ++c) {
+      const float norm = (x[c] - mean) * rstd;
+      const float dnorm = dy[c] * a.weight[c];
+      dnorm_lanes[c % kLanes] += static_cast<double>(dnorm);
+      dnorm_norm_lanes[c % kLanes] += static_cast<double>(dnorm) * static_cast<double>(norm);
+    }
+    const auto dnorm_mean = static_cast<float>(add_lanes(dnorm_lanes) / static_cast<double>(c_count));
+    const auto dnorm_norm_mean = static_cast<float>(add_lanes(dnorm_norm_lanes) / static_cast<double>(c_count));
+    for (std::size_t c = 0; c < c_count; ++c) {
+      const float norm = (x[c] - mean) * rstd;
+      const float dnorm = dy[c] * a.weight[c];
+      dx[c] += rstd * ((dnorm - dnorm_mean) - norm * dnorm_norm_mean);
+    }
+  }
+}
+
+// dweight and dbias for channels [begin, end): every row in order, summed in fp64.
+[[gnu::always_inline]] inline void backward_channels(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  const std::size_t width = end - begin;
+  std::vector<double> dweight(width, 0.0);
+  std::vector<double> dbias(width, 0.0);
+  double* dw = dweight.data();
+  double* db = dbias.data();
+  for (std::size_t r = 0; r < a.rows; ++r) {
+    const float* x = a.inp + r * a.channels + begin;
+    const float* dy = a.dout + r * a.channels + begin;
+    const float mean = a.mean[r];
+    const float rstd = a.rstd[r];
+    for (std::size_t c = 0; c < width; ++c) {
+      const float norm = (x[c] - mean) * rstd;
+      dw[c] += static_cast<double>(dy[c]) * static_cast<double>(norm);
+      db[c] += static_cast<double>(dy[c]);
+    }
+  }
+  for (std::size_t c = 0; c < width; ++c) {
+    a.dweight[begin + c] += static_cast<float>(dw[c]);
+    a.dbias[begin + c] += static_cast<float>(db[c]);
+  }
+}
+
+void forward_rows_scalar(const ForwardArgs& a, std::size_t begin, std::size_t end) { forward_rows(a, begin, end); }
+void backward_rows_scalar(const BackwardArgs& a, std::size_t begin, std::size_t end) { backward_rows(a, begin, end); }
+void backward_channels_scalar(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  backward_channels(a, begin, end);
+}
+
+#if ZINF_KERNELS_X86
+ZINF_TARGET_AVX2 void forward_rows_avx2(const ForwardArgs& a, std::size_t begin, std::size_t end) {
+  forward_rows(a, begin, end);
+}
+ZINF_TARGET_AVX2 void backward_rows_avx2(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  backward_rows(a, begin, end);
+}
+ZINF_TARGET_AVX2 void backward_channels_avx2(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  backward_channels(a, begin, end);
+}
+ZINF_TARGET_AVX512 void forward_rows_avx512(const ForwardArgs& a, std::size_t begin, std::size_t end) {
+  forward_rows(a, begin, end);
+}
+ZINF_TARGET_AVX512 void backward_rows_avx512(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  backward_rows(a, begin, end);
+}
+ZINF_TARGET_AVX512 void backward_channels_avx512(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  backward_channels(a, begin, end);
+}
+#endif
+
+template <typename Fn>
+Fn pick([[maybe_unused]] Isa isa, Fn scalar, [[maybe_unused]] Fn avx2, [[maybe_unused]] Fn avx512) {
+#if ZINF_KERNELS_X86
+  if (isa == Isa::kAvx512) return avx512;
+  if (isa == Isa::kAvx2) return avx2;
+#endif
+  return scalar;
+}
+
+}  // namespace
+
+void layernorm_forward(Isa isa, float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, std::size_t rows, std::size_t channels, float eps, int num_threads) {
+  using Fn = void (*)(const ForwardArgs&, std::size_t, std::size_t);
+#if ZINF_KERNELS_X86
+  const Fn fn = pick<Fn>(isa, forward_rows_scalar, forward_rows_avx2, forward_rows_avx512);
+#else
+  const Fn fn = pick<Fn>(isa, forward_rows_scalar, forward_rows_scalar, forward_rows_scalar);
+#endif
+  const ForwardArgs args{out, mean, rstd, inp, weight, bias, channels, eps};
+  const std::size_t min_rows = kMinParallelElements / std::max<std::size_t>(channels, 1) + 1;
+  parallel::for_each_range(rows, min_rows, 1, parallel::resolve_threads(num_threads),
+                           [&](std::size_t begin, std::size_t end) { fn(args, begin, end); });
+}
+
+void layernorm_backward(Isa isa, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, std::size_t rows,
+                        std::size_t channels, int num_threads) {
+  using Fn = void (*)(const BackwardArgs&, std::size_t, std::size_t);
+#if ZINF_KERNELS_X86
+  const Fn rows_fn = pick<Fn>(isa, backward_rows_scalar, backward_rows_avx2, backward_rows_avx512);
+  const Fn channels_fn = pick<Fn>(isa, backward_channels_scalar, backward_channels_avx2, backward_channels_avx512);
+#else
+  const Fn rows_fn = pick<Fn>(isa, backward_rows_scalar, backward_rows_scalar, backward_rows_scalar);
+  const Fn channels_fn = pick<Fn>(isa, backward_channels_scalar, backward_channels_scalar, backward_channels_scalar);
+#endif
+  const BackwardArgs args{dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels};
+  const int threads = parallel::resolve_threads(num_threads);
+  const std::size_t min_rows = kMinParallelElements / std::max<std::size_t>(channels, 1) + 1;
+  parallel::for_each_range(rows, min_rows, 1, threads,
+                           [&](std::size_t begin, std::size_t end) { rows_fn(args, begin, end); });
+  if (rows == 0) return;
+  // The channel split only pays off when there is enough work per channel range.
+  const int channel_threads = rows * channels < kMinParallelElements ? 1 : threads;
+  parallel::for_each_range(channels, 2, 16, channel_threads,
+                           [&](std::size_t begin, std::size_t end) { channels_fn(args, begin, end); });
+}
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       std::size_t rows, std::size_t channels, float eps, int num_threads) {
+  layernorm_forward(best_isa(), out, mean, rstd, inp, weight, bias, rows, channels, eps, num_threads);
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, std::size_t rows,
+                        std::size_t channels, int num_threads) {
+  layernorm_backward(best_isa(), dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels, num_threads);
+}
+
+}  // namespace zinf::kernels::cpu

@@ -1,0 +1,43 @@
+// Token + position embedding of GPT-2's input, forward and backward, on raw fp32 tables. CPU
+// variants only.
+//
+// Dimension legend: B batch, T sequence length (positions 0..T-1), C channels, V vocabulary size,
+// maxT the position table's length (T <= maxT).
+//
+// Forward:  out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]
+// Backward: dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :] for every (b, t)
+// Both gradients are accumulated (+=). Several positions can hold the same token, so the backward
+// pass splits the CHANNELS over threads, never the positions: each thread owns a range of columns
+// of dwte and dwpe and adds every (b, t) into them in order b-major, t-minor. No two threads write
+// the same element and the sums are the same for any thread count and any variant.
+//
+// Threads: `num_threads` OpenMP threads (0 means omp_get_max_threads()); small problems run on
+// the calling thread. The forward pass splits the B*T positions.
+//
+// Preconditions (not checked): 0 <= tokens[i] < V; T <= maxT; outputs overlap no input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+
+namespace zinf::kernels::cpu {
+
+void embedding_forward(float* out /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/, const float* wte /*[V,C]*/,
+                       const float* wpe /*[maxT,C]*/, std::size_t batch, std::size_t seq_len, std::size_t channels,
+                       int num_threads = 0);
+
+void embedding_backward(float* dwte /*[V,C]*/, float* dwpe /*[maxT,C]*/, const float* dout /*[B,T,C]*/,
+                        const std::int32_t* tokens /*[B,T]*/, std::size_t batch, std::size_t seq_len,
+                        std::size_t channels, int num_threads = 0);
+
+// One instruction-set variant on purpose, for tests and benchmarks. Precondition: isa_supported(isa).
+void embedding_forward(Isa isa, float* out /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/,
+                       const float* wte /*[V,C]*/, const float* wpe /*[maxT,C]*/, std::size_t batch,
+                       std::size_t seq_len, std::size_t channels, int num_threads);
+void embedding_backward(Isa isa, float* dwte /*[V,C]*/, float* dwpe /*[maxT,C]*/, const float* dout /*[B,T,C]*/,
+                        const std::int32_t* tokens /*[B,T]*/, std::size_t batch, std::size_t seq_len,
+                        std::size_t channels, int num_threads);
+
+}  // namespace zinf::kernels::cpu

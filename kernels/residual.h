@@ -1,0 +1,33 @@
+// Residual connection: elementwise sum of two fp32 arrays, forward and backward. CPU variants only.
+//
+// Dimension legend: N elements (a flat slice, usually B*T*C of the residual stream).
+//
+// Forward:  out = inp1 + inp2
+// Backward: dinp1 += dout and dinp2 += dout (the sum's gradient passes through to both inputs).
+//
+// Threads: one contiguous range per OpenMP thread (`num_threads`; 0 means omp_get_max_threads());
+// small slices run on the calling thread. Every variant gives the same bits.
+//
+// Preconditions (not checked): N elements behind every pointer. forward: out may be inp1 or inp2
+// (in place) but may not overlap them otherwise. backward: dinp1 and dinp2 are distinct arrays
+// and neither overlaps dout.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/cpu/cpu_features.h"
+
+namespace zinf::kernels::cpu {
+
+void residual_forward(float* out /*[N]*/, const float* inp1 /*[N]*/, const float* inp2 /*[N]*/, std::size_t n,
+                      int num_threads = 0);
+void residual_backward(float* dinp1 /*[N]*/, float* dinp2 /*[N]*/, const float* dout /*[N]*/, std::size_t n,
+                       int num_threads = 0);
+
+// One instruction-set variant on purpose, for tests and benchmarks. Precondition: isa_supported(isa).
+void residual_forward(Isa isa, float* out /*[N]*/, const float* inp1 /*[N]*/, const float* inp2 /*[N]*/, std::size_t n,
+                      int num_threads);
+void residual_backward(Isa isa, float* dinp1 /*[N]*/, float* dinp2 /*[N]*/, const float* dout /*[N]*/, std::size_t n,
+                       int num_threads);
+
+}  // namespace zinf::kernels::cpu
