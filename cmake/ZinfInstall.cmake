@@ -63,7 +63,7 @@ set(_zinf_known_deps
   "OpenMP::|find_dependency(OpenMP COMPONENTS CXX)"
   "BLAS::|find_dependency(BLAS)"
   "benchmark::|find_dependency(benchmark)"
-  "PkgConfig::|find_dependency(PkgConfig)\npkg_check_modules(liburing REQUIRED IMPORTED_TARGET liburing>=2.0)")
+  "PkgConfig::|find_dependency(PkgConfig)")
 set(ZINF_CONFIG_EXTRA_DEPENDENCIES "")
 set(_zinf_unhandled "${_zinf_link_text}")
 foreach(_entry IN LISTS _zinf_known_deps)
@@ -74,6 +74,13 @@ foreach(_entry IN LISTS _zinf_known_deps)
     string(APPEND ZINF_CONFIG_EXTRA_DEPENDENCIES "${_call}\n")
   endif()
   string(REGEX REPLACE "(^|[^A-Za-z0-9_])${_namespace}[A-Za-z0-9_.+-]+" "\\1" _zinf_unhandled "${_zinf_unhandled}")
+endforeach()
+# Each pkg-config module (PkgConfig::<name>, e.g. liburing, openblas) is looked up again by name.
+string(REGEX MATCHALL "PkgConfig::[A-Za-z0-9_.+-]+" _zinf_pkg_targets "${_zinf_link_text}")
+list(REMOVE_DUPLICATES _zinf_pkg_targets)
+foreach(_pkg_target IN LISTS _zinf_pkg_targets)
+  string(REPLACE "PkgConfig::" "" _pkg "${_pkg_target}")
+  string(APPEND ZINF_CONFIG_EXTRA_DEPENDENCIES "pkg_check_modules(${_pkg} REQUIRED IMPORTED_TARGET ${_pkg})\n")
 endforeach()
 string(REGEX REPLACE "(^|[^A-Za-z0-9_])(zinf|fmt|nlohmann_json)::[A-Za-z0-9_.+-]+" "\\1" _zinf_unhandled "${_zinf_unhandled}")
 string(REGEX MATCHALL "[A-Za-z0-9_.+-]+::[A-Za-z0-9_.+-]+" _zinf_unhandled "${_zinf_unhandled}")
