@@ -1,0 +1,267 @@
+// CPU causal multi-head self-attention (kernels/attention.h): the forward pass against an fp64
+// reference that builds the full masked [T,T] softmax per head explicitly, the backward pass
+// against central finite differences of that reference for L = sum(out * probe) (probe random),
+// causality, and every instruction-set variant and several thread counts bit for bit. Head sizes
+// below, at and above the 8-float dot-product lanes, and not multiples of them, run the tails.
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "tests/catch.h"
+
+namespace zinf::kernels {
+namespace {
+
+using cpu::Isa;
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (cpu::isa_supported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+std::vector<float> uniform_values(std::size_t n, float lo, float hi, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(n);
+  for (auto& x : values) x = dist(rng);
+  return values;
+}
+
+std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+// Elements where |got - want| > rel*|want| + floor; the first three are reported.
+std::size_t count_misses(const char* what, const std::vector<float>& got, const std::vector<double>& want, double rel,
+                         double floor) {
+  REQUIRE(got.size() == want.size());
+  std::size_t misses = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(error <= rel * std::fabs(want[i]) + floor) && misses++ < 3) {
+      UNSCOPED_INFO(what << "[" << i << "] = " << got[i] << ", expected " << want[i] << " (error " << error << ")");
+    }
+  }
+  return misses;
+}
+
+// The largest magnitude in `values` (at least 1), to scale absolute tolerances.
+double scale_of(const std::vector<double>& values) {
+  double scale = 1.0;
+  for (double v : values) scale = std::max(scale, std::fabs(v));
+  return scale;
+}
+
+// Central finite difference of loss() with respect to every element of `x`, in fp64, with a step
+// of 1e-6 relative to the element (absolute 1e-6 near zero). `x` is restored.
+std::vector<double> finite_difference(std::vector<double>& x, const std::function<double()>& loss) {
+  std::vector<double> grad(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    const double h = 1e-6 * std::max(1.0, std::fabs(saved));
+    x[i] = saved + h;
+    const double up = loss();
+    x[i] = saved - h;
+    const double down = loss();
+    x[i] = saved;
+    grad[i] = (up - down) / (2.0 * h);
+  }
+  return grad;
+}
+
+struct Dims {
+  std::size_t batch;
+  std::size_t seq_len;
+  std::size_t channels;
+  std::size_t heads;
+};
+
+struct Reference {
+  std::vector<double> out;  // [B,T,C]
+  std::vector<double> lse;  // [B,NH,T]
+};
+
+// The textbook computation: per (b, h) the full [T,T] score matrix, masked above the diagonal with
+// -inf, softmax per row (max subtracted), then P @ V.
+Reference attention_reference(const std::vector<double>& qkv, const Dims& dims) {
+  const std::size_t T = dims.seq_len;
+  const std::size_t C = dims.channels;
+  const std::size_t hs = C / dims.heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  Reference ref{std::vector<double>(dims.batch * T * C), std::vector<double>(dims.batch * dims.heads * T)};
+  std::vector<double> scores(T * T);
+  for (std::size_t b = 0; b < dims.batch; ++b) {
+    for (std::size_t h = 0; h < dims.heads; ++h) {
+      const auto at = [&](std::size_t t, std::size_t part, std::size_t d) {
+        return qkv[(b * T + t) * 3 * C + part * C + h * hs + d];
+      };
+      for (std::size_t t = 0; t < T; ++t) {
+        for (std::size_t t2 = 0; t2 < T; ++t2) {
+          double s = -std::numeric_limits<double>::infinity();
+          if (t2 <= t) {
+            s = 0.0;
+            for (std::size_t d = 0; d < hs; ++d) s += at(t, 0, d) * at(t2, 1, d);
+            s *= scale;
+          }
+          scores[t * T + t2] = s;
+        }
+      }
+      for (std::size_t t = 0; t < T; ++t) {
+        double* row = scores.data() + t * T;
+        const double max = *std::max_element(row, row + T);
+        double sum = 0.0;
+        for (std::size_t t2 = 0; t2 < T; ++t2) sum += std::exp(row[t2] - max);
+        for (std::size_t t2 = 0; t2 < T; ++t2) row[t2] = std::exp(row[t2] - max) / sum;
+        ref.lse[(b * dims.heads + h) * T + t] = max + std::log(sum);
+        for (std::size_t d = 0; d < hs; ++d) {
+          double o = 0.0;
+          for (std::size_t t2 = 0; t2 < T; ++t2) o += row[t2] * at(t2, 2, d);
+          ref.out[(b * T + t) * C + h * hs + d] = o;
+        }
+      }
+    }
+  }
+  return ref;
+}
+
+std::size_t qkv_size(const Dims& d) { return d.batch * d.seq_len * 3 * d.channels; }
+std::size_t out_size(const Dims& d) { return d.batch * d.seq_len * d.channels; }
+std::size_t lse_size(const Dims& d) { return d.batch * d.heads * d.seq_len; }
+
+TEST_CASE("attention: forward matches fp64, backward matches finite differences", "[model][attention]") {
+  // hs = 4, 4, 10 (tail only), 20 (one lane block plus a tail), 8 (exactly one block).
+  const Dims dims =
+      GENERATE(Dims{2, 5, 12, 3}, Dims{2, 9, 12, 3}, Dims{2, 7, 30, 3}, Dims{2, 6, 40, 2}, Dims{1, 8, 16, 2});
+  std::mt19937_64 rng(21 + dims.seq_len * 100 + dims.channels);
+  const auto qkv = uniform_values(qkv_size(dims), -1.5f, 1.5f, rng);
+  const auto probe = uniform_values(out_size(dims), -1.0f, 1.0f, rng);
+  const auto dqkv0 = uniform_values(qkv_size(dims), -0.1f, 0.1f, rng);
+
+  std::vector<double> x = widen(qkv);
+  const std::vector<double> probe_d = widen(probe);
+  const auto loss = [&] {
+    const auto out = attention_reference(x, dims).out;
+    double sum = 0.0;
+    for (std::size_t i = 0; i < out.size(); ++i) sum += out[i] * probe_d[i];
+    return sum;
+  };
+  const Reference ref = attention_reference(x, dims);
+  const std::vector<double> dqkv_ref = finite_difference(x, loss);
+
+  for (Isa isa : supported_isas()) {
+    for (int threads : {1, 3}) {
+      DYNAMIC_SECTION("B=" << dims.batch << " T=" << dims.seq_len << " C=" << dims.channels << " NH=" << dims.heads
+                           << ", " << cpu::isa_name(isa) << ", " << threads << " threads") {
+        std::vector<float> out(out_size(dims));
+        std::vector<float> lse(lse_size(dims));
+        cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels,
+                               dims.heads, threads);
+        CHECK(count_misses("out", out, ref.out, 1e-5, 1e-6 * scale_of(ref.out)) == 0);
+        CHECK(count_misses("lse", lse, ref.lse, 1e-5, 1e-6 * scale_of(ref.lse)) == 0);
+        std::vector<float> dqkv = dqkv0;
+        cpu::attention_backward(isa, dqkv.data(), probe.data(), qkv.data(), out.data(), lse.data(), dims.batch,
+                                dims.seq_len, dims.channels, dims.heads, threads);
+        std::vector<float> delta(dqkv.size());
+        for (std::size_t i = 0; i < dqkv.size(); ++i) delta[i] = dqkv[i] - dqkv0[i];
+        CHECK(count_misses("dqkv", delta, dqkv_ref, 1e-4, 1e-5 * scale_of(dqkv_ref)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention: no position sees a later key or value", "[model][attention]") {
+  const Dims dims{2, 9, 24, 3};
+  std::mt19937_64 rng(22);
+  const auto qkv = uniform_values(qkv_size(dims), -2.0f, 2.0f, rng);
+  const auto dout = uniform_values(out_size(dims), -1.0f, 1.0f, rng);
+  std::vector<float> out(out_size(dims));
+  std::vector<float> lse(lse_size(dims));
+  cpu::attention_forward(out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels, dims.heads);
+
+  const std::size_t C = dims.channels;
+  const std::size_t future = 6;
+  std::vector<float> changed = qkv;
+  for (std::size_t b = 0; b < dims.batch; ++b) {
+    for (std::size_t t = future; t < dims.seq_len; ++t) {
+      float* row = changed.data() + (b * dims.seq_len + t) * 3 * C;
+      for (std::size_t c = 0; c < 3 * C; ++c) row[c] = row[c] * -3.0f + 0.5f;  // q, k and v of later tokens
+    }
+  }
+  std::vector<float> out2(out_size(dims));
+  std::vector<float> lse2(lse_size(dims));
+  cpu::attention_forward(out2.data(), lse2.data(), changed.data(), dims.batch, dims.seq_len, dims.channels, dims.heads);
+  for (std::size_t b = 0; b < dims.batch; ++b) {
+    for (std::size_t t = 0; t < dims.seq_len; ++t) {
+      INFO("b=" << b << " t=" << t);
+      const auto first = out.begin() + static_cast<std::ptrdiff_t>((b * dims.seq_len + t) * C);
+      const bool same = std::equal(first, first + static_cast<std::ptrdiff_t>(C),
+                                   out2.begin() + static_cast<std::ptrdiff_t>((b * dims.seq_len + t) * C));
+      CHECK(same == (t < future));
+    }
+  }
+
+  // Backward: the gradient of an output at t reaches only q[t] and k, v at positions <= t. With
+  // dout zero from `future` on, nothing flows into q, k or v of later positions.
+  std::vector<float> masked_dout = dout;
+  for (std::size_t b = 0; b < dims.batch; ++b) {
+    for (std::size_t t = future; t < dims.seq_len; ++t) {
+      std::fill_n(masked_dout.begin() + static_cast<std::ptrdiff_t>((b * dims.seq_len + t) * C), C, 0.0f);
+    }
+  }
+  std::vector<float> dqkv(qkv_size(dims), 0.0f);
+  cpu::attention_backward(dqkv.data(), masked_dout.data(), qkv.data(), out.data(), lse.data(), dims.batch, dims.seq_len,
+                          dims.channels, dims.heads);
+  for (std::size_t b = 0; b < dims.batch; ++b) {
+    for (std::size_t t = future; t < dims.seq_len; ++t) {
+      const float* row = dqkv.data() + (b * dims.seq_len + t) * 3 * C;
+      INFO("b=" << b << " t=" << t);
+      CHECK(std::all_of(row, row + 3 * C, [](float g) { return g == 0.0f; }));
+    }
+  }
+}
+
+TEST_CASE("attention: every variant and thread count gives the same bits", "[model][attention]") {
+  // B*NH pairs split over threads: 8 (even) and 15 (uneven ranges); hs = 16 and 12.
+  const Dims dims = GENERATE(Dims{2, 64, 64, 4}, Dims{3, 37, 60, 5});
+  std::mt19937_64 rng(23 + dims.seq_len);
+  const auto qkv = uniform_values(qkv_size(dims), -2.0f, 2.0f, rng);
+  const auto dout = uniform_values(out_size(dims), -1.0f, 1.0f, rng);
+  const Reference ref = attention_reference(widen(qkv), dims);
+
+  std::vector<float> first_out;
+  std::vector<float> first_lse;
+  std::vector<float> first_dqkv;
+  for (Isa isa : supported_isas()) {
+    for (int threads : {1, 2, 3, 4}) {
+      std::vector<float> out(out_size(dims));
+      std::vector<float> lse(lse_size(dims));
+      cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels,
+                             dims.heads, threads);
+      std::vector<float> dqkv(qkv_size(dims), 0.0f);
+      cpu::attention_backward(isa, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), dims.batch,
+                              dims.seq_len, dims.channels, dims.heads, threads);
+      INFO("B=" << dims.batch << " T=" << dims.seq_len << " C=" << dims.channels << " NH=" << dims.heads << ", "
+                << cpu::isa_name(isa) << ", " << threads << " threads");
+      if (first_out.empty()) {
+        CHECK(count_misses("out", out, ref.out, 1e-5, 1e-5 * scale_of(ref.out)) == 0);
+        CHECK(count_misses("lse", lse, ref.lse, 1e-5, 1e-5 * scale_of(ref.lse)) == 0);
+        first_out = out;
+        first_lse = lse;
+        first_dqkv = dqkv;
+        continue;
+      }
+      CHECK(out == first_out);
+      CHECK(lse == first_lse);
+      CHECK(dqkv == first_dqkv);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zinf::kernels
