@@ -17,9 +17,13 @@
 #include "kernels/convert.h"
 #include "kernels/cpu/cpu_features.h"
 #include "tests/catch.h"
+#include "tests/unit/kernels/kernel_test_support.h"
 
 namespace zinf::kernels {
 namespace {
+
+using test_support::supported_isas;
+using test_support::uniform_values;
 
 using cpu::Isa;
 
@@ -37,13 +41,6 @@ const char* grad_format_name(GradFormat format) {
   return "?";
 }
 
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (cpu::isa_supported(isa)) isas.push_back(isa);
-  }
-  return isas;
-}
 
 std::uint32_t bits_of(float value) {
   std::uint32_t bits;
@@ -150,12 +147,6 @@ std::size_t count_misses(const char* what, const std::vector<float>& got, const 
   return misses;
 }
 
-std::vector<float> uniform_values(std::size_t n, float lo, float hi, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> values(n);
-  for (auto& x : values) x = dist(rng);
-  return values;
-}
 
 std::vector<float> normal_values(std::size_t n, float scale, std::mt19937_64& rng) {
   std::normal_distribution<float> dist(0.0f, scale);

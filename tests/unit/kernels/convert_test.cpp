@@ -16,9 +16,12 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "tests/catch.h"
+#include "tests/unit/kernels/kernel_test_support.h"
 
 namespace zinf::kernels {
 namespace {
+
+using test_support::supported_isas;
 
 using cpu::Isa;
 
@@ -98,13 +101,6 @@ std::uint16_t expected_f32_to_half(HalfFormat format, float x) {
   return std::isnan(x) ? expected_nan(format, x) : reference_round(format, x);
 }
 
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (cpu::isa_supported(isa)) isas.push_back(isa);
-  }
-  return isas;
-}
 
 const char* format_name(HalfFormat format) { return format == HalfFormat::kBF16 ? "bf16" : "fp16"; }
 

@@ -11,9 +11,16 @@
 
 #include "kernels/matmul.h"
 #include "tests/catch.h"
+#include "tests/unit/kernels/kernel_test_support.h"
 
 namespace zinf::kernels {
 namespace {
+
+using test_support::uniform_values;
+using test_support::widen;
+using test_support::count_misses;
+using test_support::scale_of;
+using test_support::finite_difference;
 
 struct Shape {
   std::size_t rows;
@@ -21,35 +28,9 @@ struct Shape {
   std::size_t out_channels;
 };
 
-std::vector<float> uniform_values(std::size_t n, float lo, float hi, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> values(n);
-  for (auto& x : values) x = dist(rng);
-  return values;
-}
 
-std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
 
-// Elements where |got - want| > rel*|want| + floor; the first three are reported.
-std::size_t count_misses(const char* what, const std::vector<float>& got, const std::vector<double>& want, double rel,
-                         double floor) {
-  REQUIRE(got.size() == want.size());
-  std::size_t misses = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-    if (!(error <= rel * std::fabs(want[i]) + floor) && misses++ < 3) {
-      UNSCOPED_INFO(what << "[" << i << "] = " << got[i] << ", expected " << want[i] << " (error " << error << ")");
-    }
-  }
-  return misses;
-}
 
-// The largest magnitude in `values` (at least 1), to scale absolute tolerances.
-double scale_of(const std::vector<double>& values) {
-  double scale = 1.0;
-  for (double v : values) scale = std::max(scale, std::fabs(v));
-  return scale;
-}
 
 // out[r,o] = bias[o] + sum_c inp[r,c] * weight[o,c], in fp64; an empty bias means none.
 std::vector<double> matmul_reference(const std::vector<double>& inp, const std::vector<double>& weight,
@@ -65,22 +46,6 @@ std::vector<double> matmul_reference(const std::vector<double>& inp, const std::
   return out;
 }
 
-// Central finite difference of loss() with respect to every element of `x`, in fp64. `x` is
-// restored.
-std::vector<double> finite_difference(std::vector<double>& x, const std::function<double()>& loss) {
-  std::vector<double> grad(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    const double h = 1e-6 * std::max(1.0, std::fabs(saved));
-    x[i] = saved + h;
-    const double up = loss();
-    x[i] = saved - h;
-    const double down = loss();
-    x[i] = saved;
-    grad[i] = (up - down) / (2.0 * h);
-  }
-  return grad;
-}
 
 // Misses of the accumulated gradient `got` (which started as `start`) against start + want.
 std::size_t count_grad_misses(const char* what, const std::vector<float>& got, const std::vector<float>& start,
