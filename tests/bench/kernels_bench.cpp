@@ -1,0 +1,444 @@
+// The CPU kernels of the GPT-2 block (kernels/*.h), forward and backward, at GPT-2-small-like sizes:
+// B=4, T=256, C=768, NH=12 (hs=64), V=50257 (cross-entropy also at V=8192). Every case reports the
+// bytes the kernel must move (SetBytesProcessed; the count is documented next to each case) and a
+// ratio against a bound measured in the same run (DESIGN.md §5-§6):
+//   fraction_of_sgemm_peak  FLOP/s / cblas_sgemm FLOP/s on 2048x2048x2048   (matmul, attention)
+//   fraction_of_bandwidth   bytes/s / in-place triad bytes/s (a[i] += s*b[i]) (memory-bound kernels)
+// The two bounds are measured once, lazily (function-local statics), before the first case that
+// needs them, with the same threads as the kernels (omp_get_max_threads(); OpenBLAS uses its own
+// pool, OPENBLAS_NUM_THREADS). BM_SgemmPeak and BM_MemoryBandwidth also time the bounds as cases of
+// their own so the table shows them. Byte counts are lower bounds: 4 bytes per fp32 element read or
+// written once; accumulated (+=) outputs count a read and a write; gathered/scattered rows count once.
+// All cases use real time (the kernels are multi-threaded). Some working sets fit in a large L3
+// (residual [B,T,C] is 3 x 3 MiB; embedding forward touches ~7 MiB), so their fraction_of_bandwidth
+// can exceed 1: the DRAM triad is then not their bound, and the ratio says "cache-resident".
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+
+namespace zinf::kernels {
+namespace {
+
+constexpr std::size_t kB = 4;
+constexpr std::size_t kT = 256;
+constexpr std::size_t kC = 768;
+constexpr std::size_t kNH = 12;
+constexpr std::size_t kV = 50257;
+constexpr std::size_t kR = kB * kT;  // rows: every position of every sequence
+constexpr double kF = 4.0;           // bytes per fp32 element
+
+// ---- Helpers (copied in spirit from adam_bench.cpp) ----------------------------------------------
+
+template <typename T>
+std::unique_ptr<T[]> uninitialised(std::size_t n) {
+  return std::unique_ptr<T[]>(new T[n]);
+}
+
+// Split as the kernels split (kernels/cpu/parallel.h), so each thread first-touches its pages.
+template <typename Body>
+void split_over_threads(std::size_t n, const Body& body) {
+  cpu::parallel::for_each_range(n, std::size_t{1} << 16, 64, omp_get_max_threads(), body);
+}
+
+// Deterministic values in [lo, hi).
+std::unique_ptr<float[]> filled(std::size_t n, float lo = -1.0f, float hi = 1.0f) {
+  auto data = uninitialised<float>(n);
+  float* p = data.get();
+  split_over_threads(n, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const auto h = static_cast<std::uint32_t>(static_cast<std::uint64_t>(i) * 2654435761u);
+      p[i] = lo + (hi - lo) * (static_cast<float>(h >> 8) * 0x1p-24f);
+    }
+  });
+  return data;
+}
+
+std::unique_ptr<float[]> zeros(std::size_t n) { return filled(n, 0.0f, 0.0f); }
+
+std::vector<std::int32_t> tokens(std::size_t n, std::size_t vocab) {
+  std::vector<std::int32_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<std::int32_t>((static_cast<std::uint64_t>(i) * 2654435761u + 12345u) % vocab);
+  }
+  return out;
+}
+
+std::string run_label() {
+  return "threads=" + std::to_string(omp_get_max_threads()) + " isa=" + std::string(cpu::isa_name(cpu::best_isa()));
+}
+
+// ---- Bounds --------------------------------------------------------------------------------------
+
+constexpr std::size_t kProbeElements = std::size_t{32} << 20;  // 2 x 128 MiB: far past any cache
+constexpr double kTriadBytesPerElement = 12.0;                 // read a and b, write a
+constexpr int kSgemmN = 2048;
+
+void triad_in_place(float* a, const float* b, float scale, std::size_t n) {
+  split_over_threads(n, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) a[i] += scale * b[i];
+  });
+}
+
+void sgemm(float* c, const float* a, const float* b) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kSgemmN, kSgemmN, kSgemmN, 1.0f, a, kSgemmN, b, kSgemmN,
+              0.0f, c, kSgemmN);
+}
+
+constexpr double kSgemmFlops = 2.0 * kSgemmN * kSgemmN * kSgemmN;
+
+// Bytes per second of the triad: the best of 5 runs after one warm-up.
+double bandwidth_bound() {
+  static const double bound = [] {
+    auto a = filled(kProbeElements);
+    auto b = filled(kProbeElements);
+    triad_in_place(a.get(), b.get(), 1e-3f, kProbeElements);
+    double best = 1e30;
+    float scale = 1e-3f;
+    for (int rep = 0; rep < 5; ++rep) {
+      const double start = omp_get_wtime();
+      triad_in_place(a.get(), b.get(), scale, kProbeElements);
+      benchmark::ClobberMemory();
+      best = std::min(best, omp_get_wtime() - start);
+      scale = -scale;
+    }
+    return static_cast<double>(kProbeElements) * kTriadBytesPerElement / best;
+  }();
+  return bound;
+}
+
+// FLOP/s of cblas_sgemm 2048^3: the best of 3 runs after one warm-up.
+double sgemm_peak() {
+  static const double peak = [] {
+    const auto n = static_cast<std::size_t>(kSgemmN) * kSgemmN;
+    auto a = filled(n);
+    auto b = filled(n);
+    auto c = zeros(n);
+    sgemm(c.get(), a.get(), b.get());
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      const double start = omp_get_wtime();
+      sgemm(c.get(), a.get(), b.get());
+      benchmark::ClobberMemory();
+      best = std::min(best, omp_get_wtime() - start);
+    }
+    return kSgemmFlops / best;
+  }();
+  return peak;
+}
+
+// Runs the timed loop, `body` then ClobberMemory per iteration, and returns its wall-clock seconds
+// (the same span Google Benchmark's real time measures, up to the loop's own overhead), so the
+// fractions below are plain ratios rather than rates.
+template <typename Body>
+double timed_loop(benchmark::State& state, const Body& body) {
+  const double start = omp_get_wtime();
+  for (auto _ : state) {
+    body();
+    benchmark::ClobberMemory();
+  }
+  return omp_get_wtime() - start;
+}
+
+// Counters for a memory-bound case moving `bytes` per iteration in `seconds` all told.
+void report_memory_bound(benchmark::State& state, double seconds, double bytes, double bound) {
+  const auto iterations = static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(iterations * bytes));
+  state.counters["fraction_of_bandwidth"] = benchmark::Counter(iterations * bytes / seconds / bound);
+  state.SetLabel(run_label());
+}
+
+// Counters for a compute-bound case doing `flops` and moving `bytes` per iteration.
+void report_compute_bound(benchmark::State& state, double seconds, double flops, double bytes, double peak) {
+  const auto iterations = static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(iterations * bytes));
+  state.counters["FLOP/s"] = benchmark::Counter(iterations * flops, benchmark::Counter::kIsRate);
+  state.counters["fraction_of_sgemm_peak"] = benchmark::Counter(iterations * flops / seconds / peak);
+  state.SetLabel(run_label());
+}
+
+void BM_SgemmPeak(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(kSgemmN) * kSgemmN;
+  auto a = filled(n);
+  auto b = filled(n);
+  auto c = zeros(n);
+  for (auto _ : state) {
+    sgemm(c.get(), a.get(), b.get());
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kSgemmFlops, benchmark::Counter::kIsRate);
+  state.SetLabel("2048x2048x2048 " + run_label());
+}
+BENCHMARK(BM_SgemmPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_MemoryBandwidth(benchmark::State& state) {
+  auto a = filled(kProbeElements);
+  auto b = filled(kProbeElements);
+  float scale = 1e-3f;
+  for (auto _ : state) {
+    triad_in_place(a.get(), b.get(), scale, kProbeElements);
+    scale = -scale;
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(state.iterations()) *
+                                                    static_cast<double>(kProbeElements) * kTriadBytesPerElement));
+  state.SetLabel(run_label() + " a[i] += s*b[i]");
+}
+BENCHMARK(BM_MemoryBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- LayerNorm [R, C] ----------------------------------------------------------------------------
+
+void BM_LayerNormForward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto inp = filled(kR * kC);
+  auto weight = filled(kC);
+  auto bias = filled(kC);
+  auto out = zeros(kR * kC);
+  auto mean = zeros(kR);
+  auto rstd = zeros(kR);
+  const double seconds = timed_loop(state, [&] {
+    cpu::layernorm_forward(out.get(), mean.get(), rstd.get(), inp.get(), weight.get(), bias.get(), kR, kC);
+  });
+  // Read inp [R,C], weight and bias [C]; write out [R,C], mean and rstd [R].
+  report_memory_bound(state, seconds, kF * (2.0 * kR * kC + 2.0 * kC + 2.0 * kR), bound);
+}
+BENCHMARK(BM_LayerNormForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_LayerNormBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto inp = filled(kR * kC);
+  auto weight = filled(kC);
+  auto dout = filled(kR * kC);
+  auto mean = filled(kR, -0.1f, 0.1f);
+  auto rstd = filled(kR, 0.5f, 1.5f);
+  auto dinp = zeros(kR * kC);
+  auto dweight = zeros(kC);
+  auto dbias = zeros(kC);
+  const double seconds = timed_loop(state, [&] {
+    cpu::layernorm_backward(dinp.get(), dweight.get(), dbias.get(), dout.get(), inp.get(), weight.get(), mean.get(),
+                            rstd.get(), kR, kC);
+  });
+  // Read dout, inp [R,C], weight [C], mean, rstd [R]; read+write dinp [R,C], dweight, dbias [C].
+  report_memory_bound(state, seconds, kF * (4.0 * kR * kC + 5.0 * kC + 2.0 * kR), bound);
+}
+BENCHMARK(BM_LayerNormBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- GELU on [B, T, 4C] --------------------------------------------------------------------------
+
+constexpr std::size_t kGeluN = kR * 4 * kC;
+
+void BM_GeluForward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto inp = filled(kGeluN, -3.0f, 3.0f);
+  auto out = zeros(kGeluN);
+  const double seconds = timed_loop(state, [&] {
+    cpu::gelu_forward(out.get(), inp.get(), kGeluN);
+  });
+  // Read inp, write out: N each.
+  report_memory_bound(state, seconds, kF * 2.0 * kGeluN, bound);
+}
+BENCHMARK(BM_GeluForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_GeluBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto inp = filled(kGeluN, -3.0f, 3.0f);
+  auto dout = filled(kGeluN);
+  auto dinp = zeros(kGeluN);
+  const double seconds = timed_loop(state, [&] {
+    cpu::gelu_backward(dinp.get(), inp.get(), dout.get(), kGeluN);
+  });
+  // Read inp, dout; read+write dinp (+=): 4N.
+  report_memory_bound(state, seconds, kF * 4.0 * kGeluN, bound);
+}
+BENCHMARK(BM_GeluBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Residual on [B, T, C] -----------------------------------------------------------------------
+
+constexpr std::size_t kResN = kR * kC;
+
+void BM_ResidualForward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto inp1 = filled(kResN);
+  auto inp2 = filled(kResN);
+  auto out = zeros(kResN);
+  const double seconds = timed_loop(state, [&] {
+    cpu::residual_forward(out.get(), inp1.get(), inp2.get(), kResN);
+  });
+  // Read inp1, inp2; write out: 3N.
+  report_memory_bound(state, seconds, kF * 3.0 * kResN, bound);
+}
+BENCHMARK(BM_ResidualForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ResidualBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto dout = filled(kResN);
+  auto dinp1 = zeros(kResN);
+  auto dinp2 = zeros(kResN);
+  const double seconds = timed_loop(state, [&] {
+    cpu::residual_backward(dinp1.get(), dinp2.get(), dout.get(), kResN);
+  });
+  // Read dout; read+write dinp1 and dinp2 (+=): 5N.
+  report_memory_bound(state, seconds, kF * 5.0 * kResN, bound);
+}
+BENCHMARK(BM_ResidualBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Embedding: wte [V, C], wpe [T, C] -----------------------------------------------------------
+
+void BM_EmbeddingForward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  const auto tok = tokens(kR, kV);
+  auto wte = filled(kV * kC);
+  auto wpe = filled(kT * kC);
+  auto out = zeros(kR * kC);
+  const double seconds = timed_loop(state, [&] {
+    cpu::embedding_forward(out.get(), tok.data(), wte.get(), wpe.get(), kB, kT, kC);
+  });
+  // Read tokens [R] (4 bytes each), the R gathered wte rows [R,C] and wpe [T,C]; write out [R,C].
+  report_memory_bound(state, seconds, kF * (kR + 2.0 * kR * kC + kT * kC), bound);
+}
+BENCHMARK(BM_EmbeddingForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_EmbeddingBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  const auto tok = tokens(kR, kV);
+  auto dout = filled(kR * kC);
+  auto dwte = zeros(kV * kC);
+  auto dwpe = zeros(kT * kC);
+  const double seconds = timed_loop(state, [&] {
+    cpu::embedding_backward(dwte.get(), dwpe.get(), dout.get(), tok.data(), kB, kT, kC);
+  });
+  // Read tokens [R] and dout [R,C]; read+write the R scattered dwte rows [R,C] (the tokens here are
+  // almost all distinct) and dwpe [T,C].
+  report_memory_bound(state, seconds, kF * (kR + 3.0 * kR * kC + 2.0 * kT * kC), bound);
+}
+BENCHMARK(BM_EmbeddingBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Cross-entropy on logits [R, V] --------------------------------------------------------------
+
+void BM_CrossEntropyForward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const auto tgt = tokens(kR, vocab);
+  auto logits = filled(kR * vocab, -4.0f, 4.0f);
+  auto losses = zeros(kR);
+  double loss = 0.0;
+  const double seconds = timed_loop(state, [&] {
+    loss += cpu::cross_entropy_forward(losses.get(), logits.get(), tgt.data(), kR, vocab);
+  });
+  benchmark::DoNotOptimize(loss);
+  // Read logits [R,V] and targets [R]; write losses [R].
+  report_memory_bound(state, seconds, kF * (static_cast<double>(kR) * static_cast<double>(vocab) + 2.0 * kR), bound);
+}
+BENCHMARK(BM_CrossEntropyForward)->ArgName("V")->Arg(8192)->Arg(kV)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_CrossEntropyBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const auto tgt = tokens(kR, vocab);
+  auto logits = filled(kR * vocab, -4.0f, 4.0f);
+  auto dlogits = zeros(kR * vocab);
+  const double seconds = timed_loop(state, [&] {
+    cpu::cross_entropy_backward(dlogits.get(), logits.get(), tgt.data(), 1.0f / static_cast<float>(kR), kR, vocab);
+  });
+  // Read logits [R,V] and targets [R]; write dlogits [R,V] (overwritten, not accumulated).
+  report_memory_bound(state, seconds, kF * (2.0 * static_cast<double>(kR) * static_cast<double>(vocab) + kR), bound);
+}
+BENCHMARK(BM_CrossEntropyBackward)->ArgName("V")->Arg(8192)->Arg(kV)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Causal attention on qkv [B, T, 3C] ----------------------------------------------------------
+
+constexpr std::size_t kHs = kC / kNH;
+// QKᵀ and PV, each 2*T*T*hs per head, halved by the causal mask.
+constexpr double kAttentionForwardFlops = 4.0 * kB * kNH * static_cast<double>(kT) * kT * kHs / 2.0;
+// dV = Pᵀ dO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q plus recomputing S = QKᵀ: about 2.5x the forward.
+constexpr double kAttentionBackwardFlops = 2.5 * kAttentionForwardFlops;
+
+void BM_AttentionForward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  auto qkv = filled(kR * 3 * kC);
+  auto out = zeros(kR * kC);
+  auto lse = zeros(kB * kNH * kT);
+  const double seconds = timed_loop(state, [&] {
+    cpu::attention_forward(out.get(), lse.get(), qkv.get(), kB, kT, kC, kNH);
+  });
+  // Read qkv [R,3C]; write out [R,C] and lse [B,NH,T].
+  report_compute_bound(state, seconds, kAttentionForwardFlops, kF * (4.0 * kR * kC + kB * kNH * kT), peak);
+}
+BENCHMARK(BM_AttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_AttentionBackward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  auto qkv = filled(kR * 3 * kC);
+  auto out = zeros(kR * kC);
+  auto lse = zeros(kB * kNH * kT);
+  cpu::attention_forward(out.get(), lse.get(), qkv.get(), kB, kT, kC, kNH);
+  auto dout = filled(kR * kC);
+  auto dqkv = zeros(kR * 3 * kC);
+  const double seconds = timed_loop(state, [&] {
+    cpu::attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), kB, kT, kC, kNH);
+  });
+  // Read dout, out [R,C], qkv [R,3C], lse [B,NH,T]; read+write dqkv [R,3C] (+=).
+  report_compute_bound(state, seconds, kAttentionBackwardFlops, kF * (11.0 * kR * kC + kB * kNH * kT), peak);
+}
+BENCHMARK(BM_AttentionBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Matmul: inp [R, C] -> out [R, OC]; OC = 3C (QKV projection) or 4C (MLP up-projection) -------
+
+void BM_MatmulForward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  const auto oc = static_cast<std::size_t>(state.range(0));
+  auto inp = filled(kR * kC);
+  auto weight = filled(oc * kC, -0.05f, 0.05f);
+  auto bias = filled(oc);
+  auto out = zeros(kR * oc);
+  const double seconds = timed_loop(state, [&] {
+    cpu::matmul_forward(out.get(), inp.get(), weight.get(), bias.get(), kR, kC, oc);
+  });
+  // 2*R*C*OC FLOPs. Read inp [R,C], weight [OC,C], bias [OC]; write out [R,OC].
+  const double r = kR;
+  const double c = kC;
+  const double o = static_cast<double>(oc);
+  report_compute_bound(state, seconds, 2.0 * r * c * o, kF * (r * c + o * c + o + r * o), peak);
+}
+BENCHMARK(BM_MatmulForward)->ArgName("OC")->Arg(3 * kC)->Arg(4 * kC)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_MatmulBackward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  const auto oc = static_cast<std::size_t>(state.range(0));
+  auto inp = filled(kR * kC);
+  auto weight = filled(oc * kC, -0.05f, 0.05f);
+  auto dout = filled(kR * oc, -0.01f, 0.01f);
+  auto dinp = zeros(kR * kC);
+  auto dweight = zeros(oc * kC);
+  auto dbias = zeros(oc);
+  const double seconds = timed_loop(state, [&] {
+    cpu::matmul_backward(dinp.get(), dweight.get(), dbias.get(), dout.get(), inp.get(), weight.get(), kR, kC, oc);
+  });
+  // 4*R*C*OC FLOPs (dinp and dweight products; dbias is O(R*OC)). Read dout [R,OC], inp [R,C],
+  // weight [OC,C]; read+write dinp [R,C], dweight [OC,C], dbias [OC] (+=).
+  const double r = kR;
+  const double c = kC;
+  const double o = static_cast<double>(oc);
+  report_compute_bound(state, seconds, 4.0 * r * c * o, kF * (r * o + 3.0 * r * c + 3.0 * o * c + 2.0 * o), peak);
+}
+BENCHMARK(BM_MatmulBackward)->ArgName("OC")->Arg(3 * kC)->Arg(4 * kC)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace zinf::kernels
