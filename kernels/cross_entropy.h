@@ -7,7 +7,9 @@
 //   loss[r] = logsumexp(logits[r, :]) - logits[r, t]
 //           = log(sum_v exp(logits[r, v] - max)) + max - logits[r, t]
 // Subtracting the row maximum first keeps every exp() in [0, 1], so logits of any finite size
-// (1e4, -1e4) give a finite loss. The row sums are accumulated in fp64. The function returns the
+// (1e4, -1e4) give a finite loss. exp() is a vectorisable fp32 polynomial approximation (Cephes'
+// expf, relative error <= 2e-7; arguments below -87 give exactly 0), not the library's exp. The
+// row sums are accumulated in fp64. The function returns the
 // mean loss over the rows (fp64, added in row order).
 // Backward, for the mean loss with upstream gradient dloss (1 for a plain loss.backward()):
 //   dlogits[r, v] = (softmax(logits[r, :])[v] - (v == t ? 1 : 0)) * dloss / R

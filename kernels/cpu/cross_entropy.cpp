@@ -1,12 +1,14 @@
 // CPU fused softmax + cross-entropy, forward and backward (cross_entropy.h has the formulas). One
 // plain C++ body per pass, compiled as is (scalar) and inlined into AVX2 and AVX-512 functions so
-// the compiler vectorises what it can (the max and the final scaling; exp() stays a library call).
+// the compiler vectorises the whole pass: exp is simd::exp_approx_flushed (simd.h: Cephes' expf,
+// relative error <= 2e-7, exactly 0 below -87), plain fp32 arithmetic rather than a library call.
 // The row max is exact in any order, the exp sums go into kLanes fixed fp64 lanes (element v into
 // lane v % kLanes), and the file is built with -ffp-contract=off, so the variants agree bit for bit.
 #include "kernels/cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
@@ -14,6 +16,8 @@
 
 namespace zinf::kernels::cpu {
 namespace {
+
+using simd::exp_approx_flushed;
 
 constexpr std::size_t kLanes = 8;
 // Below this many logits a pass runs on the calling thread.
@@ -33,15 +37,42 @@ struct RowStats {
   double sum;
 };
 
+// kLanes floats or doubles as one value (GCC vector extensions): element-wise arithmetic in every
+// variant, so lane l always sees the same elements in the same order.
+using FloatLanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+using DoubleLanes = double __attribute__((vector_size(kLanes * sizeof(double))));
+// The exps of a row go through a stack buffer of this many floats (a multiple of kLanes) so the
+// exp loop vectorises on its own and the fp64 lane sums read whole vectors.
+constexpr std::size_t kBlock = 512;
+
 [[gnu::always_inline]] inline RowStats row_stats(const float* row, std::size_t vocab) {
-  float max = row[0];
-  for (std::size_t v = 1; v < vocab; ++v) max = std::max(max, row[v]);
-  double lanes[kLanes] = {};
   const std::size_t body = vocab / kLanes * kLanes;
-  for (std::size_t v = 0; v < body; v += kLanes) {
-    for (std::size_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(std::exp(row[v + l] - max));
+  // The maximum is exact in any order (finite logits), so lanes of maxima then their maximum.
+  float max = row[0];
+  if (body > 0) {
+    FloatLanes lane_max;
+    std::memcpy(&lane_max, row, sizeof(lane_max));
+    for (std::size_t v = kLanes; v < body; v += kLanes) {
+      FloatLanes x;
+      std::memcpy(&x, row + v, sizeof(x));
+      lane_max = x > lane_max ? x : lane_max;
+    }
+    for (std::size_t l = 0; l < kLanes; ++l) max = std::max(max, lane_max[l]);
   }
-  for (std::size_t v = body; v < vocab; ++v) lanes[v % kLanes] += static_cast<double>(std::exp(row[v] - max));
+  for (std::size_t v = body; v < vocab; ++v) max = std::max(max, row[v]);
+
+  DoubleLanes lanes = {};
+  alignas(64) float exps[kBlock];
+  for (std::size_t begin = 0; begin < body; begin += kBlock) {
+    const std::size_t count = std::min(kBlock, body - begin);
+    for (std::size_t i = 0; i < count; ++i) exps[i] = exp_approx_flushed(row[begin + i] - max);
+    for (std::size_t i = 0; i < count; i += kLanes) {
+      FloatLanes e;
+      std::memcpy(&e, exps + i, sizeof(e));
+      lanes += __builtin_convertvector(e, DoubleLanes);
+    }
+  }
+  for (std::size_t v = body; v < vocab; ++v) lanes[v % kLanes] += static_cast<double>(exp_approx_flushed(row[v] - max));
   double sum = 0.0;
   for (std::size_t l = 0; l < kLanes; ++l) sum += lanes[l];
   return {max, sum};
@@ -67,8 +98,8 @@ struct RowStats {
     // row and grad may be the same array: the target's logit is read before the loop overwrites it,
     // and the loop reads row[v] before it writes grad[v].
     const auto target = static_cast<std::size_t>(a.targets[r]);
-    const float target_prob = std::exp(row[target] - stats.max) * inv_sum;
-    for (std::size_t v = 0; v < a.vocab; ++v) grad[v] = std::exp(row[v] - stats.max) * inv_sum * a.scale;
+    const float target_prob = exp_approx_flushed(row[target] - stats.max) * inv_sum;
+    for (std::size_t v = 0; v < a.vocab; ++v) grad[v] = exp_approx_flushed(row[v] - stats.max) * inv_sum * a.scale;
     grad[target] = (target_prob - 1.0f) * a.scale;
   }
 }

@@ -1,16 +1,13 @@
 // CPU GELU (tanh approximation), forward and backward (gelu.h has the formulas). One plain C++
 // body per pass, compiled as is (scalar) and inlined into AVX2 and AVX-512 functions so the
 // compiler vectorises the whole loop. That needs a tanh without a library call, so tanh is
-// computed here as 1 - 2/(exp(2u) + 1) with exp from Cephes' expf (range reduction by ln 2 and a
-// degree-5 polynomial, about 1 ulp): absolute error about 1e-7, which is all GELU needs (the
+// computed here as 1 - 2/(exp(2u) + 1) with simd::exp_approx (simd.h: Cephes' expf, relative
+// error <= 2e-7; outside its clamp GELU only needs exp(2u) huge or tiny, not exact, and a NaN input
+// still comes out through the factor x): absolute error about 1e-7, which is all GELU needs (the
 // result is multiplied by x, and tanh's small-u cancellation only costs digits of u that
 // 0.5 x (1 + tanh u) never shows). The arithmetic is fp32 throughout, in the same order in every
 // variant (the file is built with -ffp-contract=off), so the variants agree bit for bit.
 #include "kernels/gelu.h"
-
-#include <algorithm>
-#include <bit>
-#include <cstdint>
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
@@ -25,29 +22,7 @@ constexpr std::size_t kRangeAlign = 64;
 constexpr float kSqrt2OverPi = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kCubic = 0.044715f;
 
-// exp(x) for x in any range: clamped to [-87, 88.376], where the result and 2^n stay normal floats
-// (GELU only needs exp(2u) to be huge or tiny out there, not exact). The clamp's argument order
-// turns a NaN into -87, so the float -> int conversion below never sees one (GELU's NaN still
-// comes out, through the factor x).
-[[gnu::always_inline]] inline float exp_approx(float x) {
-  x = std::max(-87.0f, std::min(x, 88.3762626647949f));
-  // n = round(x / ln 2): adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
-  constexpr float kRound = 12582912.0f;
-  const float n = (x * 1.44269504088896341f + kRound) - kRound;
-  // r = x - n ln 2, with ln 2 split in two so the product is exact enough.
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * (r * r) + r + 1.0f;
-  // 2^n built from its exponent bits; n is in [-126, 127].
-  const auto scale = std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);
-  return e * scale;
-}
+using simd::exp_approx;
 
 [[gnu::always_inline]] inline float tanh_approx(float u) { return 1.0f - 2.0f / (exp_approx(2.0f * u) + 1.0f); }
 

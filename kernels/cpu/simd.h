@@ -1,12 +1,14 @@
 // Building blocks shared by the CPU kernel variants: the target attributes that mark a function as
 // an AVX2 or AVX-512 variant, one-element fp32 <-> bf16/fp16 conversions (the scalar variant and
 // the reference the vector code must equal bit for bit), and vector loads/stores of the 16-bit
-// formats. Internal to kernels/cpu: not part of the module's interface.
+// formats, and a vectorisable exp. Internal to kernels/cpu: not part of the module's interface.
 //
 // A function marked ZINF_TARGET_AVX2 or ZINF_TARGET_AVX512 may only be called after isa_supported()
 // said yes; the helpers below carry the same attributes so they inline into those functions.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -86,6 +88,42 @@ inline float f16_to_f32_one(std::uint16_t half) {
   }
   return f32_from_bits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
+
+// ---- exp without a library call -----------------------------------------------------------------
+//
+// Plain fp32 arithmetic the compiler vectorises when these are inlined into a ZINF_TARGET_AVX2/AVX512
+// loop; with -ffp-contract=off (kernels/CMakeLists.txt) every variant gives the same bits.
+
+// exp(x) for x in any range, from Cephes' expf: range reduction by ln 2 and a degree-5 polynomial.
+// Relative error against the exact exp at most 2e-7 (about 2 ulp; kernels_test checks it over
+// [-87, 88.37]). The argument is clamped to [-87, 88.376], where the result and 2^n stay normal
+// floats: below -87 the result is exp(-87) ~= 1.65e-38 (never a denormal), above it ~3.4e38 (never
+// inf). The clamp's argument order turns a NaN into -87, so the float -> int conversion below never
+// sees one.
+[[gnu::always_inline]] inline float exp_approx(float x) {
+  x = std::max(-87.0f, std::min(x, 88.3762626647949f));
+  // n = round(x / ln 2): adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
+  constexpr float kRound = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
+  // r = x - n ln 2, with ln 2 split in two so the product is exact enough.
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * (r * r) + r + 1.0f;
+  // 2^n built from its exponent bits; n is in [-126, 127].
+  const auto scale = std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);
+  return e * scale;
+}
+
+// exp_approx, but exactly 0 for x < -87 (where exp(x) < 1.65e-38): for sums of exp(x - max) and
+// softmax, where a tiny term must vanish rather than be clamped. Same accuracy as exp_approx from
+// -87 up; a NaN still gives exp_approx(-87).
+[[gnu::always_inline]] inline float exp_approx_flushed(float x) { return x < -87.0f ? 0.0f : exp_approx(x); }
 
 #if ZINF_KERNELS_X86
 

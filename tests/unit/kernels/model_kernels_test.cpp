@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
@@ -246,6 +247,38 @@ TEST_CASE("gelu: every variant and thread count gives the same bits, in place wo
       CHECK(dinp == first_dinp);
     }
   }
+}
+
+// ---- The shared exp approximation (kernels/cpu/simd.h) -------------------------------------------
+
+TEST_CASE("exp_approx: within 2e-7 relative of exp over [-87, 88.37], 0 or tiny and finite beyond",
+          "[model][cross_entropy][gelu]") {
+  double worst = 0.0;
+  const int steps = 1 << 20;
+  for (int i = 0; i <= steps; ++i) {
+    const float x = -100.0f + 188.0f * static_cast<float>(i) / static_cast<float>(steps);
+    const float flushed = cpu::simd::exp_approx_flushed(x);
+    const float clamped = cpu::simd::exp_approx(x);
+    REQUIRE(std::isfinite(flushed));
+    REQUIRE(std::isfinite(clamped));
+    if (x < -87.0f) {
+      REQUIRE(flushed == 0.0f);
+      REQUIRE(clamped == cpu::simd::exp_approx(-87.0f));  // the clamp: normal, not a denormal
+      continue;
+    }
+    REQUIRE(flushed == clamped);
+    if (x > 88.3762626647949f) continue;  // clamped above too (exp would overflow just past it)
+    const double exact = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(static_cast<double>(clamped) - exact) / exact);
+  }
+  INFO("worst relative error " << worst);
+  CHECK(worst <= 2e-7);
+  CHECK(std::fpclassify(cpu::simd::exp_approx(-87.0f)) == FP_NORMAL);
+  CHECK(cpu::simd::exp_approx(-1e4f) == cpu::simd::exp_approx(-87.0f));
+  CHECK(cpu::simd::exp_approx_flushed(-1e4f) == 0.0f);
+  CHECK(cpu::simd::exp_approx_flushed(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(std::isfinite(cpu::simd::exp_approx(1e4f)));
+  CHECK(cpu::simd::exp_approx_flushed(0.0f) == 1.0f);
 }
 
 // ---- Softmax cross-entropy -----------------------------------------------------------------------
