@@ -173,15 +173,6 @@ ZINF_TARGET_AVX512 void backward_avx512(const BackwardArgs& a, float* scratch, s
 }
 #endif
 
-template <typename Fn>
-Fn pick([[maybe_unused]] Isa isa, Fn scalar, [[maybe_unused]] Fn avx2, [[maybe_unused]] Fn avx512) {
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx512) return avx512;
-  if (isa == Isa::kAvx2) return avx2;
-#endif
-  return scalar;
-}
-
 Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads) {
   const std::size_t head_size = channels / heads;
   return {batch, seq_len,   channels,
@@ -198,12 +189,7 @@ int pass_threads(const Shape& shape, int num_threads) {
 
 void attention_forward(Isa isa, float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,
                        std::size_t channels, std::size_t heads, int num_threads) {
-  using Fn = void (*)(const ForwardArgs&, float*, std::size_t, std::size_t);
-#if ZINF_KERNELS_X86
-  const Fn fn = pick<Fn>(isa, forward_scalar, forward_avx2, forward_avx512);
-#else
-  const Fn fn = pick<Fn>(isa, forward_scalar, forward_scalar, forward_scalar);
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, forward);
   const ForwardArgs args{out, lse, qkv, make_shape(batch, seq_len, channels, heads)};
   parallel::for_each_range(batch * heads, 2, 1, pass_threads(args.shape, num_threads),
                            [&](std::size_t begin, std::size_t end) {
@@ -215,12 +201,7 @@ void attention_forward(Isa isa, float* out, float* lse, const float* qkv, std::s
 void attention_backward(Isa isa, float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
                         int num_threads) {
-  using Fn = void (*)(const BackwardArgs&, float*, std::size_t, std::size_t);
-#if ZINF_KERNELS_X86
-  const Fn fn = pick<Fn>(isa, backward_scalar, backward_avx2, backward_avx512);
-#else
-  const Fn fn = pick<Fn>(isa, backward_scalar, backward_scalar, backward_scalar);
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, backward);
   const BackwardArgs args{dqkv, dout, qkv, out, lse, make_shape(batch, seq_len, channels, heads)};
   parallel::for_each_range(batch * heads, 2, 1, pass_threads(args.shape, num_threads),
                            [&](std::size_t begin, std::size_t end) {

@@ -127,14 +127,7 @@ ZINF_TARGET_AVX512 void backward_avx512(const Args& a, std::size_t begin, std::s
 double cross_entropy_forward(Isa isa, float* losses, const float* logits, const std::int32_t* targets, std::size_t rows,
                              std::size_t vocab, int num_threads) {
   if (rows == 0) return 0.0;
-  using Fn = void (*)(const Args&, double*, std::size_t, std::size_t);
-  Fn fn = forward_scalar;
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx2) fn = forward_avx2;
-  if (isa == Isa::kAvx512) fn = forward_avx512;
-#else
-  (void)isa;
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, forward);
   // Per-row losses in fp64, then the mean in row order: the same for any thread split.
   std::vector<double> row_losses(rows);
   const Args args{losses, logits, targets, vocab, 0.0f};
@@ -149,14 +142,7 @@ double cross_entropy_forward(Isa isa, float* losses, const float* logits, const 
 void cross_entropy_backward(Isa isa, float* dlogits, const float* logits, const std::int32_t* targets, float dloss,
                             std::size_t rows, std::size_t vocab, int num_threads) {
   if (rows == 0) return;
-  using Fn = void (*)(const Args&, std::size_t, std::size_t);
-  Fn fn = backward_scalar;
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx2) fn = backward_avx2;
-  if (isa == Isa::kAvx512) fn = backward_avx512;
-#else
-  (void)isa;
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, backward);
   const Args args{dlogits, logits, targets, vocab,
                   static_cast<float>(static_cast<double>(dloss) / static_cast<double>(rows))};
   const std::size_t min_rows = kMinParallelElements / std::max<std::size_t>(vocab, 1) + 1;

@@ -78,14 +78,7 @@ ZINF_TARGET_AVX512 void backward_avx512(const Args& a, std::size_t positions, st
 
 void embedding_forward(Isa isa, float* out, const std::int32_t* tokens, const float* wte, const float* wpe,
                        std::size_t batch, std::size_t seq_len, std::size_t channels, int num_threads) {
-  using Fn = void (*)(const Args&, std::size_t, std::size_t);
-  Fn fn = forward_scalar;
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx2) fn = forward_avx2;
-  if (isa == Isa::kAvx512) fn = forward_avx512;
-#else
-  (void)isa;
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, forward);
   const Args args{out, nullptr, wte, wpe, tokens, seq_len, channels};
   const std::size_t min_positions = kMinParallelElements / std::max<std::size_t>(channels, 1) + 1;
   parallel::for_each_range(batch * seq_len, min_positions, 1, parallel::resolve_threads(num_threads),
@@ -94,14 +87,7 @@ void embedding_forward(Isa isa, float* out, const std::int32_t* tokens, const fl
 
 void embedding_backward(Isa isa, float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens,
                         std::size_t batch, std::size_t seq_len, std::size_t channels, int num_threads) {
-  using Fn = void (*)(const Args&, std::size_t, std::size_t, std::size_t);
-  Fn fn = backward_scalar;
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx2) fn = backward_avx2;
-  if (isa == Isa::kAvx512) fn = backward_avx512;
-#else
-  (void)isa;
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, backward);
   const std::size_t positions = batch * seq_len;
   if (positions == 0) return;
   const Args args{dwte, dwpe, dout, nullptr, tokens, seq_len, channels};

@@ -73,27 +73,13 @@ ZINF_TARGET_AVX512 void backward_avx512(float* dinp, const float* inp, const flo
 }  // namespace
 
 void gelu_forward(Isa isa, float* out, const float* inp, std::size_t n, int num_threads) {
-  using Fn = void (*)(float*, const float*, std::size_t, std::size_t);
-  Fn fn = forward_scalar;
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx2) fn = forward_avx2;
-  if (isa == Isa::kAvx512) fn = forward_avx512;
-#else
-  (void)isa;
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, forward);
   parallel::for_each_range(n, kMinParallelElements, kRangeAlign, parallel::resolve_threads(num_threads),
                            [&](std::size_t begin, std::size_t end) { fn(out, inp, begin, end); });
 }
 
 void gelu_backward(Isa isa, float* dinp, const float* inp, const float* dout, std::size_t n, int num_threads) {
-  using Fn = void (*)(float*, const float*, const float*, std::size_t, std::size_t);
-  Fn fn = backward_scalar;
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx2) fn = backward_avx2;
-  if (isa == Isa::kAvx512) fn = backward_avx512;
-#else
-  (void)isa;
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, backward);
   parallel::for_each_range(n, kMinParallelElements, kRangeAlign, parallel::resolve_threads(num_threads),
                            [&](std::size_t begin, std::size_t end) { fn(dinp, inp, dout, begin, end); });
 }

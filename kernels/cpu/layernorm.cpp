@@ -172,25 +172,11 @@ ZINF_TARGET_AVX512 void backward_channels_avx512(const BackwardArgs& a, std::siz
 }
 #endif
 
-template <typename Fn>
-Fn pick([[maybe_unused]] Isa isa, Fn scalar, [[maybe_unused]] Fn avx2, [[maybe_unused]] Fn avx512) {
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx512) return avx512;
-  if (isa == Isa::kAvx2) return avx2;
-#endif
-  return scalar;
-}
-
 }  // namespace
 
 void layernorm_forward(Isa isa, float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, std::size_t rows, std::size_t channels, float eps, int num_threads) {
-  using Fn = void (*)(const ForwardArgs&, std::size_t, std::size_t);
-#if ZINF_KERNELS_X86
-  const Fn fn = pick<Fn>(isa, forward_rows_scalar, forward_rows_avx2, forward_rows_avx512);
-#else
-  const Fn fn = pick<Fn>(isa, forward_rows_scalar, forward_rows_scalar, forward_rows_scalar);
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, forward_rows);
   const ForwardArgs args{out, mean, rstd, inp, weight, bias, channels, eps};
   const std::size_t min_rows = kMinParallelElements / std::max<std::size_t>(channels, 1) + 1;
   parallel::for_each_range(rows, min_rows, 1, parallel::resolve_threads(num_threads),
@@ -200,14 +186,8 @@ void layernorm_forward(Isa isa, float* out, float* mean, float* rstd, const floa
 void layernorm_backward(Isa isa, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, std::size_t rows,
                         std::size_t channels, int num_threads) {
-  using Fn = void (*)(const BackwardArgs&, std::size_t, std::size_t);
-#if ZINF_KERNELS_X86
-  const Fn rows_fn = pick<Fn>(isa, backward_rows_scalar, backward_rows_avx2, backward_rows_avx512);
-  const Fn channels_fn = pick<Fn>(isa, backward_channels_scalar, backward_channels_avx2, backward_channels_avx512);
-#else
-  const Fn rows_fn = pick<Fn>(isa, backward_rows_scalar, backward_rows_scalar, backward_rows_scalar);
-  const Fn channels_fn = pick<Fn>(isa, backward_channels_scalar, backward_channels_scalar, backward_channels_scalar);
-#endif
+  const auto rows_fn = ZINF_KERNEL_VARIANT(isa, backward_rows);
+  const auto channels_fn = ZINF_KERNEL_VARIANT(isa, backward_channels);
   const BackwardArgs args{dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels};
   const int threads = parallel::resolve_threads(num_threads);
   const std::size_t min_rows = kMinParallelElements / std::max<std::size_t>(channels, 1) + 1;

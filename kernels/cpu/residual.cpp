@@ -54,27 +54,13 @@ ZINF_TARGET_AVX512 void backward_avx512(float* dinp1, float* dinp2, const float*
 }  // namespace
 
 void residual_forward(Isa isa, float* out, const float* inp1, const float* inp2, std::size_t n, int num_threads) {
-  using Fn = void (*)(float*, const float*, const float*, std::size_t, std::size_t);
-  Fn fn = forward_scalar;
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx2) fn = forward_avx2;
-  if (isa == Isa::kAvx512) fn = forward_avx512;
-#else
-  (void)isa;
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, forward);
   parallel::for_each_range(n, kMinParallelElements, kRangeAlign, parallel::resolve_threads(num_threads),
                            [&](std::size_t begin, std::size_t end) { fn(out, inp1, inp2, begin, end); });
 }
 
 void residual_backward(Isa isa, float* dinp1, float* dinp2, const float* dout, std::size_t n, int num_threads) {
-  using Fn = void (*)(float*, float*, const float*, std::size_t, std::size_t);
-  Fn fn = backward_scalar;
-#if ZINF_KERNELS_X86
-  if (isa == Isa::kAvx2) fn = backward_avx2;
-  if (isa == Isa::kAvx512) fn = backward_avx512;
-#else
-  (void)isa;
-#endif
+  const auto fn = ZINF_KERNEL_VARIANT(isa, backward);
   parallel::for_each_range(n, kMinParallelElements, kRangeAlign, parallel::resolve_threads(num_threads),
                            [&](std::size_t begin, std::size_t end) { fn(dinp1, dinp2, dout, begin, end); });
 }

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/cpu_features.h"
+
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers initialise their "undefined" vectors from themselves, which
 // -Wmaybe-uninitialized reports at every use (GCC bug 105593, fixed in GCC 13).
@@ -26,6 +28,18 @@
 
 #define ZINF_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define ZINF_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+
+// The variant of a kernel function for `isa`. Kernel files name their variants <stem>_scalar,
+// <stem>_avx2 and <stem>_avx512 (the last two exist only on x86), so one line picks among them and
+// non-x86 builds never name the vector variants.
+#if ZINF_KERNELS_X86
+#define ZINF_KERNEL_VARIANT(isa, stem)                        \
+  ((isa) == ::zinf::kernels::cpu::Isa::kAvx512 ? stem##_avx512 \
+   : (isa) == ::zinf::kernels::cpu::Isa::kAvx2 ? stem##_avx2   \
+                                                : stem##_scalar)
+#else
+#define ZINF_KERNEL_VARIANT(isa, stem) ((void)(isa), stem##_scalar)
+#endif
 
 namespace zinf::kernels::cpu::simd {
 
