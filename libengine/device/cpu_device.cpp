@@ -1,0 +1,235 @@
+#include "libengine/device/cpu_device.h"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "libengine/core/units.h"
+#include "libengine/memory/aligned_buffer.h"
+
+namespace zinf::device {
+namespace {
+
+// Completion counter shared by an event and the stream work that reaches it. record() hands out
+// target numbers; the stream marks them reached in order; wait()/synchronize() wait for a target.
+struct EventState {
+  std::mutex mutex;
+  std::condition_variable reached_cv;
+  std::uint64_t recorded = 0;
+  std::uint64_t reached = 0;
+
+  void mark(std::uint64_t target) {
+    {
+      std::lock_guard lock(mutex);
+      if (target > reached) reached = target;
+    }
+    reached_cv.notify_all();
+  }
+  void wait_for(std::uint64_t target) {
+    std::unique_lock lock(mutex);
+    reached_cv.wait(lock, [&] { return reached >= target; });
+  }
+};
+
+class CpuEvent final : public Event {
+ public:
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+  void synchronize() override {
+    std::uint64_t target;
+    {
+      std::lock_guard lock(state->mutex);
+      target = state->recorded;
+    }
+    state->wait_for(target);
+  }
+  bool query() override {
+    std::lock_guard lock(state->mutex);
+    return state->reached >= state->recorded;
+  }
+};
+
+std::uint64_t next_target(EventState& state) {
+  std::lock_guard lock(state.mutex);
+  return ++state.recorded;
+}
+
+// The compute stream: work runs at once on the calling thread, so it is trivially in order.
+class InlineStream final : public Stream {
+ public:
+  explicit InlineStream(StreamRole role) : role_(role) {}
+  StreamRole role() const override { return role_; }
+  void enqueue(std::function<Status()> work) override {
+    Status status = work();
+    if (!status.is_ok() && first_error_.is_ok()) first_error_ = std::move(status);
+  }
+  void record(Event& event) override {
+    auto& state = *static_cast<CpuEvent&>(event).state;
+    state.mark(next_target(state));
+  }
+  void wait(Event& event) override {
+    auto& state = *static_cast<CpuEvent&>(event).state;
+    std::uint64_t target;
+    {
+      std::lock_guard lock(state.mutex);
+      target = state.recorded;
+    }
+    state.wait_for(target);
+  }
+  Status synchronize() override { return std::exchange(first_error_, Status::ok()); }
+
+ private:
+  StreamRole role_;
+  Status first_error_;
+};
+
+// A transfer or collective stream: one worker thread runs the queue in order.
+class WorkerStream final : public Stream {
+ public:
+  explicit WorkerStream(StreamRole role) : role_(role), worker_([this] { run(); }) {}
+  ~WorkerStream() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_cv_.notify_all();
+    worker_.join();
+  }
+  StreamRole role() const override { return role_; }
+  void enqueue(std::function<Status()> work) override {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(work));
+    }
+    work_cv_.notify_all();
+  }
+  void record(Event& event) override {
+    std::shared_ptr<EventState> state = static_cast<CpuEvent&>(event).state;
+    const std::uint64_t target = next_target(*state);
+    enqueue([state, target] {
+      state->mark(target);
+      return Status::ok();
+    });
+  }
+  void wait(Event& event) override {
+    std::shared_ptr<EventState> state = static_cast<CpuEvent&>(event).state;
+    std::uint64_t target;
+    {
+      std::lock_guard lock(state->mutex);
+      target = state->recorded;
+    }
+    enqueue([state, target] {
+      state->wait_for(target);
+      return Status::ok();
+    });
+  }
+  Status synchronize() override {
+    std::unique_lock lock(mutex_);
+    idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    return std::exchange(first_error_, Status::ok());
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping with nothing left
+      std::function<Status()> work = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      Status status = work();
+      lock.lock();
+      busy_ = false;
+      if (!status.is_ok() && first_error_.is_ok()) first_error_ = std::move(status);
+      if (queue_.empty()) idle_cv_.notify_all();
+    }
+  }
+
+  StreamRole role_;
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable idle_cv_;
+  std::deque<std::function<Status()>> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  Status first_error_;
+  std::thread worker_;  // last: starts after the members it uses exist
+};
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(const CpuDeviceOptions& options) : tier_("device", options.memory_budget_bytes) {
+    streams_[0] = std::make_unique<InlineStream>(StreamRole::kCompute);
+    streams_[1] = std::make_unique<WorkerStream>(StreamRole::kHostToDevice);
+    streams_[2] = std::make_unique<WorkerStream>(StreamRole::kDeviceToHost);
+    streams_[3] = std::make_unique<WorkerStream>(StreamRole::kCollective);
+  }
+
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  std::string describe() const override {
+    const std::uint64_t budget = tier_.capacity_bytes();
+    return budget == 0 ? std::string("cpu (no budget)")
+                       : fmt::format("cpu ({} budget)", format_bytes(static_cast<double>(budget)));
+  }
+  memory::MemoryTier& memory() override { return tier_; }
+
+  Result<DeviceBuffer> allocate(std::size_t bytes, std::string_view what) override {
+    ZINF_RETURN_IF_ERROR(tier_.reserve(bytes, what));
+    if (bytes == 0) return DeviceBuffer();
+    Result<memory::AlignedBuffer> block = memory::AlignedBuffer::allocate(bytes, 64);
+    if (!block.is_ok()) {
+      tier_.release(bytes);
+      return Status::out_of_memory(fmt::format("{} (for {})", block.status().message(), what));
+    }
+    // The AlignedBuffer is moved into the free function, which owns it until the buffer dies.
+    auto owner = std::make_shared<memory::AlignedBuffer>(std::move(block).value());
+    void* data = owner->data();
+    return DeviceBuffer(data, bytes, [this, owner](void*, std::size_t n) mutable {
+      owner.reset();
+      tier_.release(n);
+    });
+  }
+
+  Stream& stream(StreamRole role) override { return *streams_[static_cast<std::size_t>(role)]; }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<CpuEvent>(); }
+
+  void copy(void* dst, const void* src, std::size_t bytes, CopyKind, Stream& on) override {
+    on.enqueue([dst, src, bytes] {
+      if (bytes != 0) std::memcpy(dst, src, bytes);
+      return Status::ok();
+    });
+  }
+  void zero(void* dst, std::size_t bytes, Stream& on) override {
+    on.enqueue([dst, bytes] {
+      if (bytes != 0) std::memset(dst, 0, bytes);
+      return Status::ok();
+    });
+  }
+
+  Status synchronize() override {
+    Status first;
+    for (auto& s : streams_) {
+      Status status = s->synchronize();
+      if (!status.is_ok() && first.is_ok()) first = std::move(status);
+    }
+    return first;
+  }
+
+ private:
+  memory::MemoryTier tier_;
+  std::array<std::unique_ptr<Stream>, kStreamRoleCount> streams_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cpu_device(const CpuDeviceOptions& options) {
+  return std::make_unique<CpuDevice>(options);
+}
+
+}  // namespace zinf::device

@@ -1,0 +1,125 @@
+// Device, Stream, Event: where compute runs and how work on it is ordered — the one interface the
+// CPU backend (device/cpu_device) and the CUDA backend implement, so the engine above never branches
+// on the backend.
+//
+// - A Device owns a budgeted memory tier ("device memory") and hands out DeviceBuffers from it.
+//   On the CPU backend device memory is a host arena with a hard byte budget, so the memory wall is
+//   real without a GPU.
+// - A Stream runs the work enqueued on it in order; different streams may run concurrently. Each
+//   device has one stream per role (compute, host→device, device→host, collectives), the split
+//   that lets transfers overlap compute.
+// - An Event marks a point in a stream: record() on one stream, wait() on another orders them;
+//   synchronize() blocks the host until the point is reached.
+//
+// Thread-safety: allocate() and the tier are thread-safe; a Stream is driven by one host thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "libengine/core/status.h"
+#include "libengine/memory/memory_tier.h"
+#include "libengine/tensor/tensor.h"
+
+namespace zinf::device {
+
+enum class DeviceKind { kCpu, kCuda };
+std::string_view device_kind_name(DeviceKind kind);  // "cpu", "cuda"
+
+enum class StreamRole { kCompute, kHostToDevice, kDeviceToHost, kCollective };
+inline constexpr int kStreamRoleCount = 4;
+
+class Event {
+ public:
+  virtual ~Event() = default;
+  // Blocks the calling host thread until every piece of work enqueued before the last record()
+  // has finished. Returns at once when never recorded.
+  virtual void synchronize() = 0;
+  // True when synchronize() would not block.
+  virtual bool query() = 0;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual StreamRole role() const = 0;
+  // Host work run in stream order (the CPU backend's copies and kernels; on CUDA a host callback).
+  // `work` must not throw. Errors it finds are reported through the Status of synchronize().
+  virtual void enqueue(std::function<Status()> work) = 0;
+  // Marks the current end of this stream in `event`.
+  virtual void record(Event& event) = 0;
+  // Work enqueued on this stream after this call starts only once `event` has been reached.
+  virtual void wait(Event& event) = 0;
+  // Blocks until everything enqueued so far has finished; returns the first error any of it
+  // reported since the last synchronize() (and clears it).
+  virtual Status synchronize() = 0;
+  // The backend's handle (cudaStream_t on CUDA; nullptr on the CPU backend).
+  virtual void* native_handle() { return nullptr; }
+};
+
+// An owned block of device memory whose bytes are counted on the device's tier; returns them on
+// destruction. Movable, not copyable.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(void* data, std::size_t bytes, std::function<void(void*, std::size_t)> free_fn)
+      : data_(data), bytes_(bytes), free_fn_(std::move(free_fn)) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  bool empty() const { return data_ == nullptr; }
+
+ private:
+  void reset();
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::function<void(void*, std::size_t)> free_fn_;
+};
+
+enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice, kHostToHost };
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual DeviceKind kind() const = 0;
+  // "cpu (2.00 GiB budget)", "cuda:0 NVIDIA H100 80GB HBM3 (79.1 GiB)".
+  virtual std::string describe() const = 0;
+
+  // The device-memory tier: budget, current and peak bytes.
+  virtual memory::MemoryTier& memory() = 0;
+
+  // Device memory of `bytes` (64-byte aligned at least; zero-filled on the CPU backend), counted on
+  // memory(). Fails with OutOfMemory naming `what`, the request and the budget.
+  virtual Result<DeviceBuffer> allocate(std::size_t bytes, std::string_view what) = 0;
+
+  // The device's stream for `role`. Streams live as long as the device.
+  virtual Stream& stream(StreamRole role) = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+
+  // Copies `bytes` from src to dst in order on `stream` (asynchronous: the memory must stay valid
+  // until the stream has passed this point).
+  virtual void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind, Stream& stream) = 0;
+  // Sets `bytes` at dst to zero in order on `stream`.
+  virtual void zero(void* dst, std::size_t bytes, Stream& stream) = 0;
+
+  // Waits for every stream; the first error any reported.
+  virtual Status synchronize() = 0;
+};
+
+// Allocates a buffer and returns a tensor view of it with `dtype` and `shape`.
+struct OwnedTensor {
+  DeviceBuffer buffer;
+  Tensor tensor;
+};
+Result<OwnedTensor> allocate_tensor(Device& device, DType dtype, Shape shape, std::string_view what);
+
+}  // namespace zinf::device

@@ -1,0 +1,44 @@
+// ParamSource and GradSink: the only way the model reaches its parameters and hands back their
+// gradients (DESIGN §2). The model never knows where parameters live or in which precision they are
+// stored: ZeRO-0 in one process (zero/replicated_states) hands out its resident copy; ZeRO-3 with
+// offload gathers slices from CPU memory or NVMe behind the same two calls. Switching one for the
+// other is a different object, not an `if` in the model.
+//
+// Parameters are named by ParamId, an index into the model's ParamTable (model/param_table.h).
+// Every call is made by the thread running the model's forward/backward.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "libengine/core/status.h"
+#include "libengine/tensor/tensor.h"
+
+namespace zinf::model {
+
+using ParamId = std::int32_t;
+
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  // Makes parameter `id` resident on the compute device as fp32 and returns its view, shaped as
+  // the ParamTable says. The view stays valid, and its contents unchanged, until release(id).
+  // Acquiring an id that is already acquired is a bug. Fails when the parameter cannot be brought
+  // in (device memory exhausted, an NVMe read failed); nothing is acquired then.
+  virtual Result<Tensor> acquire(ParamId id) = 0;
+  // The model is done with the view until its next acquire(id). Never fails.
+  virtual void release(ParamId id) = 0;
+};
+
+class GradSink {
+ public:
+  virtual ~GradSink() = default;
+  // The fp32 device buffer the backward pass adds (+=) the gradient of `id` into during this
+  // backward; zero at the first call of a step. Valid until commit(id).
+  virtual Result<Tensor> grad_buffer(ParamId id) = 0;
+  // The gradient of `id` is complete for this backward pass; the sink may reduce, convert or move
+  // it down a tier. The buffer must not be touched afterwards.
+  virtual Status commit(ParamId id) = 0;
+};
+
+}  // namespace zinf::model
