@@ -1,0 +1,349 @@
+// Scenario schema: the ready scenarios parse, defaults are filled in, to_json round-trips, every bad
+// input is refused with one line naming its field path, params resolve through the given rule, and
+// the resume fingerprint tracks exactly the fields a checkpoint depends on.
+#include "libengine/spec/scenario.h"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "libengine/core/units.h"
+#include "tests/catch.h"
+
+namespace zinf::spec {
+namespace {
+
+using nlohmann::json;
+
+const std::string kScenariosDir = ZINF_FIXTURES_DIR "/../../scenarios";
+
+// A stand-in for the planner's shape rule: hidden 128, 4 heads, as many layers as fit the count.
+Result<ModelShape> test_resolver(std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
+  const std::uint64_t per_layer = 12 * 128 * 128;
+  if (params < per_layer)
+    return Status::invalid_argument(fmt::format("--params: {} is below the smallest shape", params));
+  ModelShape shape = gpt_like_shape(static_cast<std::int64_t>(params / per_layer), 128, 4, vocab, seq);
+  shape.name = "test rule";
+  return shape;
+}
+
+json minimal() {
+  return json::parse(R"({"model": {"layers": 2, "hidden": 64, "heads": 4, "vocab": 128}, "steps": 10})");
+}
+
+// Parses `doc` and returns the error message ("" when it parsed).
+std::string error_of(const json& doc) {
+  const Result<Scenario> parsed = parse_scenario(doc, "bad.json", test_resolver);
+  if (parsed.is_ok()) return "";
+  CHECK(parsed.status().code() == ErrorCode::kInvalidArgument);
+  CHECK(parsed.status().message().find('\n') == std::string::npos);
+  return parsed.status().message();
+}
+
+// minimal() with one JSON-pointer path replaced (or added).
+json with(const std::string& pointer, const json& value) {
+  json doc = minimal();
+  doc[json::json_pointer(pointer)] = value;
+  return doc;
+}
+
+TEST_CASE("every ready scenario parses, and tiny-budget is refused at the memory wall") {
+  for (const char* name : {"quickstart", "gpt2-small-bf16", "bench-4l-1024", "fp16-loss-scaling"}) {
+    INFO(name);
+    const Result<Scenario> s = load_scenario(kScenariosDir + "/" + name + ".json", test_resolver);
+    REQUIRE(s.is_ok());
+    CHECK(s->name == name);
+    CHECK(parse_scenario(to_json(*s), "echo.json", test_resolver).value() == *s);
+  }
+  const Scenario quick = load_scenario(kScenariosDir + "/quickstart.json", test_resolver).value();
+  CHECK(quick.shape.layers == 2);
+  CHECK(quick.shape.hidden == 128);
+  CHECK(quick.shape.vocab == 256);
+  CHECK(quick.batch == 16);
+  CHECK(quick.seq == 64);
+  CHECK(quick.data.source == DataSource::kMarkov);
+  CHECK(quick.data.successors == 4);
+  CHECK(quick.data.chain_seed == 1234);
+  CHECK(quick.optimizer.schedule.kind == ScheduleKind::kCosine);
+  CHECK(quick.output.record == "runs/quickstart/record.json");
+
+  const Scenario gpt2 = load_scenario(kScenariosDir + "/gpt2-small-bf16.json", test_resolver).value();
+  CHECK(gpt2.precision == DType::kBF16);
+  CHECK(gpt2.activation_checkpointing);
+  CHECK(gpt2.device_memory_bytes == std::optional<std::uint64_t>(8ULL << 30));
+  CHECK(count_parameters(gpt2.shape).total == 124439808);  // GPT-2 small's published count
+
+  const Scenario fp16 = load_scenario(kScenariosDir + "/fp16-loss-scaling.json", test_resolver).value();
+  CHECK(fp16.precision == DType::kF16);
+  CHECK(fp16.loss_scale.initial == 65536.0);
+  CHECK(fp16.loss_scale.growth_interval == 50);
+
+  const Result<Scenario> tiny = load_scenario(kScenariosDir + "/tiny-budget.json", test_resolver);
+  REQUIRE_FALSE(tiny.is_ok());
+  // hidden 256: 789,760 params/layer x 16 B; 8 x 128 tokens x (18·256 + 4 + 4) fp32 values.
+  CHECK(tiny.status().message() ==
+        "scenario.device_memory: 1.00 MiB is too small for even one layer (one layer needs " +
+            format_bytes(789760.0 * 16 + 1024.0 * 4616 * 4) + ": " + format_bytes(789760.0 * 16) +
+            " of model states + " + format_bytes(1024.0 * 4616 * 4) +
+            " of activations); raise device_memory or lower batch/seq");
+}
+
+TEST_CASE("file errors name the path") {
+  const Result<Scenario> missing = load_scenario("/nonexistent/zinf/s.json", test_resolver);
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == ErrorCode::kNotFound);
+  CHECK(missing.status().message() == "/nonexistent/zinf/s.json: no such file");
+  const Result<Scenario> malformed = load_scenario(ZINF_FIXTURES_DIR "/scenarios/malformed.json", test_resolver);
+  REQUIRE_FALSE(malformed.is_ok());
+  CHECK(malformed.status().message().find(ZINF_FIXTURES_DIR "/scenarios/malformed.json:3:") == 0);
+}
+
+TEST_CASE("defaults fill every optional field") {
+  const Scenario s = parse_scenario(minimal(), "dir/my-run.json", test_resolver).value();
+  CHECK(s.name == "my-run");
+  CHECK(s.shape.layers == 2);
+  CHECK(s.shape.head_dim == 16);
+  CHECK(s.shape.ffn_hidden == 256);
+  CHECK(s.shape.max_positions == kScenarioDefaultSeq);  // max_positions defaults to seq
+  CHECK(s.shape.tied_embeddings);
+  CHECK(s.shape.qkv_bias);
+  CHECK(s.shape.mlp_bias);
+  CHECK_FALSE(s.params_requested.has_value());
+  CHECK(s.data.source == DataSource::kMarkov);
+  CHECK(s.data.successors == 8);
+  CHECK(s.data.skew == 0.0);
+  CHECK(s.data.chain_seed == 0);
+  CHECK(s.batch == 8);
+  CHECK(s.seq == 64);
+  CHECK(s.steps == 10);
+  CHECK(s.precision == DType::kF32);
+  CHECK(s.optimizer.type == OptimizerType::kAdamW);
+  CHECK(s.optimizer.lr == 3e-4);
+  CHECK(s.optimizer.beta1 == 0.9);
+  CHECK(s.optimizer.beta2 == 0.95);
+  CHECK(s.optimizer.eps == 1e-8);
+  CHECK(s.optimizer.weight_decay == 0.1);
+  CHECK(s.optimizer.grad_clip == 1.0);
+  CHECK(s.optimizer.schedule.kind == ScheduleKind::kConstant);
+  CHECK(s.optimizer.schedule.warmup_steps == 0);
+  CHECK(s.seed == 0);
+  CHECK(s.device == DeviceKind::kCpu);
+  CHECK_FALSE(s.device_memory_bytes.has_value());
+  CHECK(s.threads == 0);
+  CHECK_FALSE(s.activation_checkpointing);
+  CHECK(s.tiling == 1);
+  CHECK(s.eval.every == 0);
+  CHECK(s.eval.batches == 4);
+  CHECK(s.checkpoint.dir.empty());
+  CHECK(s.output.record.empty());
+  CHECK(s.output.log_every == 10);
+
+  // The chain seed follows the top-level seed unless data.seed is given; adam defaults to no decay.
+  json doc = with("/seed", 99);
+  doc["optimizer"] = {{"type", "adam"}};
+  const Scenario seeded = parse_scenario(doc, "x.json", test_resolver).value();
+  CHECK(seeded.data.chain_seed == 99);
+  CHECK(seeded.optimizer.weight_decay == 0.0);
+  doc["data"] = {{"seed", 5}};
+  CHECK(parse_scenario(doc, "x.json", test_resolver).value().data.chain_seed == 5);
+  // Successors default to 8 but never exceed the vocabulary.
+  CHECK(parse_scenario(with("/model/vocab", 3), "x.json", test_resolver).value().data.successors == 3);
+}
+
+TEST_CASE("to_json echoes every resolved field and round-trips") {
+  json doc = minimal();
+  doc["data"] = {{"source", "file"}, {"path", "tokens.bin"}};
+  doc["precision"] = "fp16";
+  doc["loss_scale"] = {{"initial", 1024}, {"growth_interval", 7}};
+  doc["device"] = "cuda";
+  doc["device_memory"] = "2GiB";
+  doc["threads"] = 3;
+  doc["tiling"] = 4;
+  doc["model"]["bias"] = false;
+  doc["model"]["tied_embeddings"] = false;
+  doc["checkpoint"] = {{"dir", "ckpt"}, {"every", 5}, {"keep_last", 1}, {"resume", false}};
+  doc["eval"] = {{"every", 2}, {"batches", 1}};
+  doc["output"] = {{"record", "r.json"}, {"log_every", 1}};
+  doc["optimizer"] = {{"schedule", {{"kind", "linear"}, {"warmup_steps", 10}, {"min_lr_ratio", 0.0}}}};
+  const Scenario s = parse_scenario(doc, "full.json", test_resolver).value();
+  CHECK_FALSE(s.shape.qkv_bias);
+  CHECK_FALSE(s.shape.attn_out_bias);
+  CHECK_FALSE(s.shape.tied_embeddings);
+  CHECK(s.device_memory_bytes == std::optional<std::uint64_t>(2ULL << 30));
+  const json echoed = to_json(s);
+  CHECK(echoed["device_memory"] == 2ULL << 30);
+  CHECK(echoed["data"] == json{{"source", "file"}, {"path", "tokens.bin"}});
+  CHECK(echoed["loss_scale"]["growth_interval"] == 7);
+  CHECK(echoed["precision"] == "fp16");
+  CHECK(echoed["name"] == "full");
+  CHECK(parse_scenario(echoed, "other.json", test_resolver).value() == s);
+
+  // Defaults are written out explicitly; loss_scale, checkpoint and device_memory only when in use.
+  const json plain = to_json(parse_scenario(minimal(), "m.json", test_resolver).value());
+  CHECK(plain["optimizer"]["lr"] == 3e-4);
+  CHECK(plain["data"]["seed"] == 0);
+  CHECK(plain["model"]["max_positions"] == 64);
+  CHECK_FALSE(plain.contains("loss_scale"));
+  CHECK_FALSE(plain.contains("checkpoint"));
+  CHECK_FALSE(plain.contains("device_memory"));
+  CHECK_FALSE(plain["output"].contains("record"));
+}
+
+TEST_CASE("a model given as params resolves through the caller's shape rule") {
+  json doc = minimal();
+  doc["model"] = {{"params", "1M"}, {"vocab", 300}};
+  doc["seq"] = 32;
+  const Scenario s = parse_scenario(doc, "p.json", test_resolver).value();
+  CHECK(s.params_requested == std::optional<std::uint64_t>(1000000));
+  CHECK(s.shape.name == "test rule");
+  CHECK(s.shape.layers == 5);  // 1e6 / (12·128²) = 5.08
+  CHECK(s.shape.hidden == 128);
+  CHECK(s.shape.vocab == 300);
+  CHECK(s.shape.max_positions == 32);
+  CHECK(to_json(s)["model"] == json{{"params", 1000000}, {"vocab", 300}});
+  CHECK(parse_scenario(to_json(s), "p.json", test_resolver).value() == s);
+
+  doc["model"] = {{"params", 2000000}};
+  CHECK(parse_scenario(doc, "p.json", test_resolver).value().shape.vocab == kScenarioDefaultVocab);
+
+  // The rule's own errors come out under the scenario field, without the CLI flag's name.
+  doc["model"] = {{"params", "1K"}};
+  CHECK(error_of(doc) == "scenario.model.params: 1000 is below the smallest shape");
+  // Without a resolver a params model cannot be used.
+  doc["model"] = {{"params", "1M"}};
+  const Result<Scenario> unresolved = parse_scenario(doc, "p.json", ShapeResolver{});
+  REQUIRE_FALSE(unresolved.is_ok());
+  CHECK(unresolved.status().message().find("scenario.model.params: ") == 0);
+}
+
+TEST_CASE("bad inputs are refused with the field path, the value and what is allowed") {
+  struct Case {
+    json doc;
+    std::string expected_start;  // the message must start with this
+  };
+  const std::vector<Case> cases = {
+      {with("/batch", "8"), "scenario.batch: expected a positive integer, found \"8\" (string)"},
+      {with("/batch", 0), "scenario.batch: expected a positive integer, found 0 (number)"},
+      {with("/seq", 8.5), "scenario.seq: expected a positive integer, found 8.5 (number)"},
+      {with("/steps", -3), "scenario.steps: expected a positive integer, found -3 (number)"},
+      {json::parse(R"({"model": {"layers": 2, "hidden": 64, "heads": 4}})"),
+       "scenario.steps: required field is missing"},
+      {json::parse(R"({"steps": 3})"), "scenario.model: required field is missing"},
+      {with("/optimizr", json::object()), "scenario.optimizr: unknown field (did you mean 'optimizer'?)"},
+      {with("/model/heads", 7), "scenario.model.heads: 7 does not divide model.hidden 64"},
+      {with("/model/layers", 0), "scenario.model.layers: expected a positive integer, found 0 (number)"},
+      {with("/model/layrs", 2), "scenario.model.layrs: unknown field (did you mean 'layers'?)"},
+      {with("/model/hidden", nullptr), "scenario.model.hidden: required field is missing"},
+      {with("/model/params", "1M"), "scenario.model.layers: not allowed together with model.params"},
+      {with("/model/bias", "yes"), "scenario.model.bias: expected true or false, found \"yes\" (string)"},
+      {with("/model/max_positions", 32), "scenario.seq: 64 exceeds model.max_positions 32"},
+      {with("/model/vocab", 1), "scenario.model.vocab: 1 is too small for data.source \"markov\""},
+      {with("/precision", "fp17"),
+       "scenario.precision: expected one of fp32, bf16, fp16, found \"fp17\" (string) (did you mean \"fp16\"?)"},
+      {with("/precision", "fp64"), "scenario.precision: expected one of fp32, bf16, fp16, found \"fp64\" (string)"},
+      {with("/precision", 16), "scenario.precision: expected one of fp32, bf16, fp16, found 16 (number)"},
+      {with("/device", "gpu"), "scenario.device: expected one of cpu, cuda, found \"gpu\" (string)"},
+      {with("/device_memory", "2 gigs"), "scenario.device_memory: '2 gigs' has an unknown unit 'gigs'"},
+      {with("/device_memory", true), "scenario.device_memory: expected a size string"},
+      {with("/threads", -1), "scenario.threads: expected a non-negative integer, found -1 (number)"},
+      {with("/seed", -1), "scenario.seed: expected a non-negative integer, found -1 (number)"},
+      {with("/tiling", 3), "scenario.tiling: 3 does not divide the MLP width 4·model.hidden = 256"},
+      {with("/loss_scale", json{{"initial", 1024}}),
+       "scenario.loss_scale: only applies to precision fp16 (precision is fp32)"},
+      {json::parse(R"({"model": {"layers": 2, "hidden": 64, "heads": 4}, "steps": 3, "precision": "fp16",
+                       "loss_scale": {"initial": 0}})"),
+       "scenario.loss_scale.initial: expected a number > 0, found 0 (number)"},
+      {with("/data", json{{"source", "markov"}, {"path", "t.bin"}}),
+       "scenario.data.path: only applies to data.source \"file\""},
+      {with("/data", json{{"source", "file"}, {"path", "t.bin"}, {"skew", 1}}),
+       "scenario.data.skew: only applies to data.source \"markov\""},
+      {with("/data", json{{"source", "file"}}), "scenario.data.path: required field is missing"},
+      {with("/data", json{{"source", "hdf5"}}),
+       "scenario.data.source: expected one of markov, file, found \"hdf5\" (string)"},
+      {with("/data/successors", 65), "scenario.data.successors: 65 is too large (at most 64)"},
+      {with("/data/skew", 17), "scenario.data.skew: expected a number in [0, 16], found 17 (number)"},
+      {with("/optimizer/lr", 0), "scenario.optimizer.lr: expected a number > 0, found 0 (number)"},
+      {with("/optimizer/lr", "3e-3"), "scenario.optimizer.lr: expected a number > 0, found \"3e-3\" (string)"},
+      {with("/optimizer/beta2", 1.0), "scenario.optimizer.beta2: expected a number in [0, 1), found 1.0 (number)"},
+      {with("/optimizer/type", "sgd"), "scenario.optimizer.type: expected one of adamw, adam, found \"sgd\" (string)"},
+      {with("/optimizer/grad_clip", -1), "scenario.optimizer.grad_clip: expected a number >= 0"},
+      {with("/optimizer/schedule", json{{"kind", "cosin"}}),
+       "scenario.optimizer.schedule.kind: expected one of constant, cosine, linear, found \"cosin\" (string) (did you "
+       "mean \"cosine\"?)"},
+      {with("/optimizer/schedule", json{{"warmup_steps", 11}}),
+       "scenario.optimizer.schedule.warmup_steps: 11 exceeds steps 10"},
+      {with("/optimizer/schedule", json{{"min_lr_ratio", 2}}),
+       "scenario.optimizer.schedule.min_lr_ratio: expected a number in [0, 1], found 2 (number)"},
+      {with("/eval", json{{"batches", 0}}), "scenario.eval.batches: expected a positive integer, found 0 (number)"},
+      {with("/checkpoint", json{{"every", 5}}), "scenario.checkpoint.dir: required field is missing"},
+      {with("/checkpoint", json{{"dir", ""}}),
+       "scenario.checkpoint.dir: expected a non-empty string, found \"\" (string)"},
+      {with("/checkpoint", json{{"dir", "c"}, {"keep", 1}}), "scenario.checkpoint.keep: unknown field"},
+      {with("/output", json{{"log_every", 0}}),
+       "scenario.output.log_every: expected a positive integer, found 0 (number)"},
+      {with("/output", "runs/x"), "scenario.output: expected a JSON object, found \"runs/x\" (string)"},
+      {with("/name", 5), "scenario.name: expected a string, found 5 (number)"},
+      {with("/activation_checkpointing", 1),
+       "scenario.activation_checkpointing: expected true or false, found 1 (number)"},
+      {with("/batch", 1 << 21), "scenario.batch: 2097152 is too large (at most 1048576)"},
+      {json::array(), "scenario: expected a JSON object, found [] (array)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.doc.dump());
+    const std::string message = error_of(c.doc);
+    CHECK(message.rfind(c.expected_start, 0) == 0);
+    if (message.rfind(c.expected_start, 0) != 0) WARN("got: " << message);
+  }
+}
+
+TEST_CASE("the memory wall: one layer's states and activations") {
+  json doc = minimal();  // hidden 64, 4 heads, B 8, T 64
+  const Scenario s = parse_scenario(doc, "m.json", test_resolver).value();
+  const std::uint64_t layer_params = count_parameters(s.shape).per_layer;
+  CHECK(layer_params == 12 * 64 * 64 + 13 * 64);
+  const OneLayerDeviceBytes need = one_layer_device_bytes_breakdown(s);
+  CHECK(need.model_states == layer_params * 16);
+  CHECK(need.activations == 8ULL * 64 * (18 * 64 + 4 + 4) * 4);
+  CHECK(one_layer_device_bytes(s) == need.model_states + need.activations);
+  // Half precision keeps 16 B/param too (2 + 2 + 4 + 4 + 4).
+  CHECK(one_layer_device_bytes_breakdown(parse_scenario(with("/precision", "bf16"), "m.json", test_resolver).value())
+            .model_states == layer_params * 16);
+
+  // A budget of exactly that much is accepted; one byte less is refused.
+  doc["device_memory"] = one_layer_device_bytes(s);
+  CHECK(parse_scenario(doc, "m.json", test_resolver).is_ok());
+  doc["device_memory"] = one_layer_device_bytes(s) - 1;
+  CHECK(error_of(doc).rfind("scenario.device_memory: ", 0) == 0);
+  CHECK(error_of(doc).find("is too small for even one layer") != std::string::npos);
+}
+
+TEST_CASE("the fingerprint changes with what a checkpoint depends on, and only that") {
+  const Scenario base = parse_scenario(minimal(), "f.json", test_resolver).value();
+  const std::string print = fingerprint(base);
+  CHECK(print.size() == 16);
+  CHECK(print.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(fingerprint(base) == print);  // deterministic
+
+  const auto print_of = [](const json& doc) {
+    return fingerprint(parse_scenario(doc, "f.json", test_resolver).value());
+  };
+  // Must match to resume.
+  CHECK(print_of(with("/optimizer/lr", 1e-3)) != print);
+  CHECK(print_of(with("/batch", 4)) != print);
+  CHECK(print_of(with("/seed", 1)) != print);
+  CHECK(print_of(with("/model/layers", 3)) != print);
+  CHECK(print_of(with("/data/skew", 0.5)) != print);
+  CHECK(print_of(with("/precision", "bf16")) != print);
+  // Free to change between runs.
+  CHECK(print_of(with("/steps", 1000)) == print);
+  CHECK(print_of(with("/threads", 2)) == print);
+  CHECK(print_of(with("/output", json{{"log_every", 1}})) == print);
+  CHECK(print_of(with("/eval", json{{"every", 5}})) == print);
+  CHECK(print_of(with("/checkpoint", json{{"dir", "c"}})) == print);
+  CHECK(print_of(with("/device_memory", "1GiB")) == print);
+  CHECK(print_of(with("/name", "renamed")) == print);
+}
+
+}  // namespace
+}  // namespace zinf::spec
