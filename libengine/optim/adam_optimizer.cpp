@@ -1,0 +1,109 @@
+#include "libengine/optim/adam_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kernels/adam.h"
+
+namespace zinf::optim {
+namespace {
+
+// torch.nn.utils.clip_grad_norm_ adds this to the norm so a zero norm never divides.
+constexpr double kClipEpsilon = 1e-6;
+
+Status check_unit_interval(double value, const char* field) {
+  if (std::isfinite(value) && value >= 0 && value < 1) return Status::ok();
+  return Status::invalid_argument(fmt::format("{}: {} is outside [0, 1)", field, value));
+}
+
+}  // namespace
+
+Result<AdamOptimizer> AdamOptimizer::create(const AdamConfig& config) {
+  ZINF_RETURN_IF_ERROR(check_unit_interval(config.beta1, "optimizer.beta1"));
+  ZINF_RETURN_IF_ERROR(check_unit_interval(config.beta2, "optimizer.beta2"));
+  if (!(std::isfinite(config.eps) && config.eps > 0)) {
+    return Status::invalid_argument(fmt::format("optimizer.eps: {} is not a positive finite number", config.eps));
+  }
+  if (!(std::isfinite(config.weight_decay) && config.weight_decay >= 0)) {
+    return Status::invalid_argument(fmt::format(
+        "optimizer.weight_decay: {} is not a finite number >= 0", config.weight_decay));
+  }
+  if (!(std::isfinite(config.grad_clip) && config.grad_clip >= 0)) {
+    return Status::invalid_argument(fmt::format(
+        "optimizer.grad_clip: {} is not a finite maximum gradient norm >= 0 (0 turns clipping off)",
+        config.grad_clip));
+  }
+  if (config.num_threads < 0) {
+    return Status::invalid_argument(fmt::format(
+        "optimizer.num_threads: {} is negative; expected 0 (all) or a thread count", config.num_threads));
+  }
+  return AdamOptimizer(config);
+}
+
+Status AdamOptimizer::set_step_count(std::int64_t count) {
+  if (count < 0) {
+    return Status::invalid_argument(fmt::format("optimizer step count: {} is negative", count));
+  }
+  step_count_ = count;
+  return Status::ok();
+}
+
+Result<StepReport> AdamOptimizer::step(zero::ReplicatedStates& states, double lr, LossScaler& scaler) {
+  if (!(std::isfinite(lr) && lr >= 0)) {
+    return Status::invalid_argument(fmt::format("optimizer step {}: learning rate {} is not a finite number >= 0",
+                                                step_count_ + 1, lr));
+  }
+  const model::ParamTable& table = states.table();
+  const double loss_scale = scaler.scale();
+
+  double sum_squares = 0;
+  for (model::ParamId id = 0; id < table.size(); ++id) {
+    const zero::ParamStates p = states.param_states(id);
+    sum_squares += p.grad_f32 != nullptr
+                       ? kernels::cpu::sum_squares(p.grad_f32, p.slice.n, config_.num_threads)
+                       : kernels::cpu::sum_squares(p.grad_half, p.grad_format, p.slice.n, config_.num_threads);
+  }
+  StepReport report;
+  report.loss_scale_used = loss_scale;
+  report.grad_norm = std::sqrt(sum_squares) / loss_scale;
+
+  if (!std::isfinite(sum_squares)) {
+    if (!scaler.dynamic() || loss_scale <= scaler.min_scale()) {
+      return Status::internal(fmt::format(
+          "gradients became non-finite (NaN/inf) at step {}{}; the run diverged — lower the learning rate "
+          "or enable gradient clipping",
+          step_count_ + 1,
+          scaler.dynamic() ? fmt::format(" even at the minimum loss scale {}", scaler.min_scale()) : ""));
+    }
+    scaler.update(true);
+    report.skipped = true;
+    report.clip_coef = 0;
+    return report;
+  }
+
+  report.clip_coef = config_.grad_clip > 0 ? std::min(1.0, config_.grad_clip / (report.grad_norm + kClipEpsilon)) : 1.0;
+  ++step_count_;
+  kernels::AdamHyper hyper;
+  hyper.lr = lr;
+  hyper.beta1 = config_.beta1;
+  hyper.beta2 = config_.beta2;
+  hyper.eps = config_.eps;
+  hyper.step = step_count_;
+  hyper.decoupled_weight_decay = config_.decoupled;
+  hyper.grad_scale = report.clip_coef / loss_scale;
+  for (model::ParamId id = 0; id < table.size(); ++id) {
+    const zero::ParamStates p = states.param_states(id);
+    hyper.weight_decay = table[id].weight_decay ? config_.weight_decay : 0.0;
+    if (p.grad_f32 != nullptr) {
+      kernels::cpu::adam_step(hyper, p.slice, p.grad_f32, config_.num_threads);
+    } else {
+      kernels::cpu::adam_step(hyper, p.slice, p.grad_half, p.grad_format, config_.num_threads);
+    }
+  }
+  scaler.update(false);
+  return report;
+}
+
+}  // namespace zinf::optim

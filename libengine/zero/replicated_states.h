@@ -1,0 +1,146 @@
+// ReplicatedStates: ZeRO stage 0 in one process — every model state (parameters, gradients, fp32
+// master weights, Adam m and v) resident on the compute device, nothing partitioned or offloaded.
+// It is both the model's ParamSource and its GradSink, and it owns the arrays the optimizer step and
+// the checkpoint writer work on.
+//
+// Storage, one flat device buffer per kind, each parameter's offset aligned to 64 bytes:
+//   fp32:       params (master == working copy), grads, Adam m, Adam v — all fp32. acquire() returns
+//               a view of the params directly and grad_buffer() the fp32 gradient storage directly
+//               (zero-copy; the model accumulates with +=).
+//   bf16/fp16:  fp32 master params, Adam m, Adam v; a half working copy of the params (rewritten by
+//               the fused Adam step) and half gradients. acquire() widens the half copy into an fp32
+//               workspace; grad_buffer() hands an fp32 workspace holding the gradient so far (zero
+//               after zero_grads()) and commit() rounds it back into the half gradient. Workspaces
+//               come from a pool of device buffers keyed by size and counted on the device tier, so
+//               once a step has run, later steps with the same call pattern allocate nothing.
+// Every buffer comes from Device::allocate with a "what" naming the state, so the tier's accounting
+// is exactly the sum of state_bytes(), and an over-budget model fails naming the state that did not
+// fit.
+//
+// What it is not: partitioned (ZeRO-1/2/3), offloaded, or thread-safe — every call comes from the
+// thread running the model or the optimizer. The arrays are read and written by the CPU kernels, so
+// the device's memory must be host-addressable (the CPU backend); create() refuses other devices.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/adam.h"
+#include "kernels/convert.h"
+#include "libengine/core/dtype.h"
+#include "libengine/core/status.h"
+#include "libengine/device/device.h"
+#include "libengine/model/param_source.h"
+#include "libengine/model/param_table.h"
+#include "libengine/tensor/named_array.h"
+#include "libengine/tensor/tensor.h"
+
+namespace zinf::zero {
+
+struct ReplicatedStatesOptions {
+  DType precision = DType::kF32;  // compute/storage precision of params and grads
+  std::uint64_t seed = 0;         // initial values: ParamTable::init_values(seed, ...)
+};
+
+// What the optimizer step needs for one parameter: its Adam slice (fp32 master, m, v and, in mixed
+// precision, the half working copy the step rewrites) and its gradient in storage precision.
+struct ParamStates {
+  kernels::AdamSlice slice;
+  const float* grad_f32 = nullptr;           // [N] fp32 gradients; nullptr in mixed precision
+  const std::uint16_t* grad_half = nullptr;  // [N] bf16/fp16 gradients; nullptr under fp32
+  kernels::HalfFormat grad_format = kernels::HalfFormat::kBF16;  // of grad_half
+};
+
+class ReplicatedStates final : public model::ParamSource, public model::GradSink {
+ public:
+  // Allocates every state of `table` on `device` and initialises the parameters from
+  // ParamTable::init_values(options.seed, ...); gradients and moments start at zero. `table` and
+  // `device` must outlive the result. Fails with InvalidArgument for an empty table or a device whose
+  // memory the CPU cannot address, and with OutOfMemory naming the state that does not fit the
+  // device budget (nothing stays allocated then).
+  static Result<std::unique_ptr<ReplicatedStates>> create(const model::ParamTable& table, device::Device& device,
+                                                          const ReplicatedStatesOptions& options);
+
+  ReplicatedStates(const ReplicatedStates&) = delete;
+  ReplicatedStates& operator=(const ReplicatedStates&) = delete;
+  ~ReplicatedStates() override;
+
+  // ParamSource (see model/param_source.h). fp32: a view of the master copy, never fails. Mixed
+  // precision: the half copy widened into a pooled workspace; fails with OutOfMemory naming the
+  // workspace when the pool must grow and the budget is exhausted (nothing acquired then).
+  Result<Tensor> acquire(model::ParamId id) override;
+  void release(model::ParamId id) override;
+
+  // GradSink (see model/param_source.h). The buffer holds the gradient accumulated so far in this
+  // step (zero after zero_grads()), so a parameter used twice in one backward may be handed out,
+  // added to and committed twice. fp32: the gradient storage itself; commit() does nothing. Mixed
+  // precision: a pooled fp32 workspace; commit() rounds it into the half gradient (to +-inf where an
+  // fp16 value overflows, which the optimizer detects) and returns the workspace to the pool.
+  Result<Tensor> grad_buffer(model::ParamId id) override;
+  Status commit(model::ParamId id) override;
+
+  // Sets every gradient to zero; call before each step's first backward. Precondition: no gradient
+  // buffer is handed out.
+  void zero_grads();
+
+  DType precision() const { return precision_; }
+  const model::ParamTable& table() const { return table_; }
+  device::Device& device() const { return device_; }
+
+  // Bytes per kind of state, in this order, for the run record: "params" (the compute-precision
+  // copy; fp32 under fp32), "grads", "master_params" (0 under fp32: the params are the master),
+  // "adam_m", "adam_v", "workspace" (the pooled fp32 workspaces allocated so far). Padding for
+  // alignment is included, so the sum equals what this object holds on the device tier.
+  std::vector<std::pair<std::string, std::uint64_t>> state_bytes() const;
+
+  // The fp32 arrays a checkpoint must hold, views of this object's storage: "master/<param name>"
+  // for every parameter in table order, then "adam_m/<name>", then "adam_v/<name>". Loading into
+  // them and calling refresh_working_copy() restores the model states.
+  std::vector<NamedArray> checkpoint_arrays();
+
+  // Rewrites the half working copy from the fp32 master params (after a checkpoint load); no-op
+  // under fp32.
+  void refresh_working_copy();
+
+  // The arrays the optimizer step updates for `id`. Precondition: the parameter is neither acquired
+  // nor has its gradient buffer handed out.
+  ParamStates param_states(model::ParamId id);
+
+ private:
+  ReplicatedStates(const model::ParamTable& table, device::Device& device, const ReplicatedStatesOptions& options);
+  Status allocate_states();
+  void initialise_params();
+  bool mixed() const { return precision_ != DType::kF32; }
+  // An fp32 workspace of `bytes` rounded up to 64 from the pool, or a new one counted on the tier
+  // (contents unspecified). Fails with OutOfMemory naming the workspace and parameter `id`.
+  Result<device::DeviceBuffer> take_workspace(std::size_t bytes, model::ParamId id);
+  void return_workspace(device::DeviceBuffer buffer);
+
+  const model::ParamTable& table_;
+  device::Device& device_;
+  DType precision_;
+  kernels::HalfFormat half_format_;
+  std::uint64_t seed_;
+  std::vector<std::int64_t> offsets_;  // element offset of each parameter in every flat buffer
+  std::int64_t padded_numel_ = 0;      // elements in each flat buffer
+
+  device::DeviceBuffer params_;  // fp32 params (fp32) or the half working copy (mixed)
+  device::DeviceBuffer grads_;   // fp32 or half gradients
+  device::DeviceBuffer master_;  // fp32 master params (mixed only)
+  device::DeviceBuffer adam_m_;
+  device::DeviceBuffer adam_v_;
+
+  // Mixed precision: free workspaces by byte size, and the ones handed out per parameter.
+  std::vector<std::pair<std::size_t, device::DeviceBuffer>> free_workspaces_;
+  std::vector<device::DeviceBuffer> param_workspaces_;
+  std::vector<device::DeviceBuffer> grad_workspaces_;
+  std::uint64_t workspace_bytes_ = 0;
+  // fp32: which parameters are acquired / have their gradient handed out (to catch misuse).
+  std::vector<bool> acquired_;
+  std::vector<bool> grad_out_;
+};
+
+}  // namespace zinf::zero
