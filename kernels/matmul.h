@@ -43,4 +43,19 @@ void matmul_backward(float* dinp /*[R,C]*/, float* dweight /*[OC,C]*/, float* db
                      const float* dout /*[R,OC]*/, const float* inp /*[R,C]*/, const float* weight /*[OC,C]*/,
                      std::size_t rows, std::size_t in_channels, std::size_t out_channels);
 
+// The same layer on a column block of wider [R, ld] matrices, for a linear layer whose weight is
+// split into tiles along the output features (memory-centric tiling, model/tiled_linear.h): `out`
+// and `dout` point at the block's first column (the caller adds the column offset) and rows are
+// `ld_out` / `ld_dout` elements apart (ld >= OC). Everything else is as above, except that dinp is
+// OVERWRITTEN (=) instead of accumulated when `accumulate_dinp` is false: the first contribution
+// to an input gradient then needs no zeroing pass beforehand. dweight and dbias are always
+// accumulated (+=). Results equal the contiguous functions' bits when ld == OC.
+void matmul_forward_strided(float* out /*[R,ld_out], columns [0,OC)*/, std::size_t ld_out, const float* inp /*[R,C]*/,
+                            const float* weight /*[OC,C]*/, const float* bias /*[OC]*/, std::size_t rows,
+                            std::size_t in_channels, std::size_t out_channels);
+void matmul_backward_strided(float* dinp /*[R,C]*/, bool accumulate_dinp, float* dweight /*[OC,C]*/,
+                             float* dbias /*[OC]*/, const float* dout /*[R,ld_dout], columns [0,OC)*/,
+                             std::size_t ld_dout, const float* inp /*[R,C]*/, const float* weight /*[OC,C]*/,
+                             std::size_t rows, std::size_t in_channels, std::size_t out_channels);
+
 }  // namespace zinf::kernels::cpu

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "libengine/core/units.h"
+#include "libengine/device/cpu_ops.h"
 #include "libengine/memory/aligned_buffer.h"
 
 namespace zinf::device {
@@ -221,8 +222,11 @@ class CpuDevice final : public Device {
     return first;
   }
 
+  Ops& ops() override { return ops_; }
+
  private:
   memory::MemoryTier tier_;
+  CpuOps ops_;
   std::array<std::unique_ptr<Stream>, kStreamRoleCount> streams_;
 };
 

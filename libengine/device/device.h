@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "libengine/core/status.h"
+#include "libengine/device/ops.h"
 #include "libengine/memory/memory_tier.h"
 #include "libengine/tensor/tensor.h"
 
@@ -113,6 +114,10 @@ class Device {
 
   // Waits for every stream; the first error any reported.
   virtual Status synchronize() = 0;
+
+  // The compute operations of this backend (device/ops.h), running on the compute stream over
+  // tensors in this device's memory. Lives as long as the device.
+  virtual Ops& ops() = 0;
 };
 
 // Allocates a buffer and returns a tensor view of it with `dtype` and `shape`.

@@ -1,0 +1,169 @@
+// CpuOps: shape checks, then the zinf::kernels::cpu call. Activation tensors may be [B,T,C] or
+// [R,C]; "rows" is every dimension but the last, multiplied out.
+#include "libengine/device/cpu_ops.h"
+
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+#include "libengine/core/check.h"
+
+namespace zinf::device {
+namespace {
+
+namespace k = zinf::kernels::cpu;
+
+std::size_t cols(const Tensor& t) {
+  ZINF_CHECK(t.shape().rank() >= 1, "tensor has no dimensions");
+  return static_cast<std::size_t>(t.dim(t.shape().rank() - 1));
+}
+std::size_t rows(const Tensor& t) {
+  const std::size_t c = cols(t);
+  return c == 0 ? 0 : static_cast<std::size_t>(t.numel()) / c;
+}
+std::size_t n(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+
+}  // namespace
+
+void CpuOps::zero(Tensor t) {
+  if (t.bytes() != 0) std::memset(t.data(), 0, t.bytes());
+}
+
+void CpuOps::copy(Tensor dst, Tensor src) {
+  ZINF_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(), "copy: element count or dtype differs");
+  if (dst.bytes() != 0) std::memcpy(dst.data(), src.data(), dst.bytes());
+}
+
+void CpuOps::matmul_forward(Tensor out, std::int64_t out_col_begin, Tensor inp, Tensor weight, const Tensor* bias) {
+  ZINF_CHECK(weight.shape().rank() == 2, "matmul_forward: weight is not [OC,C]");
+  const auto oc = static_cast<std::size_t>(weight.dim(0));
+  const auto c = static_cast<std::size_t>(weight.dim(1));
+  ZINF_CHECK(cols(inp) == c, "matmul_forward: inp's last dimension is not weight's C");
+  ZINF_CHECK(rows(out) == rows(inp), "matmul_forward: out and inp have different row counts");
+  ZINF_CHECK(out_col_begin >= 0 && static_cast<std::size_t>(out_col_begin) + oc <= cols(out),
+             "matmul_forward: the column block [out_col_begin, +OC) is outside out");
+  ZINF_CHECK(bias == nullptr || (bias->shape().rank() == 1 && n(*bias) == oc), "matmul_forward: bias is not [OC]");
+  k::matmul_forward_strided(out.f32() + out_col_begin, cols(out), inp.f32(), weight.f32(),
+                            bias == nullptr ? nullptr : bias->f32(), rows(inp), c, oc);
+}
+
+void CpuOps::matmul_backward(Tensor dinp, GradMode dinp_mode, Tensor dweight, Tensor* dbias, Tensor dout,
+                             std::int64_t dout_col_begin, Tensor inp, Tensor weight) {
+  ZINF_CHECK(weight.shape().rank() == 2, "matmul_backward: weight is not [OC,C]");
+  const auto oc = static_cast<std::size_t>(weight.dim(0));
+  const auto c = static_cast<std::size_t>(weight.dim(1));
+  ZINF_CHECK(dweight.shape() == weight.shape(), "matmul_backward: dweight's shape is not weight's");
+  ZINF_CHECK(cols(inp) == c && cols(dinp) == c, "matmul_backward: inp/dinp's last dimension is not weight's C");
+  ZINF_CHECK(rows(dinp) == rows(inp) && rows(dout) == rows(inp), "matmul_backward: row counts differ");
+  ZINF_CHECK(dout_col_begin >= 0 && static_cast<std::size_t>(dout_col_begin) + oc <= cols(dout),
+             "matmul_backward: the column block [dout_col_begin, +OC) is outside dout");
+  ZINF_CHECK(dbias == nullptr || (dbias->shape().rank() == 1 && n(*dbias) == oc), "matmul_backward: dbias is not [OC]");
+  k::matmul_backward_strided(dinp.f32(), dinp_mode == GradMode::kAccumulate, dweight.f32(),
+                             dbias == nullptr ? nullptr : dbias->f32(), dout.f32() + dout_col_begin, cols(dout),
+                             inp.f32(), weight.f32(), rows(inp), c, oc);
+}
+
+void CpuOps::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                               float eps) {
+  const std::size_t c = cols(inp), r = rows(inp);
+  ZINF_CHECK(out.shape() == inp.shape(), "layernorm_forward: out's shape is not inp's");
+  ZINF_CHECK(n(mean) == r && n(rstd) == r, "layernorm_forward: mean/rstd are not [R]");
+  ZINF_CHECK(n(weight) == c && n(bias) == c, "layernorm_forward: weight/bias are not [C]");
+  k::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), inp.f32(), weight.f32(), bias.f32(), r, c, eps);
+}
+
+void CpuOps::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                                Tensor mean, Tensor rstd) {
+  const std::size_t c = cols(inp), r = rows(inp);
+  ZINF_CHECK(dinp.shape() == inp.shape() && dout.shape() == inp.shape(),
+             "layernorm_backward: dinp/dout's shape is not inp's");
+  ZINF_CHECK(n(mean) == r && n(rstd) == r, "layernorm_backward: mean/rstd are not [R]");
+  ZINF_CHECK(n(weight) == c && n(dweight) == c && n(dbias) == c, "layernorm_backward: weight/dweight/dbias are not [C]");
+  k::layernorm_backward(dinp.f32(), dweight.f32(), dbias.f32(), dout.f32(), inp.f32(), weight.f32(), mean.f32(),
+                        rstd.f32(), r, c);
+}
+
+void CpuOps::gelu_forward(Tensor out, Tensor inp) {
+  ZINF_CHECK(out.numel() == inp.numel(), "gelu_forward: out and inp differ in size");
+  k::gelu_forward(out.f32(), inp.f32(), n(inp));
+}
+
+void CpuOps::gelu_backward(Tensor dinp, Tensor inp, Tensor dout) {
+  ZINF_CHECK(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "gelu_backward: tensors differ in size");
+  k::gelu_backward(dinp.f32(), inp.f32(), dout.f32(), n(inp));
+}
+
+void CpuOps::residual_forward(Tensor out, Tensor a, Tensor b) {
+  ZINF_CHECK(out.numel() == a.numel() && b.numel() == a.numel(), "residual_forward: tensors differ in size");
+  k::residual_forward(out.f32(), a.f32(), b.f32(), n(a));
+}
+
+void CpuOps::residual_backward(Tensor da, Tensor db, Tensor dout) {
+  ZINF_CHECK(da.numel() == dout.numel() && db.numel() == dout.numel(), "residual_backward: tensors differ in size");
+  k::residual_backward(da.f32(), db.f32(), dout.f32(), n(dout));
+}
+
+void CpuOps::embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) {
+  ZINF_CHECK(out.shape().rank() == 3, "embedding_forward: out is not [B,T,C]");
+  const auto b = static_cast<std::size_t>(out.dim(0)), t = static_cast<std::size_t>(out.dim(1)), c = cols(out);
+  ZINF_CHECK(tokens.size() == b * t, "embedding_forward: tokens are not B*T ids");
+  ZINF_CHECK(cols(wte) == c && cols(wpe) == c, "embedding_forward: wte/wpe's last dimension is not C");
+  ZINF_CHECK(rows(wpe) >= t, "embedding_forward: wpe has fewer than T positions");
+  k::embedding_forward(out.f32(), tokens.data(), wte.f32(), wpe.f32(), b, t, c);
+}
+
+void CpuOps::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) {
+  ZINF_CHECK(dout.shape().rank() == 3, "embedding_backward: dout is not [B,T,C]");
+  const auto b = static_cast<std::size_t>(dout.dim(0)), t = static_cast<std::size_t>(dout.dim(1)), c = cols(dout);
+  ZINF_CHECK(tokens.size() == b * t, "embedding_backward: tokens are not B*T ids");
+  ZINF_CHECK(cols(dwte) == c && cols(dwpe) == c, "embedding_backward: dwte/dwpe's last dimension is not C");
+  ZINF_CHECK(rows(dwpe) >= t, "embedding_backward: dwpe has fewer than T positions");
+  k::embedding_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.data(), b, t, c);
+}
+
+namespace {
+// Checks qkv [B,T,3C], out [B,T,C], lse [B,NH,T] against each other; returns NH.
+std::size_t check_attention(const Tensor& out, const Tensor& lse, const Tensor& qkv) {
+  ZINF_CHECK(out.shape().rank() == 3 && qkv.shape().rank() == 3 && lse.shape().rank() == 3,
+             "attention: out/qkv/lse are not rank 3");
+  ZINF_CHECK(qkv.dim(0) == out.dim(0) && qkv.dim(1) == out.dim(1) && qkv.dim(2) == 3 * out.dim(2),
+             "attention: qkv is not [B,T,3C] for out [B,T,C]");
+  ZINF_CHECK(lse.dim(0) == out.dim(0) && lse.dim(2) == out.dim(1), "attention: lse is not [B,NH,T]");
+  const auto heads = static_cast<std::size_t>(lse.dim(1));
+  ZINF_CHECK(heads >= 1 && static_cast<std::size_t>(out.dim(2)) % heads == 0, "attention: NH does not divide C");
+  return heads;
+}
+}  // namespace
+
+void CpuOps::attention_forward(Tensor out, Tensor lse, Tensor qkv) {
+  const std::size_t heads = check_attention(out, lse, qkv);
+  k::attention_forward(out.f32(), lse.f32(), qkv.f32(), static_cast<std::size_t>(out.dim(0)),
+                       static_cast<std::size_t>(out.dim(1)), cols(out), heads);
+}
+
+void CpuOps::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) {
+  const std::size_t heads = check_attention(out, lse, qkv);
+  ZINF_CHECK(dqkv.shape() == qkv.shape() && dout.shape() == out.shape(),
+             "attention_backward: dqkv/dout's shape is not qkv/out's");
+  k::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), static_cast<std::size_t>(out.dim(0)),
+                        static_cast<std::size_t>(out.dim(1)), cols(out), heads);
+}
+
+double CpuOps::cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) {
+  ZINF_CHECK(targets.size() == rows(logits), "cross_entropy_forward: targets are not R ids");
+  return k::cross_entropy_forward(nullptr, logits.f32(), targets.data(), rows(logits), cols(logits));
+}
+
+void CpuOps::cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
+                                    float dloss) {
+  ZINF_CHECK(dlogits.shape() == logits.shape(), "cross_entropy_backward: dlogits's shape is not logits's");
+  ZINF_CHECK(targets.size() == rows(logits), "cross_entropy_backward: targets are not R ids");
+  k::cross_entropy_backward(dlogits.f32(), logits.f32(), targets.data(), dloss, rows(logits), cols(logits));
+}
+
+}  // namespace zinf::device

@@ -1,0 +1,34 @@
+// CpuOps: the CPU backend of Ops. Each method checks the tensors' shapes against each other and
+// forwards to the matching zinf::kernels::cpu function (OpenMP-threaded kernels, OpenBLAS GEMMs),
+// running inline on the calling thread. It holds no state and allocates nothing.
+#pragma once
+
+#include "libengine/device/ops.h"
+
+namespace zinf::device {
+
+class CpuOps final : public Ops {
+ public:
+  void zero(Tensor t) override;
+  void copy(Tensor dst, Tensor src) override;
+  void matmul_forward(Tensor out, std::int64_t out_col_begin, Tensor inp, Tensor weight, const Tensor* bias) override;
+  void matmul_backward(Tensor dinp, GradMode dinp_mode, Tensor dweight, Tensor* dbias, Tensor dout,
+                       std::int64_t dout_col_begin, Tensor inp, Tensor weight) override;
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                         float eps) override;
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                          Tensor mean, Tensor rstd) override;
+  void gelu_forward(Tensor out, Tensor inp) override;
+  void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
+  void residual_forward(Tensor out, Tensor a, Tensor b) override;
+  void residual_backward(Tensor da, Tensor db, Tensor dout) override;
+  void embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) override;
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv) override;
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) override;
+  double cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) override;
+  void cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
+                              float dloss) override;
+};
+
+}  // namespace zinf::device

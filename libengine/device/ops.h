@@ -1,0 +1,88 @@
+// Ops: the compute seam. Every kernel the model runs goes through one Ops object, which a Device
+// hands out (Device::ops()), so the model is the same code on the CPU backend (device/cpu_ops) and
+// on the CUDA backend: a backend plugs in by implementing this interface over its own kernels.
+//
+// Tensor-level and fp32 only: every Tensor argument is an fp32 view of memory on the Ops' device,
+// shaped as the comment beside it says. The methods check shapes (ZINF_CHECK: a mismatch is a bug
+// in the caller, not a run-time condition) and then run the kernel; the formulas, the accumulate
+// (+=) versus overwrite (=) rules and the determinism guarantees are those of kernels/<op>.h.
+// What it is not: an allocator (outputs are caller-owned), an autograd engine, or a place for
+// mixed precision (conversion happens in the ParamSource/GradSink behind the model).
+//
+// Dimension legend: B batch, T sequence, C channels, OC output channels, R rows (B*T), NH heads,
+// V vocabulary, maxT position-table length, N elements.
+//
+// Ordering: work runs in order on the device's compute stream (on the CPU backend, inline on the
+// calling thread, so results are ready when the call returns). Thread-safety: one host thread
+// drives an Ops object at a time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "libengine/tensor/tensor.h"
+
+namespace zinf::device {
+
+// How a gradient output receives its value: added to what it holds (+=) or written over it (=).
+enum class GradMode { kAccumulate, kOverwrite };
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  // t = 0.
+  virtual void zero(Tensor t) = 0;
+  // dst = src (same element count; shapes may differ).
+  virtual void copy(Tensor dst, Tensor src) = 0;
+
+  // Linear layer (nn.Linear layout). Writes columns [out_col_begin, out_col_begin + OC) of
+  // out [R, OUT_WIDTH] = inp [R,C] · weight [OC,C]ᵀ + bias [OC]; bias may be nullptr. The column
+  // offset lets a weight split into tiles along the output features write its slice of a wider
+  // output (model/tiled_linear.h); a plain layer passes 0 with OUT_WIDTH == OC.
+  virtual void matmul_forward(Tensor out, std::int64_t out_col_begin, Tensor inp, Tensor weight,
+                              const Tensor* bias) = 0;
+  // Gradients of matmul_forward for columns [dout_col_begin, +OC) of dout [R, OUT_WIDTH]:
+  // dinp [R,C] (dinp_mode) dout·weight, dweight [OC,C] += doutᵀ·inp, dbias [OC] += row sums of
+  // dout (dbias may be nullptr: no bias).
+  virtual void matmul_backward(Tensor dinp, GradMode dinp_mode, Tensor dweight, Tensor* dbias, Tensor dout,
+                               std::int64_t dout_col_begin, Tensor inp, Tensor weight) = 0;
+
+  // LayerNorm over the last dimension: out, inp [R,C]; mean, rstd [R] saved for backward;
+  // weight, bias [C].
+  virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                                 float eps) = 0;
+  // dinp [R,C], dweight [C], dbias [C] all accumulated (+=).
+  virtual void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                                  Tensor mean, Tensor rstd) = 0;
+
+  // GELU (tanh approximation), elementwise on [N]-element tensors; out may be inp.
+  virtual void gelu_forward(Tensor out, Tensor inp) = 0;
+  // dinp += gelu'(inp) * dout; dinp overlaps neither input.
+  virtual void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) = 0;
+
+  // out = a + b elementwise ([N] each); out may be a or b.
+  virtual void residual_forward(Tensor out, Tensor a, Tensor b) = 0;
+  // da += dout and db += dout.
+  virtual void residual_backward(Tensor da, Tensor db, Tensor dout) = 0;
+
+  // out [B,T,C] = wte [V,C][tokens] + wpe [maxT,C][t]. tokens: B*T int32 ids in this device's
+  // memory, each < V (not checked here: the caller validates ids on the host).
+  virtual void embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) = 0;
+  // dwte [V,C] and dwpe [maxT,C] accumulated (+=) from dout [B,T,C].
+  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) = 0;
+
+  // Causal multi-head attention over fused qkv [B,T,3C]: out [B,T,C], lse [B,NH,T] (NH is read
+  // from lse's shape).
+  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv) = 0;
+  // dqkv [B,T,3C] accumulated (+=); out and lse are the forward pass's for this qkv.
+  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) = 0;
+
+  // Mean cross-entropy of logits [R,V] against targets (R int32 ids < V, this device's memory).
+  virtual double cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) = 0;
+  // dlogits [R,V] = dloss * d(mean loss)/dlogits, OVERWRITTEN; dlogits may be logits (in place).
+  virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
+                                      float dloss) = 0;
+};
+
+}  // namespace zinf::device

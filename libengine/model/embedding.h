@@ -1,0 +1,38 @@
+// Embedding: GPT-2's input layer, token embedding plus learned position embedding
+// (out[b, t] = wte[tokens[b, t]] + wpe[t]). Owns the parameters `wte` [V,C] and `wpe` [maxT,C];
+// with tied embeddings the output head reads `wte` too, and this module commits its gradient last.
+// Not the head: see Gpt.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "libengine/core/status.h"
+#include "libengine/device/ops.h"
+#include "libengine/model/param_source.h"
+#include "libengine/model/param_table.h"
+
+namespace zinf::model {
+
+class Embedding {
+ public:
+  // Adds wte [vocab, channels] and wpe [max_positions, channels] (N(0, 0.02), weight decay, group 0).
+  Embedding(ParamTable& table, std::int64_t vocab, std::int64_t max_positions, std::int64_t channels);
+
+  ParamId wte() const { return wte_; }
+  ParamId wpe() const { return wpe_; }
+
+  // out [B,T,C] = wte[tokens] + wpe[0:T]. tokens: B*T ids < vocab in device memory. Acquires and
+  // releases both tables; fails only when acquiring does.
+  Status forward(device::Ops& ops, ParamSource& params, Tensor out, std::span<const std::int32_t> tokens) const;
+  // Adds dout's contributions to d(wte) and d(wpe), then commits both: the embedding is the last
+  // module of the backward pass, so nothing else adds to them afterwards (the tied head adds its
+  // part to wte's buffer earlier and leaves the commit to this call).
+  Status backward(device::Ops& ops, GradSink& grads, Tensor dout, std::span<const std::int32_t> tokens) const;
+
+ private:
+  ParamId wte_;
+  ParamId wpe_;
+};
+
+}  // namespace zinf::model

@@ -1,0 +1,247 @@
+#include "libengine/model/gpt.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace zinf::model {
+namespace {
+
+std::vector<Block> make_blocks(ParamTable& table, const GptConfig& config) {
+  std::vector<Block> blocks;
+  blocks.reserve(static_cast<std::size_t>(config.shape.layers));
+  for (std::int64_t i = 0; i < config.shape.layers; ++i) blocks.emplace_back(table, i, config.shape, config.tiling);
+  return blocks;
+}
+
+Status check_ids(std::span<const std::int32_t> ids, std::string_view what, std::int64_t expected,
+                 std::int64_t vocab) {
+  if (static_cast<std::int64_t>(ids.size()) != expected) {
+    return Status::invalid_argument(
+        fmt::format("{}: {} ids given, batch*seq is {}", what, ids.size(), expected));
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return Status::invalid_argument(
+          fmt::format("{}[{}]: {} is not a token id (allowed: 0..{}, model.vocab - 1)", what, i, ids[i], vocab - 1));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status validate(const GptConfig& config) {
+  const spec::ModelShape& s = config.shape;
+  ZINF_RETURN_IF_ERROR(spec::validate(s));
+  if (s.norm != spec::NormKind::kLayerNorm) {
+    return Status::invalid_argument(
+        "model.norm: rmsnorm is not implemented by the GPT model (allowed: layernorm)");
+  }
+  if (s.position != spec::PositionKind::kLearned) {
+    return Status::invalid_argument(
+        "model.position: rotary is not implemented by the GPT model (allowed: learned)");
+  }
+  if (s.mlp != spec::MlpKind::kGelu) {
+    return Status::invalid_argument("model.mlp: gated is not implemented by the GPT model (allowed: gelu)");
+  }
+  if (s.kv_heads != s.heads) {
+    return Status::invalid_argument(fmt::format(
+        "model.kv_heads: {} differs from heads {}; grouped-query attention is not implemented by the GPT model",
+        s.kv_heads, s.heads));
+  }
+  if (s.hidden % s.heads != 0) {
+    return Status::invalid_argument(fmt::format(
+        "model.heads: {} does not divide hidden {} (the GPT model splits hidden evenly over the heads)", s.heads,
+        s.hidden));
+  }
+  if (s.head_dim * s.heads != s.hidden) {
+    return Status::invalid_argument(fmt::format(
+        "model.head_dim: {} is not hidden / heads = {} (the GPT model splits hidden evenly over the heads)",
+        s.head_dim, s.hidden / s.heads));
+  }
+  // OpenBLAS takes int dimensions; every matrix dimension the model multiplies must fit one.
+  constexpr std::int64_t kMaxDim = std::numeric_limits<std::int32_t>::max();
+  if (config.batch < 1 || config.batch > kMaxDim) {
+    return Status::invalid_argument(fmt::format("batch: {} is not in 1..{}", config.batch, kMaxDim));
+  }
+  if (config.seq < 1 || config.seq > s.max_positions) {
+    return Status::invalid_argument(
+        fmt::format("seq: {} is not in 1..{} (model.max_positions)", config.seq, s.max_positions));
+  }
+  if (config.batch * config.seq > kMaxDim) {
+    return Status::invalid_argument(
+        fmt::format("batch*seq: {} exceeds {} rows (reduce batch or seq)", config.batch * config.seq, kMaxDim));
+  }
+  const std::int64_t widest = std::max({s.vocab, s.ffn_hidden, 3 * s.hidden});
+  if (widest > kMaxDim) {
+    return Status::invalid_argument(fmt::format("model: a matrix dimension of {} exceeds {}", widest, kMaxDim));
+  }
+  // Every tiled linear needs at least one output feature per tile.
+  std::int64_t max_tiling = std::min(s.hidden, s.ffn_hidden);
+  if (!s.tied_embeddings) max_tiling = std::min(max_tiling, s.vocab);
+  if (config.tiling < 1 || config.tiling > max_tiling) {
+    return Status::invalid_argument(fmt::format(
+        "tiling: {} is not in 1..{} (at most the output features of the smallest tiled linear)", config.tiling,
+        max_tiling));
+  }
+  return Status::ok();
+}
+
+Gpt::Gpt(const GptConfig& config, device::Device& device)
+    : config_(config),
+      device_(device),
+      embedding_(table_, config.shape.vocab, config.shape.max_positions, config.shape.hidden),
+      blocks_(make_blocks(table_, config)),
+      lnf_(table_, "lnf", config.shape.hidden, static_cast<std::int32_t>(config.shape.layers + 1)) {
+  const spec::ModelShape& s = config.shape;
+  if (s.tied_embeddings) {
+    tied_head_ = Linear::shared(embedding_.wte(), s.hidden, s.vocab);
+  } else {
+    head_.emplace(table_, "head", s.hidden, s.vocab, /*bias=*/false, static_cast<std::int32_t>(s.layers + 1), 0.02f,
+                  config.tiling);
+  }
+}
+
+Result<std::unique_ptr<Gpt>> Gpt::create(const GptConfig& config, device::Device& device) {
+  ZINF_RETURN_IF_ERROR(validate(config));
+  std::unique_ptr<Gpt> gpt(new Gpt(config, device));
+  ZINF_RETURN_IF_ERROR(gpt->allocate());
+  return gpt;
+}
+
+Status Gpt::allocate() {
+  const spec::ModelShape& s = config_.shape;
+  const std::int64_t b = config_.batch, t = config_.seq, c = s.hidden, r = b * t;
+  // Carves `layout` over a fresh device buffer sized by a counting pass of the same layout.
+  const auto carve = [&](std::string_view what, const auto& layout) -> Status {
+    TensorCarver counter(nullptr);
+    layout(counter);
+    ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer buffer, device_.allocate(counter.bytes(), what));
+    TensorCarver carver(static_cast<float*>(buffer.data()), &device_);
+    layout(carver);
+    activation_bytes_ += counter.bytes();
+    buffers_.push_back(std::move(buffer));
+    return Status::ok();
+  };
+
+  {
+    const auto bytes = static_cast<std::size_t>(2 * r) * sizeof(std::int32_t);
+    ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer ids, device_.allocate(bytes, "token and target ids"));
+    tokens_ = static_cast<std::int32_t*>(ids.data());
+    targets_ = tokens_ + r;
+    activation_bytes_ += bytes;
+    buffers_.push_back(std::move(ids));
+  }
+  ZINF_RETURN_IF_ERROR(carve("block inputs", [&](TensorCarver& carver) {
+    inputs_.clear();
+    for (std::int64_t i = 0; i <= s.layers; ++i) inputs_.push_back(carver.take({b, t, c}));
+  }));
+  const std::int64_t kept = config_.activation_checkpointing ? 1 : s.layers;
+  acts_.resize(static_cast<std::size_t>(kept));
+  for (std::int64_t i = 0; i < kept; ++i) {
+    const std::string what = config_.activation_checkpointing ? std::string("activations of the recomputed block")
+                                                              : fmt::format("activations of block {}", i);
+    ZINF_RETURN_IF_ERROR(carve(what, [&](TensorCarver& carver) {
+      acts_[static_cast<std::size_t>(i)] = Block::carve_activations(carver, s, b, t);
+    }));
+  }
+  ZINF_RETURN_IF_ERROR(carve("final layer norm activations", [&](TensorCarver& carver) {
+    lnf_out_ = carver.take({b, t, c});
+    lnf_mean_ = carver.take({r});
+    lnf_rstd_ = carver.take({r});
+  }));
+  ZINF_RETURN_IF_ERROR(carve("logits", [&](TensorCarver& carver) { logits_ = carver.take({b, t, s.vocab}); }));
+  return carve("backward workspace", [&](TensorCarver& carver) {
+    dres_ = carver.take({b, t, c});
+    scratch_ = Block::carve_scratch(carver, s, b, t);
+  });
+}
+
+const BlockActivations& Gpt::activations_of(std::int64_t block) const {
+  return acts_[config_.activation_checkpointing ? 0 : static_cast<std::size_t>(block)];
+}
+
+Status Gpt::upload(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+  const std::int64_t r = config_.batch * config_.seq;
+  ZINF_RETURN_IF_ERROR(check_ids(tokens, "tokens", r, config_.shape.vocab));
+  ZINF_RETURN_IF_ERROR(check_ids(targets, "targets", r, config_.shape.vocab));
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  device_.copy(tokens_, tokens.data(), tokens.size_bytes(), device::CopyKind::kHostToDevice, compute);
+  device_.copy(targets_, targets.data(), targets.size_bytes(), device::CopyKind::kHostToDevice, compute);
+  return Status::ok();
+}
+
+Status Gpt::run_forward(ParamSource& params) {
+  device::Ops& ops = device_.ops();
+  const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
+  ZINF_RETURN_IF_ERROR(embedding_.forward(ops, params, inputs_[0], {tokens_, r}));
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    ZINF_RETURN_IF_ERROR(
+        blocks_[i].forward(ops, params, inputs_[i], activations_of(static_cast<std::int64_t>(i)), inputs_[i + 1]));
+  }
+  ZINF_RETURN_IF_ERROR(lnf_.forward(ops, params, lnf_out_, lnf_mean_, lnf_rstd_, inputs_.back()));
+  if (head_) return head_->forward(ops, params, logits_, lnf_out_);
+  return tied_head_->forward(ops, params, logits_, 0, lnf_out_);
+}
+
+Result<double> Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                            ParamSource& params) {
+  ZINF_RETURN_IF_ERROR(upload(tokens, targets));
+  ZINF_RETURN_IF_ERROR(run_forward(params));
+  const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
+  return device_.ops().cross_entropy_forward(logits_, {targets_, r});
+}
+
+Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                                     ParamSource& params, GradSink& grads, float loss_scale) {
+  ZINF_RETURN_IF_ERROR(upload(tokens, targets));
+  ZINF_RETURN_IF_ERROR(run_forward(params));
+  device::Ops& ops = device_.ops();
+  const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
+  const std::span<const std::int32_t> targets_on_device(targets_, r);
+  const double loss = ops.cross_entropy_forward(logits_, targets_on_device);
+  // The gradient replaces the logits in place: no second [B,T,V] buffer.
+  ops.cross_entropy_backward(logits_, logits_, targets_on_device, loss_scale);
+
+  // Head, then the final LayerNorm: its input gradient starts the residual stream's (dres = 0 +).
+  if (head_) {
+    ZINF_RETURN_IF_ERROR(head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_,
+                                         lnf_out_));
+  } else {
+    ZINF_RETURN_IF_ERROR(tied_head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_,
+                                              0, lnf_out_));
+  }
+  ops.zero(dres_);
+  ZINF_RETURN_IF_ERROR(lnf_.backward(ops, params, grads, dres_, scratch_.dln, inputs_.back(), lnf_mean_, lnf_rstd_));
+
+  const auto layers = static_cast<std::int64_t>(blocks_.size());
+  for (std::int64_t i = layers - 1; i >= 0; --i) {
+    const auto index = static_cast<std::size_t>(i);
+    const BlockActivations& acts = activations_of(i);
+    // With checkpointing the shared buffer still holds the last block's activations from the
+    // forward pass; every earlier block is recomputed from its saved input (output not needed).
+    if (config_.activation_checkpointing && i != layers - 1) {
+      ZINF_RETURN_IF_ERROR(blocks_[index].forward(ops, params, inputs_[index], acts, Tensor()));
+    }
+    ZINF_RETURN_IF_ERROR(blocks_[index].backward(ops, params, grads, inputs_[index], acts, scratch_, dres_));
+  }
+  ZINF_RETURN_IF_ERROR(embedding_.backward(ops, grads, dres_, {tokens_, r}));
+  return loss;
+}
+
+double Gpt::flops_per_step() const {
+  const spec::ModelShape& s = config_.shape;
+  const double b = static_cast<double>(config_.batch), t = static_cast<double>(config_.seq);
+  const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
+  const double v = static_cast<double>(s.vocab), l = static_cast<double>(s.layers);
+  // Multiply-accumulates per token of the forward pass: qkv 3C², attention proj C², fc and mlp proj
+  // C·F each, per layer; the head V·C.
+  const double matmul_macs = b * t * (l * (4.0 * c * c + 2.0 * c * f) + v * c);
+  // QKᵀ and PV: B·NH·T²·hs MACs each = B·T²·C, halved by the causal mask, two of them.
+  const double attention_macs = l * b * t * t * c;
+  return 3.0 * 2.0 * (matmul_macs + attention_macs);
+}
+
+}  // namespace zinf::model
