@@ -51,7 +51,7 @@ Io process_io(std::ostream& out, std::ostream& err) {
   int width = 100;
   winsize size{};
   if (tty && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col >= 40) width = size.ws_col;
-  return Io{out, err, tty, color_allowed, width};
+  return Io{out, err, tty, ::isatty(STDERR_FILENO) == 1, color_allowed, width};
 }
 
 int run_cli(int argc, const char* const* argv, const Io& io) {
@@ -66,12 +66,14 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
       "  zinf plan --sweep params=1B..100T --nodes 1,2,4,8,16,32,64 --format csv\n"
       "  zinf hw list\n"
       "  zinf bench io --path /mnt/nvme0 --path /mnt/nvme1 --size 16GiB --fio\n"
+      "  zinf train scenarios/quickstart.json\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 bad input.");
 
   std::vector<std::unique_ptr<Subcommand>> commands;
   commands.push_back(add_plan_command(app));
   commands.push_back(add_hw_command(app));
   commands.push_back(add_bench_command(app));
+  commands.push_back(add_train_command(app));
 
   try {
     app.parse(argc, argv);

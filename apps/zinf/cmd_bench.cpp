@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/zinf/bench_train.h"
 #include "apps/zinf/fio_runner.h"
 #include "apps/zinf/io_bench_runner.h"
 #include "apps/zinf/latency_stats.h"
@@ -163,9 +164,10 @@ class BenchCommand final : public Subcommand {
         "vm.nr_hugepages >= qd x block / 2MiB)",
         what, "KIND");
     add_output_options(c, output_);
+    train_ = add_bench_train_command(*bench);
   }
 
-  Status run(const Io& io) override { return run_io(io); }
+  Status run(const Io& io) override { return io_->parsed() ? run_io(io) : train_->run(io); }
 
  private:
   void add(CLI::App& c, const std::string& name, std::string& target, const std::string& help, const std::string& group,
@@ -179,6 +181,7 @@ class BenchCommand final : public Subcommand {
   Rendered render(const BenchIoRun& run, const io::SwapStoreOptions& store_options, const IoBenchConfig& config) const;
 
   CLI::App* io_ = nullptr;
+  std::unique_ptr<Subcommand> train_;
   std::vector<std::string> paths_;
   std::string size_ = "4GiB";
   std::string tensor_ = "64MiB";

@@ -16,7 +16,8 @@ namespace zinf::cli {
 struct Io {
   std::ostream& out;
   std::ostream& err;
-  bool out_is_terminal = false;  // stdout is a TTY (decides color and progress output)
+  bool out_is_terminal = false;  // stdout is a TTY (decides color)
+  bool err_is_terminal = false;  // stderr is a TTY (decides progress bars vs plain lines)
   bool color_allowed = true;     // false under NO_COLOR or TERM=dumb
   int terminal_width = 100;
 };
@@ -34,5 +35,6 @@ class Subcommand {
 std::unique_ptr<Subcommand> add_plan_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_hw_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_bench_command(CLI::App& app);
+std::unique_ptr<Subcommand> add_train_command(CLI::App& app);
 
 }  // namespace zinf::cli

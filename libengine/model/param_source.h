@@ -34,7 +34,8 @@ class GradSink {
  public:
   virtual ~GradSink() = default;
   // The fp32 device buffer the backward pass adds (+=) the gradient of `id` into during this
-  // backward; zero at the first call of a step. Valid until commit(id).
+  // backward; zero at the first call of a step. Valid until commit(id). Asking again before the
+  // commit returns the same buffer (a tied weight gets contributions from two modules).
   virtual Result<Tensor> grad_buffer(ParamId id) = 0;
   // The gradient of `id` is complete for this backward pass; the sink may reduce, convert or move
   // it down a tier. The buffer must not be touched afterwards.

@@ -172,8 +172,14 @@ void ReplicatedStates::release(model::ParamId id) {
 Result<Tensor> ReplicatedStates::grad_buffer(model::ParamId id) {
   ZINF_CHECK(id >= 0 && id < table_.size(), "grad_buffer: parameter id out of range");
   const auto index = static_cast<std::size_t>(id);
-  ZINF_CHECK(!grad_out_[index], "grad_buffer: the gradient buffer is already handed out");
   const model::ParamInfo& info = table_[id];
+  if (grad_out_[index]) {
+    // Handed out already in this backward (a tied weight: the head, then the embedding): the same
+    // buffer, so both contributions land in it before the one commit.
+    void* data = mixed() ? grad_workspaces_[index].data()
+                         : static_cast<void*>(static_cast<float*>(grads_.data()) + offsets_[index]);
+    return Tensor(data, DType::kF32, info.shape, &device_);
+  }
   if (!mixed()) {
     grad_out_[index] = true;
     return Tensor(static_cast<float*>(grads_.data()) + offsets_[index], DType::kF32, info.shape, &device_);

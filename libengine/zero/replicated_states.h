@@ -75,8 +75,8 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   void release(model::ParamId id) override;
 
   // GradSink (see model/param_source.h). The buffer holds the gradient accumulated so far in this
-  // step (zero after zero_grads()), so a parameter used twice in one backward may be handed out,
-  // added to and committed twice. fp32: the gradient storage itself; commit() does nothing. Mixed
+  // step (zero after zero_grads()). Asked for again before its commit it returns the same buffer;
+  // after a commit it may be handed out, added to and committed again. fp32: the gradient storage itself; commit() does nothing. Mixed
   // precision: a pooled fp32 workspace; commit() rounds it into the half gradient (to +-inf where an
   // fp16 value overflows, which the optimizer detects) and returns the workspace to the pool.
   Result<Tensor> grad_buffer(model::ParamId id) override;

@@ -27,7 +27,7 @@ inline Outcome run_zinf(const std::vector<std::string>& args, bool terminal = fa
   for (const std::string& a : storage) argv.push_back(a.c_str());
   std::ostringstream out;
   std::ostringstream err;
-  const Io io{out, err, terminal, color_allowed, 120};
+  const Io io{out, err, terminal, terminal, color_allowed, 120};
   Outcome outcome;
   outcome.code = run_cli(static_cast<int>(argv.size()), argv.data(), io);
   outcome.out = out.str();

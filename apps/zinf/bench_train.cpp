@@ -1,0 +1,290 @@
+#include "apps/zinf/bench_train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/zinf/fio_runner.h"
+#include "apps/zinf/latency_stats.h"
+#include "apps/zinf/output.h"
+#include "kernels/threads.h"
+#include "libengine/core/units.h"
+#include "libengine/spec/scenario.h"
+#include "libengine/train/compute_peak.h"
+#include "libengine/train/train_session.h"
+#include "planner/shape_rule.h"
+#include "reports/record_envelope.h"
+
+namespace zinf::cli {
+namespace {
+
+using nlohmann::json;
+
+// Collects the step times of the timed (post-warm-up) steps of one repetition.
+class StepTimes final : public train::StepObserver {
+ public:
+  explicit StepTimes(std::int64_t warmup) : warmup_(warmup) {}
+  void on_step(const train::StepMetrics& m) override {
+    if (m.step >= warmup_) seconds.push_back(m.step_seconds);
+    losses.push_back(m.loss);
+  }
+  std::vector<double> seconds;
+  std::vector<double> losses;
+
+ private:
+  std::int64_t warmup_;
+};
+
+struct SideResult {
+  std::vector<double> tokens_per_s;  // median of each repetition
+  std::vector<double> step_ms;       // every timed step of every repetition
+};
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return percentile_of_sorted(values, 50);
+}
+
+// The first python3 that imports torch: $PYTHON, then python3 on PATH, then /usr/bin/python3.
+Result<std::string> find_torch_python(const std::string& requested) {
+  std::vector<std::string> candidates;
+  if (!requested.empty()) {
+    candidates.push_back(requested);
+  } else {
+    if (const char* env = std::getenv("PYTHON"); env != nullptr && env[0] != '\0') candidates.emplace_back(env);
+    const char* path = std::getenv("PATH");
+    if (Result<std::string> found = find_program("python3", path == nullptr ? "" : path); found.is_ok()) {
+      candidates.push_back(found.value());
+    }
+    candidates.emplace_back("/usr/bin/python3");
+  }
+  for (const std::string& candidate : candidates) {
+    const std::vector<std::string> argv{candidate, "-c", "import torch"};
+    Result<ProcessOutput> probe = run_process(argv);
+    if (probe.is_ok() && probe.value().exit_status == 0) return candidate;
+  }
+  return Status::not_found(fmt::format(
+      "--python: no python3 that imports torch among {} (Debian: apt-get install python3-torch)",
+      fmt::join(candidates, ", ")));
+}
+
+class BenchTrainCommand final : public Subcommand {
+ public:
+  explicit BenchTrainCommand(CLI::App& bench) {
+    cmd_ = bench.add_subcommand("train",
+                                "Training-step throughput of a scenario's model: zinf next to PyTorch on the same "
+                                "model, threads and machine");
+    cmd_->add_option("scenario", scenario_path_, "Scenario JSON (e.g. scenarios/bench-4l-1024.json)")
+        ->required()
+        ->type_name("FILE");
+    cmd_->add_option("--steps", steps_, "Timed steps per repetition (default 10)")->type_name("N");
+    cmd_->add_option("--warmup", warmup_, "Untimed steps before them in each repetition (default 3)")->type_name("N");
+    cmd_->add_option("--repeat", repeat_, "Repetitions of each side, alternating (default 3)")->type_name("N");
+    cmd_->add_option("--threads", threads_, "Compute threads for both sides (default: the scenario's; 0 = all cores)")
+        ->type_name("N");
+    cmd_->add_flag("--torch", torch_, "Also run PyTorch (scripts/bench/torch_train.py) and print zinf/PyTorch");
+    cmd_->add_option("--python", python_, "python3 with torch (default: $PYTHON, python3, /usr/bin/python3)")
+        ->type_name("PATH");
+    cmd_->add_option("--torch-script", torch_script_, "Path of torch_train.py (default: the source tree's)")
+        ->type_name("PATH");
+    add_output_options(*cmd_, output_);
+  }
+
+  Status run(const Io& io) override;
+
+ private:
+  Result<double> run_torch_once(const spec::Scenario& scenario, const std::string& python, const std::string& script,
+                                SideResult& side, json& info) const;
+
+  CLI::App* cmd_ = nullptr;
+  std::string scenario_path_;
+  std::int64_t steps_ = 10;
+  std::int64_t warmup_ = 3;
+  std::int64_t repeat_ = 3;
+  std::optional<std::int64_t> threads_;
+  bool torch_ = false;
+  std::string python_;
+  std::string torch_script_;
+  OutputOptions output_;
+};
+
+Result<double> BenchTrainCommand::run_torch_once(const spec::Scenario& s, const std::string& python,
+                                                 const std::string& script, SideResult& side, json& info) const {
+  const std::vector<std::string> argv{python,
+                                      script,
+                                      "--layers", std::to_string(s.shape.layers),
+                                      "--hidden", std::to_string(s.shape.hidden),
+                                      "--heads", std::to_string(s.shape.heads),
+                                      "--vocab", std::to_string(s.shape.vocab),
+                                      "--seq", std::to_string(s.seq),
+                                      "--batch", std::to_string(s.batch),
+                                      "--steps", std::to_string(steps_),
+                                      "--warmup", std::to_string(warmup_),
+                                      "--threads", std::to_string(kernels::cpu::compute_threads()),
+                                      "--seed", std::to_string(s.seed),
+                                      "--lr", fmt::format("{}", s.optimizer.lr)};
+  ZINF_ASSIGN_OR_RETURN(const ProcessOutput out, run_process(argv));
+  if (out.exit_status != 0) {
+    std::string last = out.err;
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    last = last.substr(last.find_last_of('\n') == std::string::npos ? 0 : last.find_last_of('\n') + 1);
+    return Status::io_error(fmt::format("{} failed (exit {}): {}", script, out.exit_status, last));
+  }
+  json parsed;
+  try {
+    const std::size_t line_start = out.out.find('{');
+    parsed = json::parse(out.out.substr(line_start == std::string::npos ? 0 : line_start));
+    for (const json& ms : parsed.at("step_ms")) side.step_ms.push_back(ms.get<double>());
+    info = {{"torch_version", parsed.at("torch_version")}, {"threads", parsed.at("threads")}};
+    return parsed.at("tokens_per_s_median").get<double>();
+  } catch (const json::exception& e) {
+    return Status::io_error(fmt::format("{}: unreadable output ({}): {}", script, e.what(), out.out.substr(0, 200)));
+  }
+}
+
+Status BenchTrainCommand::run(const Io& io) {
+  ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
+  if (steps_ <= 0) return Status::invalid_argument(fmt::format("--steps: {} is not a positive integer", steps_));
+  if (warmup_ < 0) return Status::invalid_argument(fmt::format("--warmup: {} is negative", warmup_));
+  if (repeat_ <= 0) return Status::invalid_argument(fmt::format("--repeat: {} is not a positive integer", repeat_));
+  if (threads_ && *threads_ < 0) return Status::invalid_argument(fmt::format("--threads: {} is negative", *threads_));
+  const spec::ShapeResolver resolver = [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
+    return planner::shape_for_params(params, vocab, seq);
+  };
+  ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
+  scenario.steps = warmup_ + steps_;
+  if (threads_) scenario.threads = *threads_;
+  scenario.checkpoint = {};
+  scenario.eval.every = 0;
+  scenario.output.record.clear();
+
+  std::string python;
+  std::string script = torch_script_;
+  if (torch_) {
+    if (scenario.precision != DType::kF32) {
+      return Status::invalid_argument(fmt::format(
+          "scenario.precision: {} — the PyTorch comparison runs fp32 only; use an fp32 scenario", dtype_name(scenario.precision)));
+    }
+    ZINF_ASSIGN_OR_RETURN(python, find_torch_python(python_));
+    if (script.empty()) script = std::string(ZINF_SOURCE_DIR) + "/scripts/bench/torch_train.py";
+    if (!std::filesystem::exists(script)) {
+      return Status::not_found(fmt::format("--torch-script: {} does not exist", script));
+    }
+  }
+
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session, train::TrainSession::create(scenario, false));
+  const int threads = kernels::cpu::compute_threads();
+  const train::ComputePeak peak = train::measure_matmul_peak();
+  const double flops_per_step = session->model().flops_per_step();
+  const double tokens_per_step = static_cast<double>(scenario.batch * scenario.seq);
+
+  SideResult zinf_side;
+  SideResult torch_side;
+  json torch_info;
+  for (std::int64_t rep = 0; rep < repeat_; ++rep) {
+    io.err << fmt::format("bench train: repetition {}/{}: zinf...", rep + 1, repeat_) << std::flush;
+    StepTimes times(warmup_);
+    ZINF_RETURN_IF_ERROR(session->trainer().run(times).status());
+    for (double s : times.seconds) zinf_side.step_ms.push_back(s * 1e3);
+    zinf_side.tokens_per_s.push_back(tokens_per_step / median(times.seconds));
+    if (torch_) {
+      io.err << " PyTorch..." << std::flush;
+      ZINF_ASSIGN_OR_RETURN(double tps, run_torch_once(scenario, python, script, torch_side, torch_info));
+      torch_side.tokens_per_s.push_back(tps);
+    }
+    io.err << " done\n";
+  }
+
+  const double zinf_tps = median(zinf_side.tokens_per_s);
+  const double zinf_step_ms = median(zinf_side.step_ms);
+  const double zinf_flops = flops_per_step / (zinf_step_ms / 1e3);
+  Rendered out;
+  out.record = reports::make_record_envelope("bench-train", 1);
+  out.record["scenario_path"] = scenario_path_;
+  out.record["scenario"] = spec::to_json(scenario);
+  out.record["threads"] = threads;
+  out.record["steps_per_repetition"] = steps_;
+  out.record["warmup_steps"] = warmup_;
+  out.record["repetitions"] = repeat_;
+  out.record["compute_peak_flops_per_s"] = peak.flops_per_s;
+  out.record["flops_per_step"] = flops_per_step;
+  out.record["zinf"] = {{"tokens_per_s_median", zinf_tps},
+                        {"tokens_per_s_per_repetition", zinf_side.tokens_per_s},
+                        {"step_ms", zinf_side.step_ms},
+                        {"step_ms_median", zinf_step_ms},
+                        {"flops_per_s", zinf_flops},
+                        {"mfu", zinf_flops / peak.flops_per_s}};
+  std::optional<double> ratio;
+  if (torch_) {
+    const double torch_tps = median(torch_side.tokens_per_s);
+    ratio = zinf_tps / torch_tps;
+    out.record["torch"] = {{"tokens_per_s_median", torch_tps},
+                           {"tokens_per_s_per_repetition", torch_side.tokens_per_s},
+                           {"step_ms", torch_side.step_ms},
+                           {"step_ms_median", median(torch_side.step_ms)},
+                           {"mfu", flops_per_step * torch_tps / tokens_per_step / peak.flops_per_s},
+                           {"python", python},
+                           {"info", torch_info}};
+    out.record["zinf_over_torch"] = *ratio;
+  }
+
+  out.document.title = "zinf bench train";
+  reports::Section setup;
+  setup.title = "Setup";
+  setup.fields.emplace_back("scenario", scenario_path_);
+  setup.fields.emplace_back(
+      "model", fmt::format("{} layers, hidden {}, {} heads, vocab {}, seq {}, batch {}, {}, {} parameters",
+                           scenario.shape.layers, scenario.shape.hidden, scenario.shape.heads, scenario.shape.vocab,
+                           scenario.seq, scenario.batch, dtype_name(scenario.precision),
+                           format_count(static_cast<double>(session->model().params().total_numel()))));
+  setup.fields.emplace_back("runs", fmt::format("{} repetitions x ({} warm-up + {} timed steps), {} threads, alternating",
+                                                repeat_, warmup_, steps_, threads));
+  setup.fields.emplace_back("matmul peak", format_flops(peak.flops_per_s) + " (fp32 2048^3, same run)");
+  out.document.sections.push_back(std::move(setup));
+  reports::Section results;
+  results.title = "Training step";
+  results.table.columns = {{"engine"}, {"tokens/s", reports::Align::kRight}, {"step ms", reports::Align::kRight},
+                           {"TFLOP/s", reports::Align::kRight}, {"MFU", reports::Align::kRight}};
+  results.table.rows.push_back({"zinf", reports::Cell(fmt::format("{:.0f}", zinf_tps), reports::Emphasis::kStrong),
+                                fmt::format("{:.1f}", zinf_step_ms), fmt::format("{:.3f}", zinf_flops / 1e12),
+                                fmt::format("{:.1f}%", 100.0 * zinf_flops / peak.flops_per_s)});
+  if (torch_) {
+    const json& t = out.record["torch"];
+    results.table.rows.push_back({"PyTorch " + torch_info.value("torch_version", std::string()),
+                                  fmt::format("{:.0f}", t["tokens_per_s_median"].get<double>()),
+                                  fmt::format("{:.1f}", t["step_ms_median"].get<double>()),
+                                  fmt::format("{:.3f}", flops_per_step * t["tokens_per_s_median"].get<double>() / tokens_per_step / 1e12),
+                                  fmt::format("{:.1f}%", 100.0 * t["mfu"].get<double>())});
+    results.fields.emplace_back("zinf / PyTorch",
+                                reports::Cell(fmt::format("{:.2f}x tokens/s", *ratio),
+                                              *ratio >= 1.0 ? reports::Emphasis::kGood : reports::Emphasis::kBad));
+  }
+  out.document.sections.push_back(std::move(results));
+  out.csv.columns = {{"engine"}, {"tokens_per_s"}, {"step_ms"}, {"flops_per_s"}, {"mfu"}};
+  out.csv.rows.push_back({"zinf", fmt::format("{:.1f}", zinf_tps), fmt::format("{:.3f}", zinf_step_ms),
+                          fmt::format("{:.4g}", zinf_flops), fmt::format("{:.4f}", zinf_flops / peak.flops_per_s)});
+  if (torch_) {
+    const json& t = out.record["torch"];
+    out.csv.rows.push_back({"torch", fmt::format("{:.1f}", t["tokens_per_s_median"].get<double>()),
+                            fmt::format("{:.3f}", t["step_ms_median"].get<double>()),
+                            fmt::format("{:.4g}", flops_per_step * t["tokens_per_s_median"].get<double>() / tokens_per_step),
+                            fmt::format("{:.4f}", t["mfu"].get<double>())});
+  }
+  return emit(output_, out, io);
+}
+
+}  // namespace
+
+std::unique_ptr<Subcommand> add_bench_train_command(CLI::App& bench) {
+  return std::make_unique<BenchTrainCommand>(bench);
+}
+
+}  // namespace zinf::cli

@@ -1,0 +1,175 @@
+// `zinf train scenario.json`: trains the scenario's GPT-like model on the CPU backend with the
+// device budget it names — ZeRO-0 states, AdamW with clipping and a schedule, optional fp16 loss
+// scaling, activation checkpointing, tiling — showing progress on stderr and ending with a run record
+// (per-step loss/time/tokens-per-second, TFLOP/s and MFU against a same-run matmul peak, peak memory
+// per tier). Setup is all here; the loop is train::Trainer.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "apps/zinf/output.h"
+#include "apps/zinf/subcommand.h"
+#include "apps/zinf/train_progress.h"
+#include "apps/zinf/train_record.h"
+#include "kernels/threads.h"
+#include "libengine/core/units.h"
+#include "libengine/spec/scenario.h"
+#include "libengine/train/compute_peak.h"
+#include "libengine/train/train_session.h"
+#include "planner/shape_rule.h"
+
+namespace zinf::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Peak resident set of this process (VmHWM), 0 where /proc is unavailable.
+std::uint64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// Forwards the loop's measurements to the progress display and keeps them for the record.
+class RunObserver final : public train::StepObserver {
+ public:
+  RunObserver(TrainProgress& progress, TrainRun& run) : progress_(progress), run_(run) {}
+  void on_start(std::int64_t first_step, std::int64_t total_steps) override { progress_.start(first_step, total_steps); }
+  void on_step(const train::StepMetrics& metrics) override {
+    run_.steps.push_back(metrics);
+    progress_.step(metrics);
+  }
+  void on_eval(const train::EvalMetrics& metrics) override {
+    run_.evals.push_back(metrics);
+    progress_.eval(metrics);
+  }
+  void on_checkpoint(std::int64_t step, const std::filesystem::path& path, double seconds) override {
+    progress_.checkpoint(step, path, seconds);
+  }
+
+ private:
+  TrainProgress& progress_;
+  TrainRun& run_;
+};
+
+class TrainCommand final : public Subcommand {
+ public:
+  explicit TrainCommand(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand("train", "Train a GPT-like model from a scenario file (schema: scenarios/README.md)");
+    cmd->add_option("scenario", scenario_path_, "Scenario JSON file, e.g. scenarios/quickstart.json")
+        ->required()
+        ->type_name("FILE");
+    cmd->add_option("--steps", steps_, "Override the scenario's steps (a resumed run continues to this step)")
+        ->type_name("N");
+    cmd->add_option("--threads", threads_, "Override the scenario's compute threads (0 = all cores)")->type_name("N");
+    cmd->add_option("--record", record_path_, "Write the JSON run record here (overrides output.record)")
+        ->type_name("FILE");
+    cmd->add_option("--stop-after", stop_after_,
+                    "End after this step, writing a checkpoint there when checkpoint.dir is set; the run's length "
+                    "and LR schedule stay the scenario's, so a later `zinf train` resumes the same curve")
+        ->type_name("STEP");
+    cmd->add_flag("--no-resume", no_resume_, "Start from scratch even when checkpoint.dir holds a checkpoint");
+    cmd->add_flag("--quiet", quiet_, "No progress output on stderr");
+    add_output_options(*cmd, output_);
+    cmd->footer(
+        "Examples:\n"
+        "  zinf train scenarios/quickstart.json\n"
+        "  zinf train scenarios/bench-4l-1024.json --steps 10 --format json --out run.json\n"
+        "Progress goes to stderr (a bar on a terminal, step lines otherwise); the summary to stdout.");
+  }
+
+  Status run(const Io& io) override;
+
+ private:
+  std::string scenario_path_;
+  std::optional<std::int64_t> steps_;
+  std::optional<std::int64_t> threads_;
+  std::optional<std::int64_t> stop_after_;
+  std::string record_path_;
+  bool no_resume_ = false;
+  bool quiet_ = false;
+  OutputOptions output_;
+};
+
+Status TrainCommand::run(const Io& io) {
+  const Clock::time_point setup_start = Clock::now();
+  ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
+  if (steps_ && *steps_ <= 0) {
+    return Status::invalid_argument(fmt::format("--steps: {} is not a positive integer", *steps_));
+  }
+  if (stop_after_ && *stop_after_ <= 0) {
+    return Status::invalid_argument(fmt::format("--stop-after: {} is not a positive step number", *stop_after_));
+  }
+  if (threads_ && *threads_ < 0) {
+    return Status::invalid_argument(fmt::format("--threads: {} is negative; expected 0 (all cores) or more", *threads_));
+  }
+  const spec::ShapeResolver resolver = [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
+    return planner::shape_for_params(params, vocab, seq);
+  };
+  ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
+  if (steps_) scenario.steps = *steps_;
+  if (threads_) scenario.threads = *threads_;
+  if (!record_path_.empty()) scenario.output.record = record_path_;
+
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
+                        train::TrainSession::create(scenario, /*resume=*/!no_resume_, stop_after_.value_or(0)));
+  device::Device& device = session->device();
+  const train::BatchSource& data = session->data();
+  model::Gpt& model = session->model();
+
+  TrainRun run;
+  run.scenario_path = scenario_path_;
+  run.scenario = spec::to_json(scenario);
+  run.data_description = data.describe();
+  run.entropy_rate_nats = data.entropy_rate_nats();
+  run.unigram_entropy_nats = data.unigram_entropy_nats();
+  run.device_description = device.describe();
+  run.threads = kernels::cpu::compute_threads();
+  run.params = static_cast<std::uint64_t>(model.params().total_numel());
+  run.flops_per_step = model.flops_per_step();
+  run.activation_bytes = model.activation_bytes();
+  run.peak = train::measure_matmul_peak();
+
+  const ProgressMode mode = quiet_ ? ProgressMode::kQuiet : io.err_is_terminal ? ProgressMode::kBar : ProgressMode::kLines;
+  TrainProgress progress(io.err, mode, scenario.output.log_every, io.terminal_width);
+  if (!quiet_) {
+    io.err << fmt::format("training {} ({} parameters) on {}, {} threads; {}\n", scenario.name,
+                          format_count(static_cast<double>(run.params)), run.device_description, run.threads,
+                          run.data_description);
+  }
+  RunObserver observer(progress, run);
+  run.setup_seconds = std::chrono::duration<double>(Clock::now() - setup_start).count();
+  const Clock::time_point train_start = Clock::now();
+  Result<train::TrainOutcome> outcome = session->trainer().run(observer);
+  progress.finish();
+  if (!outcome.is_ok()) return outcome.status();
+  run.train_seconds = std::chrono::duration<double>(Clock::now() - train_start).count();
+  run.outcome = outcome.value();
+  run.device_memory = device.memory().usage();
+  run.host_peak_rss_bytes = peak_rss_bytes();
+  run.state_bytes = session->states().state_bytes();
+
+  const nlohmann::json record = make_train_record(run);
+  if (!scenario.output.record.empty()) {
+    const std::filesystem::path record_path(scenario.output.record);
+    std::error_code ec;
+    if (record_path.has_parent_path()) std::filesystem::create_directories(record_path.parent_path(), ec);
+    ZINF_RETURN_IF_ERROR(write_file_atomically(scenario.output.record, record.dump(2) + "\n"));
+    if (!quiet_) io.err << "run record: " << scenario.output.record << '\n';
+  }
+  return emit(output_, render_train_record(record), io);
+}
+
+}  // namespace
+
+std::unique_ptr<Subcommand> add_train_command(CLI::App& app) { return std::make_unique<TrainCommand>(app); }
+
+}  // namespace zinf::cli

@@ -1,0 +1,245 @@
+#include "apps/zinf/train_record.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "apps/zinf/latency_stats.h"
+#include "libengine/core/units.h"
+#include "reports/record_envelope.h"
+
+namespace zinf::cli {
+namespace {
+
+using nlohmann::json;
+
+json tier_json(const memory::TierUsage& usage) {
+  return {{"current_bytes", usage.current_bytes},
+          {"peak_bytes", usage.peak_bytes},
+          {"capacity_bytes", usage.capacity_bytes == 0 ? json(nullptr) : json(usage.capacity_bytes)}};
+}
+
+// Percentile summary of one per-step time series (milliseconds) over the measured steps.
+json ms_summary(const std::vector<double>& seconds) {
+  const LatencySummary s = summarize_latencies(seconds);
+  std::vector<double> sorted = seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double p10 = sorted.empty() ? 0.0 : percentile_of_sorted(sorted, 10);
+  const double min = sorted.empty() ? 0.0 : sorted.front();
+  return {{"median", s.p50 * 1e3}, {"p10", p10 * 1e3}, {"p90", s.p90 * 1e3}, {"min", min * 1e3}, {"max", s.max * 1e3},
+          {"mean", s.mean * 1e3}};
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return percentile_of_sorted(values, 50);
+}
+
+std::string opt_number(const json& value, const char* format_spec) {
+  if (value.is_null()) return "-";
+  return fmt::format(fmt::runtime(format_spec), value.get<double>());
+}
+
+}  // namespace
+
+std::int64_t warmup_steps(std::size_t steps_run) {
+  const auto n = static_cast<std::int64_t>(steps_run);
+  return std::min<std::int64_t>({3, std::max<std::int64_t>(1, n / 10), n});
+}
+
+json make_train_record(const TrainRun& run) {
+  json record = reports::make_record_envelope("train", kTrainRecordVersion);
+  record["scenario_path"] = run.scenario_path;
+  record["scenario"] = run.scenario;
+  record["device"] = {{"description", run.device_description}, {"threads", run.threads}};
+  record["model"] = {{"params", run.params}, {"flops_per_step", run.flops_per_step}};
+  record["data"] = {{"description", run.data_description},
+                    {"entropy_rate_nats", run.entropy_rate_nats ? json(*run.entropy_rate_nats) : json(nullptr)},
+                    {"unigram_entropy_nats", run.unigram_entropy_nats ? json(*run.unigram_entropy_nats) : json(nullptr)}};
+  record["compute_peak"] = {{"kind", "fp32 matmul"},
+                            {"matrix_size", run.peak.matrix_size},
+                            {"flops_per_s", run.peak.flops_per_s},
+                            {"probe_seconds", run.peak.seconds}};
+
+  const std::int64_t warmup = warmup_steps(run.steps.size());
+  json steps = json::array();
+  std::vector<double> step_s, data_s, fb_s, opt_s;
+  for (std::size_t i = 0; i < run.steps.size(); ++i) {
+    const train::StepMetrics& m = run.steps[i];
+    const bool is_warmup = static_cast<std::int64_t>(i) < warmup;
+    steps.push_back({{"step", m.step},
+                     {"loss", std::isfinite(m.loss) ? json(m.loss) : json(nullptr)},
+                     {"lr", m.lr},
+                     {"grad_norm", std::isfinite(m.grad_norm) ? json(m.grad_norm) : json(nullptr)},
+                     {"clip_coef", m.clip_coef},
+                     {"loss_scale", m.loss_scale},
+                     {"skipped", m.skipped},
+                     {"tokens", m.tokens},
+                     {"step_ms", m.step_seconds * 1e3},
+                     {"data_ms", m.data_seconds * 1e3},
+                     {"forward_backward_ms", m.forward_backward_seconds * 1e3},
+                     {"optimizer_ms", m.optimizer_seconds * 1e3},
+                     {"tokens_per_s", m.tokens_per_s()},
+                     {"warmup", is_warmup}});
+    if (!is_warmup) {
+      step_s.push_back(m.step_seconds);
+      data_s.push_back(m.data_seconds);
+      fb_s.push_back(m.forward_backward_seconds);
+      opt_s.push_back(m.optimizer_seconds);
+    }
+  }
+  record["steps"] = std::move(steps);
+  json evals = json::array();
+  for (const train::EvalMetrics& e : run.evals) {
+    evals.push_back({{"step", e.step}, {"loss", e.loss}, {"batches", e.batches}, {"seconds", e.seconds}});
+  }
+  record["evals"] = std::move(evals);
+
+  json summary;
+  summary["steps_run"] = run.steps.size();
+  summary["first_step"] = run.outcome.first_step;
+  summary["warmup_steps"] = warmup;
+  summary["measured_steps"] = step_s.size();
+  summary["step_ms"] = ms_summary(step_s);
+  summary["data_ms_median"] = median_of(data_s) * 1e3;
+  summary["forward_backward_ms_median"] = median_of(fb_s) * 1e3;
+  summary["optimizer_ms_median"] = median_of(opt_s) * 1e3;
+  const double median_step_s = median_of(step_s);
+  const double tokens = run.steps.empty() ? 0.0 : static_cast<double>(run.steps.front().tokens);
+  const bool measured = median_step_s > 0;
+  summary["tokens_per_s"] = measured ? json(tokens / median_step_s) : json(nullptr);
+  const double flops_per_s = measured ? run.flops_per_step / median_step_s : 0.0;
+  summary["flops_per_s"] = measured ? json(flops_per_s) : json(nullptr);
+  summary["mfu"] = measured && run.peak.flops_per_s > 0 ? json(flops_per_s / run.peak.flops_per_s) : json(nullptr);
+  // Final training loss: the mean of the last (up to) 10 steps, which smooths batch-to-batch noise.
+  double tail_sum = 0;
+  std::size_t tail_n = 0;
+  for (std::size_t i = run.steps.size(); i > 0 && tail_n < 10; --i) {
+    if (run.steps[i - 1].skipped || !std::isfinite(run.steps[i - 1].loss)) continue;
+    tail_sum += run.steps[i - 1].loss;
+    ++tail_n;
+  }
+  summary["final_loss"] = tail_n > 0 ? json(tail_sum / static_cast<double>(tail_n)) : json(nullptr);
+  summary["final_eval_loss"] = run.evals.empty() ? json(nullptr) : json(run.evals.back().loss);
+  summary["skipped_steps"] = std::count_if(run.steps.begin(), run.steps.end(), [](const auto& m) { return m.skipped; });
+  if (run.entropy_rate_nats && *run.entropy_rate_nats > 0) {
+    const json& reached = run.evals.empty() ? summary["final_loss"] : summary["final_eval_loss"];
+    summary["loss_vs_entropy_rate"] =
+        reached.is_null() ? json(nullptr) : json(reached.get<double>() / *run.entropy_rate_nats - 1.0);
+  } else {
+    summary["loss_vs_entropy_rate"] = nullptr;
+  }
+  summary["setup_seconds"] = run.setup_seconds;
+  summary["train_seconds"] = run.train_seconds;
+  record["summary"] = std::move(summary);
+
+  json states = json::object();
+  std::uint64_t state_total = 0;
+  for (const auto& [kind, bytes] : run.state_bytes) {
+    states[kind] = bytes;
+    state_total += bytes;
+  }
+  record["memory"] = {{"device", tier_json(run.device_memory)},
+                      {"host", {{"peak_rss_bytes", run.host_peak_rss_bytes}}},
+                      {"nvme", {{"peak_bytes", 0}}},
+                      {"model_states_bytes", states},
+                      {"model_states_total_bytes", state_total},
+                      {"activations_bytes", run.activation_bytes}};
+  record["checkpoint"] = {
+      {"resumed_from", run.outcome.resumed_from ? json(run.outcome.resumed_from->string()) : json(nullptr)},
+      {"last_written", run.outcome.last_checkpoint ? json(run.outcome.last_checkpoint->string()) : json(nullptr)}};
+  return record;
+}
+
+Rendered render_train_record(const json& record) {
+  Rendered out;
+  out.record = record;
+  const json& summary = record.at("summary");
+  const json& memory = record.at("memory");
+  out.document.title = fmt::format("zinf train {}", record.at("scenario").value("name", std::string()));
+
+  reports::Section run;
+  run.title = "Run";
+  run.fields.emplace_back("scenario", record.at("scenario_path").get<std::string>());
+  run.fields.emplace_back("device", fmt::format("{}, {} threads", record.at("device").at("description").get<std::string>(),
+                                                record.at("device").at("threads").get<int>()));
+  run.fields.emplace_back("model", fmt::format("{} parameters", format_count(record.at("model").at("params").get<double>())));
+  run.fields.emplace_back("data", record.at("data").at("description").get<std::string>());
+  const std::int64_t first = summary.at("first_step").get<std::int64_t>();
+  run.fields.emplace_back("steps", fmt::format("{} run{} ({} warm-up, excluded from medians)", summary.at("steps_run").get<std::size_t>(),
+                                               first > 0 ? fmt::format(", resumed at step {}", first) : std::string(),
+                                               summary.at("warmup_steps").get<std::int64_t>()));
+  out.document.sections.push_back(std::move(run));
+
+  reports::Section result;
+  result.title = "Result";
+  result.fields.emplace_back("final loss", reports::Cell(opt_number(summary.at("final_loss"), "{:.4f} nats/token (mean of the last 10 steps)"),
+                                                         reports::Emphasis::kStrong));
+  if (!summary.at("final_eval_loss").is_null()) {
+    result.fields.emplace_back("held-out loss", opt_number(summary.at("final_eval_loss"), "{:.4f} nats/token"));
+  }
+  const json& entropy = record.at("data").at("entropy_rate_nats");
+  if (!entropy.is_null()) {
+    const json& gap = summary.at("loss_vs_entropy_rate");
+    result.fields.emplace_back("entropy rate", fmt::format("{:.4f} nats/token (the best any model can do)", entropy.get<double>()));
+    if (!gap.is_null()) {
+      const double pct = gap.get<double>() * 100.0;
+      result.fields.emplace_back("loss above entropy rate",
+                                 reports::Cell(fmt::format("{:+.1f}%", pct),
+                                               std::abs(pct) <= 5.0 ? reports::Emphasis::kGood : reports::Emphasis::kWarn));
+    }
+  }
+  if (summary.at("skipped_steps").get<std::int64_t>() > 0) {
+    result.fields.emplace_back("skipped steps", fmt::format("{} (fp16 inf/NaN gradients)", summary.at("skipped_steps").get<std::int64_t>()));
+  }
+  const json& step_ms = summary.at("step_ms");
+  result.fields.emplace_back("throughput", reports::Cell(summary.at("tokens_per_s").is_null()
+                                                             ? std::string("-")
+                                                             : format_count(summary.at("tokens_per_s").get<double>()) + " tokens/s",
+                                                         reports::Emphasis::kStrong));
+  result.fields.emplace_back("step time", fmt::format("{:.1f} ms median (p10 {:.1f}, p90 {:.1f}): forward+backward {:.1f}, optimizer {:.1f}, data {:.2f}",
+                                                      step_ms.at("median").get<double>(), step_ms.at("p10").get<double>(),
+                                                      step_ms.at("p90").get<double>(),
+                                                      summary.at("forward_backward_ms_median").get<double>(),
+                                                      summary.at("optimizer_ms_median").get<double>(),
+                                                      summary.at("data_ms_median").get<double>()));
+  if (!summary.at("flops_per_s").is_null()) {
+    result.fields.emplace_back(
+        "compute", fmt::format("{}, MFU {:.1f}% of the measured {} fp32 matmul peak", format_flops(summary.at("flops_per_s").get<double>()),
+                               summary.at("mfu").is_null() ? 0.0 : summary.at("mfu").get<double>() * 100.0,
+                               format_flops(record.at("compute_peak").at("flops_per_s").get<double>())));
+  }
+  out.document.sections.push_back(std::move(result));
+
+  reports::Section mem;
+  mem.title = "Memory";
+  mem.table.columns = {{"tier"}, {"peak", reports::Align::kRight}, {"budget", reports::Align::kRight}, {"holds"}};
+  const json& device = memory.at("device");
+  mem.table.rows.push_back({"device", format_bytes(device.at("peak_bytes").get<double>()),
+                            device.at("capacity_bytes").is_null() ? std::string("none")
+                                                                  : format_bytes(device.at("capacity_bytes").get<double>()),
+                            fmt::format("model states {} + activations {}",
+                                        format_bytes(memory.at("model_states_total_bytes").get<double>()),
+                                        format_bytes(memory.at("activations_bytes").get<double>()))});
+  mem.table.rows.push_back({"host", format_bytes(memory.at("host").at("peak_rss_bytes").get<double>()), "none",
+                            "process peak RSS (includes the device arena on the CPU backend)"});
+  mem.table.rows.push_back({"nvme", format_bytes(0), "none", "not used (ZeRO-0, no offload)"});
+  out.document.sections.push_back(std::move(mem));
+
+  // CSV: one row per step, base units.
+  out.csv.columns = {{"step"}, {"loss"}, {"lr"}, {"grad_norm"}, {"step_ms"}, {"tokens_per_s"}, {"skipped"}, {"warmup"}};
+  for (const json& s : record.at("steps")) {
+    out.csv.rows.push_back({std::to_string(s.at("step").get<std::int64_t>()),
+                            s.at("loss").is_null() ? std::string("nan") : fmt::format("{:.6f}", s.at("loss").get<double>()),
+                            fmt::format("{:.6g}", s.at("lr").get<double>()),
+                            s.at("grad_norm").is_null() ? std::string("nan") : fmt::format("{:.6g}", s.at("grad_norm").get<double>()),
+                            fmt::format("{:.3f}", s.at("step_ms").get<double>()),
+                            fmt::format("{:.1f}", s.at("tokens_per_s").get<double>()),
+                            s.at("skipped").get<bool>() ? "true" : "false", s.at("warmup").get<bool>() ? "true" : "false"});
+  }
+  return out;
+}
+
+}  // namespace zinf::cli

@@ -1,0 +1,56 @@
+// The `zinf train` run record ("zinf.train/1"): everything one training run measured, as one
+// versioned JSON document — the resolved scenario echoed back, the data and its entropy rate, every
+// step's loss/time/tokens-per-second (warm-up steps flagged), eval losses, medians and spread,
+// achieved TFLOP/s and MFU against the same-run matmul peak, peak memory per tier and the bytes of
+// each kind of model state — and the human summary rendered from that record (never computed
+// separately). Field reference: docs/train-record.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/zinf/output.h"
+#include "libengine/memory/memory_tier.h"
+#include "libengine/train/compute_peak.h"
+#include "libengine/train/step_metrics.h"
+#include "libengine/train/trainer.h"
+
+namespace zinf::cli {
+
+inline constexpr int kTrainRecordVersion = 1;
+
+struct TrainRun {
+  nlohmann::json scenario;                    // spec::to_json of the resolved scenario
+  std::string scenario_path;
+  std::string data_description;
+  std::optional<double> entropy_rate_nats;    // Markov data only
+  std::optional<double> unigram_entropy_nats;
+  std::string device_description;
+  int threads = 0;
+  std::uint64_t params = 0;
+  double flops_per_step = 0;                  // model FLOPs of one forward+backward
+  train::ComputePeak peak;
+  std::vector<train::StepMetrics> steps;
+  std::vector<train::EvalMetrics> evals;
+  train::TrainOutcome outcome;
+  memory::TierUsage device_memory;
+  std::uint64_t host_peak_rss_bytes = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> state_bytes;
+  std::uint64_t activation_bytes = 0;
+  double setup_seconds = 0;
+  double train_seconds = 0;
+};
+
+// Steps of this run counted as warm-up (excluded from medians): the first min(3, max(1, n/10)).
+std::int64_t warmup_steps(std::size_t steps_run);
+
+nlohmann::json make_train_record(const TrainRun& run);
+// The table/markdown/csv views of a record made by make_train_record.
+Rendered render_train_record(const nlohmann::json& record);
+
+}  // namespace zinf::cli

@@ -1,0 +1,51 @@
+// StepMetrics and StepObserver: how measurements leave the training loop (DESIGN §2: the engine
+// never prints or writes reports; the CLI observes). One StepMetrics per optimizer step, one
+// EvalMetrics per evaluation, one call per checkpoint written.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+namespace zinf::train {
+
+struct StepMetrics {
+  std::int64_t step = 0;       // 0-based
+  double loss = 0;             // mean cross-entropy of this step's batch (nats/token)
+  double lr = 0;               // learning rate this step used
+  double grad_norm = 0;        // global L2 norm of the (unscaled) gradients before clipping
+  double clip_coef = 1;        // factor the gradients were multiplied by (1: not clipped)
+  double loss_scale = 1;       // fp16 dynamic loss scale used (1 otherwise)
+  bool skipped = false;        // fp16 step skipped because a gradient was inf/NaN
+  std::int64_t tokens = 0;     // B*T
+  double step_seconds = 0;     // wall time of the whole step (data, forward+backward, optimizer)
+  double data_seconds = 0;
+  double forward_backward_seconds = 0;
+  double optimizer_seconds = 0;
+  double tokens_per_s() const { return step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0.0; }
+};
+
+struct EvalMetrics {
+  std::int64_t step = 0;       // evaluated after this step
+  double loss = 0;             // mean over the held-out batches
+  std::int64_t batches = 0;
+  double seconds = 0;
+};
+
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  // Before the first step: the run covers steps [first_step, total_steps).
+  virtual void on_start(std::int64_t first_step, std::int64_t total_steps) {
+    (void)first_step;
+    (void)total_steps;
+  }
+  virtual void on_step(const StepMetrics& metrics) = 0;
+  virtual void on_eval(const EvalMetrics& metrics) { (void)metrics; }
+  virtual void on_checkpoint(std::int64_t step, const std::filesystem::path& path, double seconds) {
+    (void)step;
+    (void)path;
+    (void)seconds;
+  }
+};
+
+}  // namespace zinf::train

@@ -1,0 +1,129 @@
+#include "libengine/train/train_session.h"
+
+#include <fmt/format.h>
+
+#include "kernels/threads.h"
+#include "libengine/core/units.h"
+#include "libengine/device/cpu_device.h"
+
+namespace zinf::train {
+namespace {
+
+// A budget error found while building the model or its states is the scenario's fault: it names
+// the field to change, not a runtime failure.
+Status as_budget_error(const Status& status, const spec::Scenario& scenario) {
+  if (status.code() != ErrorCode::kOutOfMemory) return status;
+  const std::string budget = scenario.device_memory_bytes
+                                 ? format_bytes(static_cast<double>(*scenario.device_memory_bytes))
+                                 : std::string("unbounded");
+  return Status::invalid_argument(
+      fmt::format("scenario.device_memory: {} is too small for this model: {}", budget, status.message()));
+}
+
+// Data-source errors name "data.<field>"; in a scenario that is "scenario.data.<field>".
+Status in_scenario(const Status& status) {
+  if (status.message().rfind("data.", 0) == 0) return Status(status.code(), "scenario." + status.message());
+  return status;
+}
+
+optim::LrScheduleKind schedule_kind(spec::ScheduleKind kind) {
+  switch (kind) {
+    case spec::ScheduleKind::kConstant: return optim::LrScheduleKind::kConstant;
+    case spec::ScheduleKind::kCosine: return optim::LrScheduleKind::kCosine;
+    case spec::ScheduleKind::kLinear: return optim::LrScheduleKind::kLinear;
+  }
+  return optim::LrScheduleKind::kConstant;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario& scenario, bool resume,
+                                                           std::int64_t stop_after) {
+  if (scenario.device == spec::DeviceKind::kCuda) {
+    return Status::invalid_argument(
+        "scenario.device: \"cuda\" is not available in this build (no CUDA backend yet); use \"cpu\"");
+  }
+  std::unique_ptr<TrainSession> session(new TrainSession(scenario));
+  kernels::cpu::set_compute_threads(static_cast<int>(scenario.threads));
+  session->device_ = device::make_cpu_device({.memory_budget_bytes = scenario.device_memory_bytes.value_or(0)});
+
+  const BatchShape shape{static_cast<std::uint64_t>(scenario.batch), static_cast<std::uint64_t>(scenario.seq)};
+  Result<BatchSource> data = Status::internal("no data source");
+  if (scenario.data.source == spec::DataSource::kMarkov) {
+    MarkovSpec markov;
+    markov.vocab = static_cast<std::uint32_t>(scenario.shape.vocab);
+    markov.successors = scenario.data.successors;
+    markov.skew = scenario.data.skew;
+    markov.seed = scenario.data.chain_seed;
+    data = BatchSource::markov(markov, shape);
+  } else {
+    data = BatchSource::token_file(scenario.data.path, static_cast<std::uint32_t>(scenario.shape.vocab), shape);
+  }
+  if (!data.is_ok()) return in_scenario(data.status());
+  session->data_.emplace(std::move(data).value());
+
+  model::GptConfig model_config;
+  model_config.shape = scenario.shape;
+  model_config.batch = scenario.batch;
+  model_config.seq = scenario.seq;
+  model_config.activation_checkpointing = scenario.activation_checkpointing;
+  model_config.tiling = scenario.tiling;
+  Result<std::unique_ptr<model::Gpt>> model = model::Gpt::create(model_config, *session->device_);
+  if (!model.is_ok()) return as_budget_error(model.status(), scenario);
+  session->model_ = std::move(model).value();
+
+  zero::ReplicatedStatesOptions state_options;
+  state_options.precision = scenario.precision;
+  state_options.seed = scenario.seed;
+  Result<std::unique_ptr<zero::ReplicatedStates>> states =
+      zero::ReplicatedStates::create(session->model_->params(), *session->device_, state_options);
+  if (!states.is_ok()) return as_budget_error(states.status(), scenario);
+  session->states_ = std::move(states).value();
+
+  optim::AdamConfig adam;
+  adam.beta1 = scenario.optimizer.beta1;
+  adam.beta2 = scenario.optimizer.beta2;
+  adam.eps = scenario.optimizer.eps;
+  adam.weight_decay = scenario.optimizer.weight_decay;
+  adam.decoupled = scenario.optimizer.type == spec::OptimizerType::kAdamW;
+  adam.grad_clip = scenario.optimizer.grad_clip;
+  Result<optim::AdamOptimizer> optimizer = optim::AdamOptimizer::create(adam);
+  if (!optimizer.is_ok()) return Status(optimizer.status().code(), "scenario." + optimizer.status().message());
+  session->optimizer_ = std::make_unique<optim::AdamOptimizer>(std::move(optimizer).value());
+
+  optim::LrScheduleConfig schedule;
+  schedule.kind = schedule_kind(scenario.optimizer.schedule.kind);
+  schedule.lr = scenario.optimizer.lr;
+  schedule.warmup_steps = scenario.optimizer.schedule.warmup_steps;
+  schedule.total_steps = scenario.steps;
+  schedule.min_lr_ratio = scenario.optimizer.schedule.min_lr_ratio;
+  Result<optim::LrSchedule> lr = optim::LrSchedule::create(schedule);
+  if (!lr.is_ok()) return Status(lr.status().code(), "scenario." + lr.status().message());
+  session->schedule_ = std::make_unique<optim::LrSchedule>(std::move(lr).value());
+
+  optim::LossScalerConfig scaling;
+  scaling.kind = scenario.precision == DType::kF16 ? optim::LossScaling::kDynamic : optim::LossScaling::kNone;
+  scaling.initial_scale = scenario.loss_scale.initial;
+  scaling.growth_interval = scenario.loss_scale.growth_interval;
+  Result<optim::LossScaler> scaler = optim::LossScaler::create(scaling);
+  if (!scaler.is_ok()) return Status(scaler.status().code(), "scenario." + scaler.status().message());
+  session->scaler_ = std::make_unique<optim::LossScaler>(std::move(scaler).value());
+
+  TrainerOptions options;
+  options.steps = scenario.steps;
+  options.stop_after = stop_after;
+  options.eval_every = scenario.eval.every;
+  options.eval_batches = scenario.eval.every > 0 ? scenario.eval.batches : 0;
+  if (!scenario.checkpoint.dir.empty()) {
+    options.checkpoint_dir = scenario.checkpoint.dir;
+    options.checkpoint_every = scenario.checkpoint.every;
+    options.checkpoint_keep_last = static_cast<int>(scenario.checkpoint.keep_last);
+    options.resume = scenario.checkpoint.resume && resume;
+  }
+  options.fingerprint = spec::fingerprint(scenario);
+  session->trainer_ = std::make_unique<Trainer>(*session->model_, *session->states_, *session->optimizer_,
+                                                *session->schedule_, *session->scaler_, *session->data_, options);
+  return session;
+}
+
+}  // namespace zinf::train

@@ -1,0 +1,56 @@
+// TrainSession: everything one training run is made of, built from a validated scenario — the
+// budgeted compute device, the batch source, the GPT model, its ZeRO-0 states, the optimizer with its
+// schedule and loss scaler, and the Trainer that drives them. `zinf train` and `zinf bench train`
+// build the same session, so a benchmark times exactly what training runs.
+// Building sets the process-wide compute thread count (kernels/threads.h) to scenario.threads.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "libengine/core/status.h"
+#include "libengine/device/device.h"
+#include "libengine/model/gpt.h"
+#include "libengine/optim/adam_optimizer.h"
+#include "libengine/optim/loss_scaler.h"
+#include "libengine/optim/lr_schedule.h"
+#include "libengine/spec/scenario.h"
+#include "libengine/train/batch_source.h"
+#include "libengine/train/trainer.h"
+#include "libengine/zero/replicated_states.h"
+
+namespace zinf::train {
+
+class TrainSession {
+ public:
+  // Fails with InvalidArgument naming the scenario field: "scenario.device" for a backend this
+  // build lacks, "scenario.data.*" for data that cannot be opened, and "scenario.device_memory" when
+  // the model or its states do not fit the budget (the OutOfMemory message says what did not fit).
+  // `resume`: whether the trainer may continue from a checkpoint in scenario.checkpoint.dir.
+  // `stop_after`: end this invocation after that step (TrainerOptions::stop_after); 0: run to the end.
+  static Result<std::unique_ptr<TrainSession>> create(const spec::Scenario& scenario, bool resume,
+                                                      std::int64_t stop_after = 0);
+
+  const spec::Scenario& scenario() const { return scenario_; }
+  device::Device& device() { return *device_; }
+  const BatchSource& data() const { return *data_; }
+  model::Gpt& model() { return *model_; }
+  zero::ReplicatedStates& states() { return *states_; }
+  Trainer& trainer() { return *trainer_; }
+
+ private:
+  explicit TrainSession(const spec::Scenario& scenario) : scenario_(scenario) {}
+  spec::Scenario scenario_;
+  // Declaration order is destruction order reversed: everything that holds device memory dies
+  // before the device.
+  std::unique_ptr<device::Device> device_;
+  std::optional<BatchSource> data_;
+  std::unique_ptr<model::Gpt> model_;
+  std::unique_ptr<zero::ReplicatedStates> states_;
+  std::unique_ptr<optim::AdamOptimizer> optimizer_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<optim::LossScaler> scaler_;
+  std::unique_ptr<Trainer> trainer_;
+};
+
+}  // namespace zinf::train

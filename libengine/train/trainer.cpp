@@ -1,0 +1,166 @@
+#include "libengine/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <span>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "libengine/train/checkpoint.h"
+
+namespace zinf::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool due(std::int64_t completed_steps, std::int64_t every, std::int64_t total_steps) {
+  return every > 0 && (completed_steps % every == 0 || completed_steps == total_steps);
+}
+
+}  // namespace
+
+Trainer::Trainer(model::Gpt& model, zero::ReplicatedStates& states, optim::AdamOptimizer& optimizer,
+                 const optim::LrSchedule& schedule, optim::LossScaler& scaler, const BatchSource& data,
+                 TrainerOptions options)
+    : model_(model),
+      states_(states),
+      optimizer_(optimizer),
+      schedule_(schedule),
+      scaler_(scaler),
+      data_(data),
+      options_(std::move(options)) {
+  const BatchShape& shape = data_.shape();
+  rows_.resize(shape.batch * (shape.seq + 1));
+  tokens_.resize(shape.batch * shape.seq);
+  targets_.resize(shape.batch * shape.seq);
+}
+
+// Rows [B, T+1] → inputs [B, T] (row[:T]) and targets [B, T] (row[1:]).
+void Trainer::split_rows(const std::vector<std::int32_t>& rows) {
+  const BatchShape& shape = data_.shape();
+  for (std::uint64_t b = 0; b < shape.batch; ++b) {
+    const std::int32_t* row = rows.data() + b * (shape.seq + 1);
+    std::copy(row, row + shape.seq, tokens_.begin() + static_cast<std::ptrdiff_t>(b * shape.seq));
+    std::copy(row + 1, row + 1 + shape.seq, targets_.begin() + static_cast<std::ptrdiff_t>(b * shape.seq));
+  }
+}
+
+Result<double> Trainer::evaluate(std::int64_t batches) {
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < batches; ++i) {
+    data_.eval_batch(static_cast<std::uint64_t>(i), rows_.data());
+    split_rows(rows_);
+    ZINF_ASSIGN_OR_RETURN(double loss, model_.forward(tokens_, targets_, states_));
+    sum += loss;
+  }
+  return batches > 0 ? sum / static_cast<double>(batches) : 0.0;
+}
+
+Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
+  ZINF_ASSIGN_OR_RETURN(std::optional<std::filesystem::path> latest, latest_checkpoint(options_.checkpoint_dir));
+  if (!latest) return Status::ok();
+  std::vector<NamedArray> arrays = states_.checkpoint_arrays();
+  ZINF_ASSIGN_OR_RETURN(CheckpointMeta meta, load_checkpoint(*latest, arrays));
+  if (meta.fingerprint != options_.fingerprint) {
+    return Status::invalid_argument(fmt::format(
+        "checkpoint {} was written by a different run configuration (fingerprint {} vs this scenario's {}); "
+        "move it away or set checkpoint.resume to false",
+        latest->string(), meta.fingerprint, options_.fingerprint));
+  }
+  optim::LossScalerState scaler_state;
+  std::int64_t optimizer_steps = 0;
+  try {
+    optimizer_steps = meta.extra.at("optimizer_step").get<std::int64_t>();
+    scaler_state.scale = meta.extra.at("loss_scale").get<double>();
+    scaler_state.clean_steps = meta.extra.at("loss_scale_clean_steps").get<std::int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
+  }
+  ZINF_RETURN_IF_ERROR(optimizer_.set_step_count(optimizer_steps));
+  ZINF_RETURN_IF_ERROR(scaler_.set_state(scaler_state));
+  states_.refresh_working_copy();
+  first_step = meta.step;
+  outcome.resumed_from = *latest;
+  return Status::ok();
+}
+
+Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcome& outcome) {
+  const Clock::time_point start = Clock::now();
+  CheckpointMeta meta;
+  meta.step = next_step;
+  meta.fingerprint = options_.fingerprint;
+  const optim::LossScalerState scaler_state = scaler_.state();
+  meta.extra = {{"optimizer_step", optimizer_.step_count()},
+                {"loss_scale", scaler_state.scale},
+                {"loss_scale_clean_steps", scaler_state.clean_steps}};
+  std::vector<NamedArray> arrays = states_.checkpoint_arrays();
+  ZINF_RETURN_IF_ERROR(save_checkpoint(options_.checkpoint_dir, meta, arrays, options_.checkpoint_keep_last));
+  const std::filesystem::path path = checkpoint_path(options_.checkpoint_dir, next_step);
+  outcome.last_checkpoint = path;
+  observer.on_checkpoint(next_step, path, seconds_since(start));
+  return Status::ok();
+}
+
+Result<TrainOutcome> Trainer::run(StepObserver& observer) {
+  TrainOutcome outcome;
+  std::int64_t first_step = 0;
+  if (options_.resume && !options_.checkpoint_dir.empty()) ZINF_RETURN_IF_ERROR(load_latest(outcome, first_step));
+  outcome.first_step = first_step;
+  observer.on_start(first_step, options_.steps);
+
+  const BatchShape& shape = data_.shape();
+  const std::int64_t end =
+      options_.stop_after > 0 ? std::min(options_.stop_after, options_.steps) : options_.steps;
+  for (std::int64_t step = first_step; step < end; ++step) {
+    StepMetrics metrics;
+    metrics.step = step;
+    metrics.tokens = static_cast<std::int64_t>(shape.batch * shape.seq);
+    const Clock::time_point step_start = Clock::now();
+
+    data_.train_batch(static_cast<std::uint64_t>(step), rows_.data());
+    split_rows(rows_);
+    metrics.data_seconds = seconds_since(step_start);
+
+    const Clock::time_point fb_start = Clock::now();
+    states_.zero_grads();
+    metrics.loss_scale = scaler_.scale();
+    ZINF_ASSIGN_OR_RETURN(metrics.loss,
+                          model_.forward_backward(tokens_, targets_, states_, states_, static_cast<float>(metrics.loss_scale)));
+    metrics.forward_backward_seconds = seconds_since(fb_start);
+    if (!std::isfinite(metrics.loss) && !scaler_.dynamic()) {
+      return Status::infeasible(fmt::format(
+          "loss became non-finite ({}) at step {}; lower optimizer.lr, set optimizer.grad_clip, or use fp32", metrics.loss,
+          step));
+    }
+
+    const Clock::time_point opt_start = Clock::now();
+    metrics.lr = schedule_.lr_at(step);
+    ZINF_ASSIGN_OR_RETURN(optim::StepReport report, optimizer_.step(states_, metrics.lr, scaler_));
+    metrics.optimizer_seconds = seconds_since(opt_start);
+    metrics.grad_norm = report.grad_norm;
+    metrics.clip_coef = report.clip_coef;
+    metrics.skipped = report.skipped;
+    metrics.step_seconds = seconds_since(step_start);
+    observer.on_step(metrics);
+    ++outcome.steps_run;
+
+    const std::int64_t completed = step + 1;
+    if (due(completed, options_.eval_every, end) && options_.eval_batches > 0) {
+      const Clock::time_point eval_start = Clock::now();
+      ZINF_ASSIGN_OR_RETURN(double eval_loss, evaluate(options_.eval_batches));
+      observer.on_eval({step, eval_loss, options_.eval_batches, seconds_since(eval_start)});
+    }
+    if (!options_.checkpoint_dir.empty() && due(completed, options_.checkpoint_every, end)) {
+      ZINF_RETURN_IF_ERROR(save(completed, observer, outcome));
+    }
+  }
+  return outcome;
+}
+
+}  // namespace zinf::train

@@ -1,0 +1,82 @@
+// Trainer: the training loop — batch s → forward+backward → optimizer step with the scheduled
+// learning rate (and fp16 loss scaling) — plus periodic evaluation on held-out batches and atomic
+// checkpoints, resuming from the latest one when asked. It owns nothing: the model, its states,
+// the optimizer and the data are built by the caller (the CLI from a scenario), so a library user
+// can drive the same loop with their own pieces. Metrics leave through a StepObserver.
+//
+// Determinism: step s always trains on batch s, every kernel is deterministic for a thread count,
+// and a checkpoint holds every fp32 state (master params, m, v) plus the optimizer step and the
+// loss scaler — so a resumed run reproduces the uninterrupted run's losses bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "libengine/core/status.h"
+#include "libengine/model/gpt.h"
+#include "libengine/optim/adam_optimizer.h"
+#include "libengine/optim/loss_scaler.h"
+#include "libengine/optim/lr_schedule.h"
+#include "libengine/train/batch_source.h"
+#include "libengine/train/step_metrics.h"
+#include "libengine/zero/replicated_states.h"
+
+namespace zinf::train {
+
+struct TrainerOptions {
+  std::int64_t steps = 0;               // total steps of the run (a resumed run continues to this)
+  std::int64_t stop_after = 0;          // end this invocation after this step (checkpointing there), leaving
+                                        // the run — its length and LR schedule — as `steps` says; 0: run to the end
+  std::int64_t eval_every = 0;          // evaluate after every N-th step (and after the last); 0: never
+  std::int64_t eval_batches = 0;
+  std::int64_t checkpoint_every = 0;    // save after every N-th step (and after the last); 0: never
+  std::filesystem::path checkpoint_dir;
+  int checkpoint_keep_last = 2;
+  bool resume = false;                  // continue from the latest checkpoint in checkpoint_dir, if any
+  std::string fingerprint;              // what a checkpoint must match to be resumed (spec::fingerprint)
+};
+
+struct TrainOutcome {
+  std::int64_t first_step = 0;                        // 0, or the step a checkpoint resumed at
+  std::int64_t steps_run = 0;
+  std::optional<std::filesystem::path> resumed_from;  // the checkpoint loaded
+  std::optional<std::filesystem::path> last_checkpoint;
+};
+
+class Trainer {
+ public:
+  // Every reference must outlive the Trainer.
+  Trainer(model::Gpt& model, zero::ReplicatedStates& states, optim::AdamOptimizer& optimizer,
+          const optim::LrSchedule& schedule, optim::LossScaler& scaler, const BatchSource& data,
+          TrainerOptions options);
+
+  // Runs steps [first, options.steps) (or up to stop_after). Fails on a model or optimizer error, a non-finite loss
+  // (outside fp16 loss scaling, where a step with inf/NaN gradients is skipped instead), a checkpoint
+  // that cannot be written, or one that does not match this run (fingerprint, array names/sizes).
+  // On failure the states hold whatever the failed step left; checkpoints already written stay intact.
+  Result<TrainOutcome> run(StepObserver& observer);
+
+  // Mean loss over `batches` held-out batches with the current parameters.
+  Result<double> evaluate(std::int64_t batches);
+
+ private:
+  Status load_latest(TrainOutcome& outcome, std::int64_t& first_step);
+  Status save(std::int64_t next_step, StepObserver& observer, TrainOutcome& outcome);
+  void split_rows(const std::vector<std::int32_t>& rows);
+
+  model::Gpt& model_;
+  zero::ReplicatedStates& states_;
+  optim::AdamOptimizer& optimizer_;
+  const optim::LrSchedule& schedule_;
+  optim::LossScaler& scaler_;
+  const BatchSource& data_;
+  TrainerOptions options_;
+  std::vector<std::int32_t> rows_;     // [B, T+1]
+  std::vector<std::int32_t> tokens_;   // [B, T]
+  std::vector<std::int32_t> targets_;  // [B, T]
+};
+
+}  // namespace zinf::train
