@@ -1,8 +1,10 @@
 // Causal multi-head self-attention (GPT-2's attention core, after the fused QKV projection and
 // before the output projection), forward and backward, on raw fp32 arrays. CPU variants only.
-// Memory-efficient: no [T,T] score or probability matrix is ever stored; the forward pass keeps an
-// online softmax per query row (flash-attention style) and saves only its log-sum-exp, and the
-// backward pass recomputes the probabilities from q, k and that statistic.
+// Memory-efficient and blocked like flash attention: per (batch, head) the sequence is cut into
+// blocks of 64 query rows and 64 keys; the forward pass keeps an online softmax per query row over
+// the key blocks and saves only its log-sum-exp, and the backward pass recomputes the probabilities
+// of each (query block, key block) tile from q, k and that statistic. No [T,T] matrix is ever
+// stored: scratch is O(T * hs) per thread. Blocks wholly above the diagonal are skipped.
 //
 // Dimension legend: B batch, T sequence, C channels, NH heads, hs = C / NH head size.
 //
@@ -12,8 +14,8 @@
 //   s[t, t'] = scale * dot(q[t], k[t'])            for t' <= t (causal: later keys are masked out)
 //   lse[t]   = log(sum_{t' <= t} exp(s[t, t']))
 //   out[t]   = sum_{t' <= t} exp(s[t, t'] - lse[t]) * v[t']
-// computed in one sweep over t' with a running maximum and sum (the sum rescaled whenever the
-// maximum grows), so every exp() stays in [0, 1].
+// computed in one sweep over the key blocks with a running maximum and sum per row (the sum and the
+// partial output rescaled whenever the maximum grows), so no exp() overflows.
 // Backward, with P[t, t'] = exp(s[t, t'] - lse[t]) recomputed and D[t] = dot(dout[t], out[t]):
 //   dS[t, t'] = P[t, t'] * (dot(dout[t], v[t']) - D[t])
 //   dq[t]  += scale * sum_{t'} dS[t, t'] * k[t']
@@ -21,10 +23,17 @@
 //   dv[t'] += sum_{t} P[t, t'] * dout[t]
 // dqkv is accumulated (+=): callers zero it first when they want plain values.
 //
-// Threads: the B*NH (batch, head) pairs are split into one contiguous range per OpenMP thread
-// (`num_threads`; 0 means omp_get_max_threads()). Each pair writes only its own head's columns of
-// out/dqkv and its own lse row, and sums in a fixed order, so every result is the same for any
-// thread count and any variant. Small problems run on the calling thread.
+// Threads (`num_threads`; 0 means omp_get_max_threads()): the forward pass splits (pair, query
+// block) items into contiguous runs of equal estimated cost, one per OpenMP thread; the backward
+// pass gives each thread whole (batch, head) pairs, or, when there are too few pairs to keep the
+// threads busy, (pair, key block) items for dk/dv and (pair, query block) items for dq. Small
+// problems run on the calling thread. No two threads write the same element.
+// Determinism: every output element is computed by the same fp32 operations in the same order
+// whatever the thread count and whichever variant (scalar, AVX2, AVX-512) runs: sums over keys or
+// queries are chains of fused multiply-adds in increasing index order (the scalar variant uses
+// std::fma), elementwise sums use 16 fixed lanes, and the block and micro-tile row sizes do not
+// depend on the ISA. So results are bit-identical run to run, for any thread count and on every
+// ISA (an input containing NaN or inf gives non-finite results whose bits are not pinned down).
 //
 // Preconditions (not checked): B*T*3C elements behind qkv/dqkv, B*T*C behind out/dout, B*NH*T
 // behind lse; outputs overlap no input; T >= 1, NH >= 1, C a positive multiple of NH.
@@ -48,6 +57,7 @@ void attention_backward(float* dqkv /*[B,T,3C]*/, const float* dout /*[B,T,C]*/,
 
 // One instruction-set variant on purpose, for tests and benchmarks; the functions above call these
 // with best_isa(). Precondition: isa_supported(isa). Every variant gives the same bits.
+// Thread-safe: concurrent calls share nothing but read-only inputs (each thread's scratch is its own).
 void attention_forward(Isa isa, float* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const float* qkv /*[B,T,3C]*/,
                        std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
                        int num_threads);

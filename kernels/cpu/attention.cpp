@@ -1,13 +1,30 @@
-// CPU causal multi-head self-attention, forward and backward (attention.h has the formulas). One
-// plain C++ body per pass, compiled as is (scalar) and inlined into AVX2 and AVX-512 functions so
-// the compiler vectorises the head-sized loops (dot products and multiply-adds over hs; exp() stays
-// a library call). Dot products go into kLanes fixed fp32 lanes (element d into lane d % kLanes,
-// lanes added in order), so they vectorise without reassociation; the file is built with
-// -ffp-contract=off, so no variant fuses a multiply-add the others do not, and all agree bit for bit.
+// CPU causal multi-head self-attention, forward and backward (attention.h has the formulas and the
+// contract), blocked like flash attention. Per (batch, head) pair the sequence is cut into blocks
+// of kBlockRows query rows and kBlockCols keys; a (query block, key block) tile's scores S = Q Kᵀ,
+// probabilities and P V (forward), or S, P, dP = dO Vᵀ, dS and the three gradient products
+// (backward) are computed in per-thread scratch that stays in L1/L2, with one register-tiled SIMD
+// micro-kernel (kernels/cpu/attention_tiles.h) and a vector exp with simd::exp_approx_flushed's
+// bits in every lane. Scratch lives in a per-thread arena reused across calls. Tiles wholly
+// above the diagonal are skipped, and so are the masked corners of diagonal tiles at the
+// micro-kernel's granularity. Per-thread scratch is O(T * hs), never a T x T matrix: the pair's
+// keys (and, backward, values) transposed per key block, once per pair; dQ of the pair (backward);
+// q, k, v and dout rows are read in place when hs is a multiple of 16 and copied (padded) otherwise.
+//
+// Threading: the forward pass's work items are (pair, query block), cut into contiguous runs of
+// equal estimated cost (a query block costs as many tiles as it sees key blocks), one per thread.
+// The backward pass runs whole pairs per thread when there are enough pairs to keep every thread
+// busy; otherwise it splits each pair into independent items, (pair, key block) for dK and dV and
+// (pair, query block) for dQ, at the price of computing P and dS twice. Both ways add the same
+// products in the same order, so the bits do not depend on the thread count; and each variant runs
+// the same chains of fused multiply-adds (the scalar one through std::fma), the same elementwise
+// fp32 code (the file is built with -ffp-contract=off) and the same fixed-lane sums, so they do not
+// depend on the instruction set either.
 #include "kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
@@ -16,9 +33,24 @@
 namespace zinf::kernels::cpu {
 namespace {
 
-constexpr std::size_t kLanes = 8;
+// Block sizes: a 64 x 64 fp32 tile is 16 KiB, so a tile of scores, the key block it multiplies and
+// the queries' rows fit in L1 together. Fixed (not per ISA): they decide the online softmax's
+// rescaling steps, hence the bits.
+constexpr std::size_t kBlockRows = 64;
+constexpr std::size_t kBlockCols = 64;
+// Rows per micro-kernel call, the same for every ISA because the masked k ranges depend on it.
+constexpr std::size_t kTileRows = 6;
+// Fixed lanes of the elementwise sums and maxima: element c goes to lane c % kLanes.
+constexpr std::size_t kLanes = 16;
+static_assert(kBlockCols % kLanes == 0 && kLanes == 16, "key blocks are whole chunks of 16-float vectors");
+// 0, 1, ..., kLanes - 1: the column index of each lane of a chunk, for the causal mask.
+alignas(64) constexpr float kLaneIndex[kLanes] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 // Below this much work (about B * T * T * C / 2 multiply-adds) a pass runs on the calling thread.
 constexpr std::size_t kMinParallelWork = std::size_t{1} << 15;
+// The backward pass's split items redo S, P, dP and dS: 8 instead of 5 products per tile.
+constexpr double kSplitBackwardCost = 8.0 / 5.0;
+
+std::size_t round_up(std::size_t n, std::size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 struct Shape {
   std::size_t batch;
@@ -26,6 +58,9 @@ struct Shape {
   std::size_t channels;
   std::size_t heads;
   std::size_t head_size;
+  std::size_t head_padded;   // head_size rounded up to 16 floats: packed rows are whole vectors
+  std::size_t query_blocks;  // ceil(T / kBlockRows)
+  std::size_t key_blocks;    // ceil(T / kBlockCols)
   float scale;
 };
 
@@ -45,138 +80,269 @@ struct BackwardArgs {
   Shape shape;
 };
 
-[[gnu::always_inline]] inline float dot(const float* a, const float* b, std::size_t n) {
-  float lanes[kLanes] = {};
-  const std::size_t body = n / kLanes * kLanes;
-  for (std::size_t d = 0; d < body; d += kLanes) {
-    for (std::size_t l = 0; l < kLanes; ++l) lanes[l] += a[d + l] * b[d + l];
+// A run of floats inside a thread's arena (see thread_arena below).
+struct Buffer {
+  float* ptr = nullptr;
+  std::size_t size = 0;
+  float* data() const { return ptr; }
+  float* begin() const { return ptr; }
+  float* end() const { return ptr + size; }
+  float& operator[](std::size_t i) const { return ptr[i]; }
+};
+
+// T rows of one head's hs values, `stride` floats apart: either the caller's array, read in place
+// when a row is a whole number of vectors (hs a multiple of 16), or a padded copy in scratch.
+struct Rows {
+  const float* data = nullptr;
+  std::size_t stride = 0;
+  const float* row(std::size_t t) const { return data + t * stride; }
+};
+
+// The calling thread's scratch memory, reused from call to call (OpenMP keeps its worker threads),
+// so a pass neither maps fresh pages nor takes page faults on them. Holds the largest scratch the
+// thread has needed so far, O(T * hs) floats.
+std::vector<float>& thread_arena() {
+  thread_local std::vector<float> arena;
+  return arena;
+}
+
+// Hands out zeroed Buffers from the thread's arena; the arena is sized and zeroed once up front.
+class Carver {
+ public:
+  explicit Carver(std::size_t total) : arena_(thread_arena()) { arena_.assign(total, 0.0f); }
+  Buffer take(std::size_t n) {
+    Buffer buffer{arena_.data() + used_, n};
+    used_ += n;
+    return buffer;
   }
-  for (std::size_t d = body; d < n; ++d) lanes[d % kLanes] += a[d] * b[d];
+
+ private:
+  std::vector<float>& arena_;
+  std::size_t used_ = 0;
+};
+
+// One thread's forward scratch. packed_pair names the pair whose keys (and values) are packed.
+struct ForwardScratch {
+  static std::size_t floats(const Shape& s) {
+    return s.key_blocks * s.head_size * kBlockCols + (s.head_size == s.head_padded ? 0 : s.seq_len * s.head_padded) +
+           kBlockRows * s.head_padded + kBlockRows * kBlockCols + kBlockRows * s.head_padded + 2 * kBlockRows;
+  }
+  explicit ForwardScratch(const Shape& s) : carver(floats(s)) {
+    keys_t = carver.take(s.key_blocks * s.head_size * kBlockCols);
+    values = carver.take(s.head_size == s.head_padded ? 0 : s.seq_len * s.head_padded);
+    queries = carver.take(kBlockRows * s.head_padded);
+    scores = carver.take(kBlockRows * kBlockCols);
+    acc = carver.take(kBlockRows * s.head_padded);
+    row_max = carver.take(kBlockRows);
+    row_sum = carver.take(kBlockRows);
+  }
+  Carver carver;
+  Buffer keys_t;    // per key block j: [hs, kBlockCols], k transposed
+  Buffer values;    // [T, hsp] when hs is not a multiple of 16, else empty
+  Buffer queries;   // [kBlockRows, hsp]: the query block
+  Buffer scores;    // [kBlockRows, kBlockCols]: S, then P in place
+  Buffer acc;       // [kBlockRows, hsp]: unnormalised output rows
+  Buffer row_max;   // [kBlockRows]: running max of the scaled scores
+  Buffer row_sum;   // [kBlockRows]: running sum of exp(score - max)
+  Rows value_rows;  // the pair's v rows: in qkv or in `values`
+  std::size_t packed_pair = std::numeric_limits<std::size_t>::max();
+};
+
+// One thread's backward scratch, for the pair named by packed_pair.
+struct BackwardScratch {
+  static std::size_t floats(const Shape& s) {
+    const std::size_t rows = s.seq_len * s.head_padded;
+    return 2 * s.key_blocks * s.head_size * kBlockCols + (s.head_size == s.head_padded ? 0 : 3 * rows) + rows +
+           s.seq_len + 2 * kBlockRows * kBlockCols + 2 * kBlockCols * s.head_padded;
+  }
+  explicit BackwardScratch(const Shape& s) : carver(floats(s)) {
+    const std::size_t rows = s.head_size == s.head_padded ? 0 : s.seq_len * s.head_padded;
+    keys_t = carver.take(s.key_blocks * s.head_size * kBlockCols);
+    values_t = carver.take(s.key_blocks * s.head_size * kBlockCols);
+    queries = carver.take(rows);
+    keys = carver.take(rows);
+    dout = carver.take(rows);
+    dq = carver.take(s.seq_len * s.head_padded);
+    delta = carver.take(s.seq_len);
+    probs = carver.take(kBlockRows * kBlockCols);
+    dscores = carver.take(kBlockRows * kBlockCols);
+    dk = carver.take(kBlockCols * s.head_padded);
+    dv = carver.take(kBlockCols * s.head_padded);
+  }
+  Carver carver;
+  Buffer keys_t;    // per key block j: [hs, kBlockCols], k transposed
+  Buffer values_t;  // per key block j: [hs, kBlockCols], v transposed
+  Buffer queries;   // [T, hsp] when hs is not a multiple of 16, else empty (and likewise keys, dout)
+  Buffer keys;      // [T, hsp]
+  Buffer dout;      // [T, hsp]
+  Buffer dq;        // [T, hsp]: dQ accumulated over key blocks
+  Buffer delta;     // [T]: D[t] = dot(dout[t], out[t])
+  Buffer probs;     // [kBlockRows, kBlockCols]: S, then P in place
+  Buffer dscores;   // [kBlockRows, kBlockCols]: dP, then dS in place
+  Buffer dk;        // [kBlockCols, hsp]: dK of one key block
+  Buffer dv;        // [kBlockCols, hsp]: dV of one key block
+  Rows query_rows;  // the pair's q, k and dout rows: in the caller's arrays or in the copies above
+  Rows key_rows;
+  Rows dout_rows;
+  std::size_t packed_pair = std::numeric_limits<std::size_t>::max();
+};
+
+// dot(a, b) over n elements in kLanes fixed lanes (element d in lane d % kLanes, lanes added in
+// order): vectorises without reassociating, so every variant gives the same bits.
+[[gnu::always_inline]] inline float lane_dot(const float* a, const float* b, std::size_t n) {
+  float lanes[kLanes] = {};
+  for (std::size_t d = 0; d < n; ++d) lanes[d % kLanes] += a[d] * b[d];
   float total = 0.0f;
   for (std::size_t l = 0; l < kLanes; ++l) total += lanes[l];
   return total;
 }
 
-// out and lse for the (batch, head) pairs [begin, end). acc is scratch of hs floats.
-[[gnu::always_inline]] inline void forward_pairs(const ForwardArgs& a, float* acc, std::size_t begin, std::size_t end) {
-  const Shape& s = a.shape;
-  const std::size_t hs = s.head_size;
-  const std::size_t row = 3 * s.channels;
-  for (std::size_t pair = begin; pair < end; ++pair) {
-    const std::size_t b = pair / s.heads;
-    const std::size_t h = pair % s.heads;
-    const float* base = a.qkv + b * s.seq_len * row + h * hs;
-    for (std::size_t t = 0; t < s.seq_len; ++t) {
-      const float* q = base + t * row;
-      // Online softmax: running maximum `max`, running sum `sum` of exp(score - max), and acc the
-      // matching exp-weighted sum of v rows; both rescaled when the maximum grows.
-      float max = 0.0f;
-      float sum = 0.0f;
-      for (std::size_t t2 = 0; t2 <= t; ++t2) {
-        const float* k = base + t2 * row + s.channels;
-        const float* v = base + t2 * row + 2 * s.channels;
-        const float score = dot(q, k, hs) * s.scale;
-        if (t2 == 0) {
-          max = score;
-          sum = 1.0f;
-          for (std::size_t d = 0; d < hs; ++d) acc[d] = v[d];
-        } else if (score > max) {
-          const float correction = std::exp(max - score);
-          max = score;
-          sum = sum * correction + 1.0f;
-          for (std::size_t d = 0; d < hs; ++d) acc[d] = acc[d] * correction + v[d];
-        } else {
-          const float p = std::exp(score - max);
-          sum += p;
-          for (std::size_t d = 0; d < hs; ++d) acc[d] += p * v[d];
-        }
-      }
-      const float inv_sum = 1.0f / sum;
-      float* o = a.out + (b * s.seq_len + t) * s.channels + h * hs;
-      for (std::size_t d = 0; d < hs; ++d) o[d] = acc[d] * inv_sum;
-      if (a.lse != nullptr) a.lse[pair * s.seq_len + t] = max + std::log(sum);
-    }
-  }
-}
+// ---- The three compilations of attention_tiles.h --------------------------------------------------
 
-// dqkv for the (batch, head) pairs [begin, end). scratch holds (2 * T + 1) * hs floats: dk and dv
-// of the pair's T key positions, and dq of one query position. Each is summed in fixed order and
-// added to dqkv once.
-[[gnu::always_inline]] inline void backward_pairs(const BackwardArgs& a, float* scratch, std::size_t begin,
-                                                  std::size_t end) {
-  const Shape& s = a.shape;
-  const std::size_t hs = s.head_size;
-  const std::size_t row = 3 * s.channels;
-  float* dk = scratch;
-  float* dv = scratch + s.seq_len * hs;
-  float* dq = scratch + 2 * s.seq_len * hs;
-  for (std::size_t pair = begin; pair < end; ++pair) {
-    const std::size_t b = pair / s.heads;
-    const std::size_t h = pair % s.heads;
-    const float* base = a.qkv + b * s.seq_len * row + h * hs;
-    float* dbase = a.dqkv + b * s.seq_len * row + h * hs;
-    std::fill(dk, dk + 2 * s.seq_len * hs, 0.0f);
-    for (std::size_t t = 0; t < s.seq_len; ++t) {
-      const float* q = base + t * row;
-      const float* o = a.out + (b * s.seq_len + t) * s.channels + h * hs;
-      const float* dy = a.dout + (b * s.seq_len + t) * s.channels + h * hs;
-      const float lse = a.lse[pair * s.seq_len + t];
-      const float delta = dot(dy, o, hs);
-      std::fill(dq, dq + hs, 0.0f);
-      for (std::size_t t2 = 0; t2 <= t; ++t2) {
-        const float* k = base + t2 * row + s.channels;
-        const float* v = base + t2 * row + 2 * s.channels;
-        const float p = std::exp(dot(q, k, hs) * s.scale - lse);
-        // The score's gradient, times the scale that maps it back to the q.k product.
-        const float dscore = p * (dot(dy, v, hs) - delta) * s.scale;
-        float* dk_row = dk + t2 * hs;
-        float* dv_row = dv + t2 * hs;
-        for (std::size_t d = 0; d < hs; ++d) {
-          dq[d] += dscore * k[d];
-          dk_row[d] += dscore * q[d];
-          dv_row[d] += p * dy[d];
-        }
-      }
-      float* dq_out = dbase + t * row;
-      for (std::size_t d = 0; d < hs; ++d) dq_out[d] += dq[d];
-    }
-    for (std::size_t t = 0; t < s.seq_len; ++t) {
-      float* dk_out = dbase + t * row + s.channels;
-      float* dv_out = dbase + t * row + 2 * s.channels;
-      for (std::size_t d = 0; d < hs; ++d) {
-        dk_out[d] += dk[t * hs + d];
-        dv_out[d] += dv[t * hs + d];
-      }
-    }
-  }
+namespace scalar {
+using Vec = float;
+constexpr std::size_t kWidth = 1;
+constexpr std::size_t kMaxVectors = 4;
+[[gnu::always_inline]] inline Vec zero() { return 0.0f; }
+[[gnu::always_inline]] inline Vec load(const float* p) { return *p; }
+[[gnu::always_inline]] inline void store(float* p, Vec v) { *p = v; }
+[[gnu::always_inline]] inline Vec broadcast(float x) { return x; }
+// Fused like the vector variants' FMA instructions, so all agree bit for bit.
+[[gnu::always_inline]] inline Vec fma(Vec a, Vec b, Vec c) { return std::fma(a, b, c); }
+[[gnu::always_inline]] inline Vec add(Vec a, Vec b) { return a + b; }
+[[gnu::always_inline]] inline Vec sub(Vec a, Vec b) { return a - b; }
+[[gnu::always_inline]] inline Vec mul(Vec a, Vec b) { return a * b; }
+// MAXPS's rule (the second operand unless the first is greater), so a max of -0 and +0 comes out
+// with the same sign as in the vector variants.
+[[gnu::always_inline]] inline Vec max(Vec a, Vec b) { return a > b ? a : b; }
+[[gnu::always_inline]] inline Vec select_lt(Vec a, Vec b, Vec if_less, Vec otherwise) {
+  return a < b ? if_less : otherwise;
 }
-
-void forward_scalar(const ForwardArgs& a, float* acc, std::size_t begin, std::size_t end) {
-  forward_pairs(a, acc, begin, end);
-}
-void backward_scalar(const BackwardArgs& a, float* scratch, std::size_t begin, std::size_t end) {
-  backward_pairs(a, scratch, begin, end);
-}
+[[gnu::always_inline]] inline Vec exp_flushed(Vec x) { return simd::exp_approx_flushed(x); }
+#include "kernels/cpu/attention_tiles.h"  // NOLINT(build/include): compiled once per ISA
+}  // namespace scalar
 
 #if ZINF_KERNELS_X86
-ZINF_TARGET_AVX2 void forward_avx2(const ForwardArgs& a, float* acc, std::size_t begin, std::size_t end) {
-  forward_pairs(a, acc, begin, end);
+// The target strings are those of ZINF_TARGET_AVX2 and ZINF_TARGET_AVX512 (simd.h).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+namespace avx2 {
+using Vec = __m256;
+constexpr std::size_t kWidth = 8;
+constexpr std::size_t kMaxVectors = 2;  // 6 x 2 accumulators + 2 loads + 1 broadcast of 16 registers
+[[gnu::always_inline]] inline Vec zero() { return _mm256_setzero_ps(); }
+[[gnu::always_inline]] inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+[[gnu::always_inline]] inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+[[gnu::always_inline]] inline Vec broadcast(float x) { return _mm256_set1_ps(x); }
+[[gnu::always_inline]] inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+[[gnu::always_inline]] inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+[[gnu::always_inline]] inline Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+[[gnu::always_inline]] inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+[[gnu::always_inline]] inline Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+[[gnu::always_inline]] inline Vec select_lt(Vec a, Vec b, Vec if_less, Vec otherwise) {
+  return _mm256_blendv_ps(otherwise, if_less, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
 }
-ZINF_TARGET_AVX2 void backward_avx2(const BackwardArgs& a, float* scratch, std::size_t begin, std::size_t end) {
-  backward_pairs(a, scratch, begin, end);
+// simd::exp_approx_flushed step for step (see there), so every lane has its bits. MINPS/MAXPS
+// return the second operand when the first does not win, which is std::min(x, hi) and
+// std::max(lo, .) with the operands in this order, NaN included.
+[[gnu::always_inline]] inline Vec exp_flushed(Vec x) {
+  const Vec clamped = _mm256_max_ps(_mm256_min_ps(_mm256_set1_ps(88.3762626647949f), x), _mm256_set1_ps(-87.0f));
+  const Vec round = _mm256_set1_ps(12582912.0f);
+  const Vec n = sub(add(mul(clamped, _mm256_set1_ps(1.44269504088896341f)), round), round);
+  Vec r = sub(clamped, mul(n, _mm256_set1_ps(0.693359375f)));
+  r = sub(r, mul(n, _mm256_set1_ps(-2.12194440e-4f)));
+  Vec p = _mm256_set1_ps(1.9875691500e-4f);
+  p = add(mul(p, r), _mm256_set1_ps(1.3981999507e-3f));
+  p = add(mul(p, r), _mm256_set1_ps(8.3334519073e-3f));
+  p = add(mul(p, r), _mm256_set1_ps(4.1665795894e-2f));
+  p = add(mul(p, r), _mm256_set1_ps(1.6666665459e-1f));
+  p = add(mul(p, r), _mm256_set1_ps(5.0000001201e-1f));
+  const Vec e = add(add(mul(p, mul(r, r)), r), _mm256_set1_ps(1.0f));
+  const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return select_lt(x, _mm256_set1_ps(-87.0f), zero(), mul(e, _mm256_castsi256_ps(exponent)));
 }
-ZINF_TARGET_AVX512 void forward_avx512(const ForwardArgs& a, float* acc, std::size_t begin, std::size_t end) {
-  forward_pairs(a, acc, begin, end);
+#include "kernels/cpu/attention_tiles.h"  // NOLINT(build/include): compiled once per ISA
+}  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))), apply_to = function)
+#else
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
+#endif
+namespace avx512 {
+using Vec = __m512;
+constexpr std::size_t kWidth = 16;
+constexpr std::size_t kMaxVectors = 4;  // 6 x 4 accumulators + 4 loads + 1 broadcast of 32 registers
+[[gnu::always_inline]] inline Vec zero() { return _mm512_setzero_ps(); }
+[[gnu::always_inline]] inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
+[[gnu::always_inline]] inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+[[gnu::always_inline]] inline Vec broadcast(float x) { return _mm512_set1_ps(x); }
+[[gnu::always_inline]] inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+[[gnu::always_inline]] inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+[[gnu::always_inline]] inline Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+[[gnu::always_inline]] inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+[[gnu::always_inline]] inline Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+[[gnu::always_inline]] inline Vec select_lt(Vec a, Vec b, Vec if_less, Vec otherwise) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), otherwise, if_less);
 }
-ZINF_TARGET_AVX512 void backward_avx512(const BackwardArgs& a, float* scratch, std::size_t begin, std::size_t end) {
-  backward_pairs(a, scratch, begin, end);
+// As avx2::exp_flushed.
+[[gnu::always_inline]] inline Vec exp_flushed(Vec x) {
+  const Vec clamped = _mm512_max_ps(_mm512_min_ps(_mm512_set1_ps(88.3762626647949f), x), _mm512_set1_ps(-87.0f));
+  const Vec round = _mm512_set1_ps(12582912.0f);
+  const Vec n = sub(add(mul(clamped, _mm512_set1_ps(1.44269504088896341f)), round), round);
+  Vec r = sub(clamped, mul(n, _mm512_set1_ps(0.693359375f)));
+  r = sub(r, mul(n, _mm512_set1_ps(-2.12194440e-4f)));
+  Vec p = _mm512_set1_ps(1.9875691500e-4f);
+  p = add(mul(p, r), _mm512_set1_ps(1.3981999507e-3f));
+  p = add(mul(p, r), _mm512_set1_ps(8.3334519073e-3f));
+  p = add(mul(p, r), _mm512_set1_ps(4.1665795894e-2f));
+  p = add(mul(p, r), _mm512_set1_ps(1.6666665459e-1f));
+  p = add(mul(p, r), _mm512_set1_ps(5.0000001201e-1f));
+  const Vec e = add(add(mul(p, mul(r, r)), r), _mm512_set1_ps(1.0f));
+  const __m512i exponent = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return select_lt(x, _mm512_set1_ps(-87.0f), zero(), mul(e, _mm512_castsi512_ps(exponent)));
 }
+#include "kernels/cpu/attention_tiles.h"  // NOLINT(build/include): compiled once per ISA
+}  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif  // ZINF_KERNELS_X86
+
+using ForwardFn = void (*)(const ForwardArgs&, ForwardScratch&, std::size_t, std::size_t);
+using BackwardFn = void (*)(const BackwardArgs&, BackwardScratch&, std::size_t, std::size_t);
+
+constexpr ForwardFn forward_scalar = scalar::forward_items;
+constexpr BackwardFn backward_pairs_scalar = scalar::backward_pairs;
+constexpr BackwardFn backward_items_scalar = scalar::backward_items;
+#if ZINF_KERNELS_X86
+constexpr ForwardFn forward_avx2 = avx2::forward_items;
+constexpr BackwardFn backward_pairs_avx2 = avx2::backward_pairs;
+constexpr BackwardFn backward_items_avx2 = avx2::backward_items;
+constexpr ForwardFn forward_avx512 = avx512::forward_items;
+constexpr BackwardFn backward_pairs_avx512 = avx512::backward_pairs;
+constexpr BackwardFn backward_items_avx512 = avx512::backward_items;
 #endif
 
 Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads) {
   const std::size_t head_size = channels / heads;
-  return {batch, seq_len,   channels,
-          heads, head_size, static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size)))};
+  return {batch,
+          seq_len,
+          channels,
+          heads,
+          head_size,
+          round_up(head_size, 16),
+          (seq_len + kBlockRows - 1) / kBlockRows,
+          (seq_len + kBlockCols - 1) / kBlockCols,
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size)))};
 }
 
 // The thread count for a pass over `shape`: one thread when the work is too small to split.
@@ -185,29 +351,95 @@ int pass_threads(const Shape& shape, int num_threads) {
   return work < kMinParallelWork ? 1 : parallel::resolve_threads(num_threads);
 }
 
+// Tiles a query block sees (forward, and the backward dQ items), and query blocks that see a key
+// block (the backward dK/dV items): the cost estimates of the work items.
+std::size_t tiles_of_query_block(std::size_t block) { return (block * kBlockRows + kBlockRows - 1) / kBlockCols + 1; }
+
+// Runs fn(begin, end) over items [0, prefix.size()) on `threads` threads, each thread taking one
+// contiguous run whose summed cost is about a 1/threads share; prefix[i] is the summed cost of
+// items 0..i. Returns when all runs are done.
+template <typename Fn>
+void run_balanced(const std::vector<double>& prefix, int threads, const Fn& fn) {
+  const std::size_t n = prefix.size();
+  if (threads <= 1 || n < 2) {
+    fn(std::size_t{0}, n);
+    return;
+  }
+  parallel::run_team(threads, [&](std::size_t team, std::size_t index) {
+    const double total = prefix.back();
+    // The first item whose running total exceeds the share before it.
+    const auto start_of = [&](std::size_t k) -> std::size_t {
+      if (k == 0) return 0;
+      if (k >= team) return n;
+      const double share = total * static_cast<double>(k) / static_cast<double>(team);
+      return static_cast<std::size_t>(std::upper_bound(prefix.begin(), prefix.end(), share) - prefix.begin());
+    };
+    const std::size_t begin = start_of(index);
+    const std::size_t end = start_of(index + 1);
+    if (begin < end) fn(begin, end);
+  });
+}
+
 }  // namespace
 
 void attention_forward(Isa isa, float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,
                        std::size_t channels, std::size_t heads, int num_threads) {
-  const auto fn = ZINF_KERNEL_VARIANT(isa, forward);
+  const ForwardFn fn = ZINF_KERNEL_VARIANT(isa, forward);
   const ForwardArgs args{out, lse, qkv, make_shape(batch, seq_len, channels, heads)};
-  parallel::for_each_range(batch * heads, 2, 1, pass_threads(args.shape, num_threads),
-                           [&](std::size_t begin, std::size_t end) {
-                             std::vector<float> acc(args.shape.head_size);
-                             fn(args, acc.data(), begin, end);
-                           });
+  const Shape& s = args.shape;
+  std::vector<double> prefix(batch * heads * s.query_blocks);
+  double total = 0.0;
+  for (std::size_t item = 0; item < prefix.size(); ++item) {
+    total += static_cast<double>(tiles_of_query_block(item % s.query_blocks));
+    prefix[item] = total;
+  }
+  run_balanced(prefix, pass_threads(s, num_threads), [&](std::size_t begin, std::size_t end) {
+    ForwardScratch scratch(s);
+    fn(args, scratch, begin, end);
+  });
 }
 
 void attention_backward(Isa isa, float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
                         int num_threads) {
-  const auto fn = ZINF_KERNEL_VARIANT(isa, backward);
   const BackwardArgs args{dqkv, dout, qkv, out, lse, make_shape(batch, seq_len, channels, heads)};
-  parallel::for_each_range(batch * heads, 2, 1, pass_threads(args.shape, num_threads),
-                           [&](std::size_t begin, std::size_t end) {
-                             std::vector<float> scratch((2 * args.shape.seq_len + 1) * args.shape.head_size);
-                             fn(args, scratch.data(), begin, end);
-                           });
+  const Shape& s = args.shape;
+  const int threads = pass_threads(s, num_threads);
+  const std::size_t pairs = batch * heads;
+  // Whole pairs take ceil(pairs / threads) rounds of one pair; split items about
+  // kSplitBackwardCost * pairs / threads. Whole pairs win ties (no duplicated work).
+  const double whole_rounds =
+      static_cast<double>((pairs + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads));
+  const double split_rounds = kSplitBackwardCost * static_cast<double>(pairs) / threads;
+  if (threads <= 1 || whole_rounds <= split_rounds) {
+    const BackwardFn fn = ZINF_KERNEL_VARIANT(isa, backward_pairs);
+    parallel::for_each_range(pairs, 2, 1, threads, [&](std::size_t begin, std::size_t end) {
+      BackwardScratch scratch(s);
+      fn(args, scratch, begin, end);
+    });
+    return;
+  }
+  const BackwardFn fn = ZINF_KERNEL_VARIANT(isa, backward_items);
+  std::vector<double> prefix;
+  prefix.reserve(pairs * (s.key_blocks + s.query_blocks));
+  double total = 0.0;
+  for (std::size_t pair = 0; pair < pairs; ++pair) {
+    for (std::size_t j = 0; j < s.key_blocks; ++j) {
+      // Query blocks from the one holding row j * kBlockCols to the end.
+      total += static_cast<double>(s.query_blocks - j * kBlockCols / kBlockRows);
+      prefix.push_back(total);
+    }
+  }
+  for (std::size_t pair = 0; pair < pairs; ++pair) {
+    for (std::size_t i = 0; i < s.query_blocks; ++i) {
+      total += static_cast<double>(tiles_of_query_block(i));
+      prefix.push_back(total);
+    }
+  }
+  run_balanced(prefix, threads, [&](std::size_t begin, std::size_t end) {
+    BackwardScratch scratch(s);
+    fn(args, scratch, begin, end);
+  });
 }
 
 void attention_forward(float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,

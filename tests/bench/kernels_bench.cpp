@@ -1,7 +1,8 @@
 // The CPU kernels of the GPT-2 block (kernels/*.h), forward and backward, at GPT-2-small-like sizes:
-// B=4, T=256, C=768, NH=12 (hs=64), V=50257 (cross-entropy also at V=8192). Every case reports the
-// bytes the kernel must move (SetBytesProcessed; the count is documented next to each case) and a
-// ratio against a bound measured in the same run (DESIGN.md §5-§6):
+// B=4, T=256, C=768, NH=12 (hs=64), V=50257 (cross-entropy also at V=8192; attention at shapes of
+// its own, see its section). Every case reports the bytes the kernel must move (SetBytesProcessed;
+// the count is documented next to each case) and a ratio against a bound measured in the same run
+// (DESIGN.md §5-§6):
 //   fraction_of_sgemm_peak  FLOP/s / cblas_sgemm FLOP/s on 2048x2048x2048   (matmul, attention)
 //   fraction_of_bandwidth   bytes/s / in-place triad bytes/s (a[i] += s*b[i]) (memory-bound kernels)
 // The two bounds are measured once, lazily (function-local statics), before the first case that
@@ -363,41 +364,78 @@ void BM_CrossEntropyBackward(benchmark::State& state) {
 BENCHMARK(BM_CrossEntropyBackward)->ArgName("V")->Arg(8192)->Arg(kV)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---- Causal attention on qkv [B, T, 3C] ----------------------------------------------------------
+//
+// Own shapes, given as arguments: GPT-2 small at its full context (B=4, T=1024, C=768, NH=12,
+// hs=64) and a wider, shorter one (B=8, T=256, C=1024, NH=16, hs=64).
+// FLOPs counted per (b, h): the causal mask leaves T*(T+1)/2 (query, key) pairs, and each costs
+//   forward   S = Q Kᵀ and O = P V: 2*hs + 2*hs = 4*hs
+//   backward  S = Q Kᵀ recomputed, dP = dO Vᵀ, dV = Pᵀ dO, dQ = dS K, dK = dSᵀ Q: 5 * 2*hs = 10*hs
+// (2.5x the forward). The exp per pair and the softmax bookkeeping are not counted.
 
-constexpr std::size_t kHs = kC / kNH;
-// QKᵀ and PV, each 2*T*T*hs per head, halved by the causal mask.
-constexpr double kAttentionForwardFlops = 4.0 * kB * kNH * static_cast<double>(kT) * kT * kHs / 2.0;
-// dV = Pᵀ dO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q plus recomputing S = QKᵀ: about 2.5x the forward.
-constexpr double kAttentionBackwardFlops = 2.5 * kAttentionForwardFlops;
+struct AttentionShape {
+  std::size_t batch;
+  std::size_t seq_len;
+  std::size_t channels;
+  std::size_t heads;
+};
+
+AttentionShape attention_shape(const benchmark::State& state) {
+  return {static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)),
+          static_cast<std::size_t>(state.range(2)), static_cast<std::size_t>(state.range(3))};
+}
+
+// Multiply-add FLOPs of one pass: `per_pair_per_hs` times hs for each unmasked (query, key) pair.
+double attention_flops(const AttentionShape& s, double per_pair_per_hs) {
+  const double pairs = static_cast<double>(s.seq_len) * static_cast<double>(s.seq_len + 1) / 2.0;
+  const double hs = static_cast<double>(s.channels / s.heads);
+  return per_pair_per_hs * hs * pairs * static_cast<double>(s.batch * s.heads);
+}
 
 void BM_AttentionForward(benchmark::State& state) {
   const double peak = sgemm_peak();
-  auto qkv = filled(kR * 3 * kC);
-  auto out = zeros(kR * kC);
-  auto lse = zeros(kB * kNH * kT);
+  const AttentionShape s = attention_shape(state);
+  const std::size_t rows = s.batch * s.seq_len;
+  auto qkv = filled(rows * 3 * s.channels);
+  auto out = zeros(rows * s.channels);
+  auto lse = zeros(s.batch * s.heads * s.seq_len);
   const double seconds = timed_loop(state, [&] {
-    cpu::attention_forward(out.get(), lse.get(), qkv.get(), kB, kT, kC, kNH);
+    cpu::attention_forward(out.get(), lse.get(), qkv.get(), s.batch, s.seq_len, s.channels, s.heads);
   });
   // Read qkv [R,3C]; write out [R,C] and lse [B,NH,T].
-  report_compute_bound(state, seconds, kAttentionForwardFlops, kF * (4.0 * kR * kC + kB * kNH * kT), peak);
+  const double bytes = kF * (4.0 * static_cast<double>(rows * s.channels) + static_cast<double>(s.batch * s.heads * s.seq_len));
+  report_compute_bound(state, seconds, attention_flops(s, 4.0), bytes, peak);
 }
-BENCHMARK(BM_AttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionForward)
+    ->ArgNames({"B", "T", "C", "NH"})
+    ->Args({4, 1024, 768, 12})
+    ->Args({8, 256, 1024, 16})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_AttentionBackward(benchmark::State& state) {
   const double peak = sgemm_peak();
-  auto qkv = filled(kR * 3 * kC);
-  auto out = zeros(kR * kC);
-  auto lse = zeros(kB * kNH * kT);
-  cpu::attention_forward(out.get(), lse.get(), qkv.get(), kB, kT, kC, kNH);
-  auto dout = filled(kR * kC);
-  auto dqkv = zeros(kR * 3 * kC);
+  const AttentionShape s = attention_shape(state);
+  const std::size_t rows = s.batch * s.seq_len;
+  auto qkv = filled(rows * 3 * s.channels);
+  auto out = zeros(rows * s.channels);
+  auto lse = zeros(s.batch * s.heads * s.seq_len);
+  cpu::attention_forward(out.get(), lse.get(), qkv.get(), s.batch, s.seq_len, s.channels, s.heads);
+  auto dout = filled(rows * s.channels);
+  auto dqkv = zeros(rows * 3 * s.channels);
   const double seconds = timed_loop(state, [&] {
-    cpu::attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), kB, kT, kC, kNH);
+    cpu::attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), s.batch, s.seq_len, s.channels,
+                            s.heads);
   });
   // Read dout, out [R,C], qkv [R,3C], lse [B,NH,T]; read+write dqkv [R,3C] (+=).
-  report_compute_bound(state, seconds, kAttentionBackwardFlops, kF * (11.0 * kR * kC + kB * kNH * kT), peak);
+  const double bytes = kF * (11.0 * static_cast<double>(rows * s.channels) + static_cast<double>(s.batch * s.heads * s.seq_len));
+  report_compute_bound(state, seconds, attention_flops(s, 10.0), bytes, peak);
 }
-BENCHMARK(BM_AttentionBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionBackward)
+    ->ArgNames({"B", "T", "C", "NH"})
+    ->Args({4, 1024, 768, 12})
+    ->Args({8, 256, 1024, 16})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // ---- Matmul: inp [R, C] -> out [R, OC]; OC = 3C (QKV projection) or 4C (MLP up-projection) -------
 
