@@ -18,6 +18,7 @@ packages=(
   catch2              # unit tests
   libbenchmark-dev    # micro-benchmarks
   libopenblas-dev     # CPU GEMM
+  libopenblas-openmp-dev  # its OpenMP build, which shares the kernels' thread pool (kernels/CMakeLists.txt)
   libopenmpi-dev      # MPI launch and CPU collectives (also pulls in mpirun)
   fio                 # NVMe baseline for benchmarks
   python3             # CLI end-to-end tests
