@@ -246,25 +246,12 @@ constexpr std::size_t kMaxVectors = 2;  // 6 x 2 accumulators + 2 loads + 1 broa
 [[gnu::always_inline]] inline Vec select_lt(Vec a, Vec b, Vec if_less, Vec otherwise) {
   return _mm256_blendv_ps(otherwise, if_less, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
 }
-// simd::exp_approx_flushed step for step (see there), so every lane has its bits. MINPS/MAXPS
-// return the second operand when the first does not win, which is std::min(x, hi) and
-// std::max(lo, .) with the operands in this order, NaN included.
-[[gnu::always_inline]] inline Vec exp_flushed(Vec x) {
-  const Vec clamped = _mm256_max_ps(_mm256_min_ps(_mm256_set1_ps(88.3762626647949f), x), _mm256_set1_ps(-87.0f));
-  const Vec round = _mm256_set1_ps(12582912.0f);
-  const Vec n = sub(add(mul(clamped, _mm256_set1_ps(1.44269504088896341f)), round), round);
-  Vec r = sub(clamped, mul(n, _mm256_set1_ps(0.693359375f)));
-  r = sub(r, mul(n, _mm256_set1_ps(-2.12194440e-4f)));
-  Vec p = _mm256_set1_ps(1.9875691500e-4f);
-  p = add(mul(p, r), _mm256_set1_ps(1.3981999507e-3f));
-  p = add(mul(p, r), _mm256_set1_ps(8.3334519073e-3f));
-  p = add(mul(p, r), _mm256_set1_ps(4.1665795894e-2f));
-  p = add(mul(p, r), _mm256_set1_ps(1.6666665459e-1f));
-  p = add(mul(p, r), _mm256_set1_ps(5.0000001201e-1f));
-  const Vec e = add(add(mul(p, mul(r, r)), r), _mm256_set1_ps(1.0f));
-  const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return select_lt(x, _mm256_set1_ps(-87.0f), zero(), mul(e, _mm256_castsi256_ps(exponent)));
+[[gnu::always_inline]] inline Vec min(Vec a, Vec b) { return _mm256_min_ps(a, b); }
+// 2^n for whole-numbered n in [-126, 127], from the exponent bits.
+[[gnu::always_inline]] inline Vec pow2(Vec n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
+#include "kernels/cpu/attention_vector_exp.h"  // NOLINT(build/include): compiled once per ISA
 #include "kernels/cpu/attention_tiles.h"  // NOLINT(build/include): compiled once per ISA
 }  // namespace avx2
 #if defined(__clang__)
@@ -291,23 +278,11 @@ constexpr std::size_t kMaxVectors = 4;  // 6 x 4 accumulators + 4 loads + 1 broa
 [[gnu::always_inline]] inline Vec select_lt(Vec a, Vec b, Vec if_less, Vec otherwise) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), otherwise, if_less);
 }
-// As avx2::exp_flushed.
-[[gnu::always_inline]] inline Vec exp_flushed(Vec x) {
-  const Vec clamped = _mm512_max_ps(_mm512_min_ps(_mm512_set1_ps(88.3762626647949f), x), _mm512_set1_ps(-87.0f));
-  const Vec round = _mm512_set1_ps(12582912.0f);
-  const Vec n = sub(add(mul(clamped, _mm512_set1_ps(1.44269504088896341f)), round), round);
-  Vec r = sub(clamped, mul(n, _mm512_set1_ps(0.693359375f)));
-  r = sub(r, mul(n, _mm512_set1_ps(-2.12194440e-4f)));
-  Vec p = _mm512_set1_ps(1.9875691500e-4f);
-  p = add(mul(p, r), _mm512_set1_ps(1.3981999507e-3f));
-  p = add(mul(p, r), _mm512_set1_ps(8.3334519073e-3f));
-  p = add(mul(p, r), _mm512_set1_ps(4.1665795894e-2f));
-  p = add(mul(p, r), _mm512_set1_ps(1.6666665459e-1f));
-  p = add(mul(p, r), _mm512_set1_ps(5.0000001201e-1f));
-  const Vec e = add(add(mul(p, mul(r, r)), r), _mm512_set1_ps(1.0f));
-  const __m512i exponent = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return select_lt(x, _mm512_set1_ps(-87.0f), zero(), mul(e, _mm512_castsi512_ps(exponent)));
+[[gnu::always_inline]] inline Vec min(Vec a, Vec b) { return _mm512_min_ps(a, b); }
+[[gnu::always_inline]] inline Vec pow2(Vec n) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
+#include "kernels/cpu/attention_vector_exp.h"  // NOLINT(build/include): compiled once per ISA
 #include "kernels/cpu/attention_tiles.h"  // NOLINT(build/include): compiled once per ISA
 }  // namespace avx512
 #if defined(__clang__)

@@ -16,8 +16,12 @@ Status as_budget_error(const Status& status, const spec::Scenario& scenario) {
   const std::string budget = scenario.device_memory_bytes
                                  ? format_bytes(static_cast<double>(*scenario.device_memory_bytes))
                                  : std::string("unbounded");
-  return Status::invalid_argument(
-      fmt::format("scenario.device_memory: {} is too small for this model: {}", budget, status.message()));
+  const char* hint = scenario.activation_checkpointing
+                         ? "raise device_memory or lower batch/seq"
+                         : "raise device_memory, lower batch/seq, or set activation_checkpointing (one block's "
+                           "activations instead of every block's)";
+  return Status::invalid_argument(fmt::format("scenario.device_memory: {} is too small for this model: {}; {}", budget,
+                                              status.message(), hint));
 }
 
 // Data-source errors name "data.<field>"; in a scenario that is "scenario.data.<field>".

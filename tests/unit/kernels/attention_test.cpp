@@ -147,6 +147,25 @@ std::size_t qkv_size(const Dims& d) { return d.batch * d.seq_len * 3 * d.channel
 std::size_t out_size(const Dims& d) { return d.batch * d.seq_len * d.channels; }
 std::size_t lse_size(const Dims& d) { return d.batch * d.heads * d.seq_len; }
 
+// One variant and thread count against the fp64 references: forward out and lse, and the dqkv the
+// backward adds to dqkv0 for upstream gradient `dout`.
+void check_variant(Isa isa, int threads, const Dims& dims, const std::vector<float>& qkv,
+                   const std::vector<float>& dout, const std::vector<float>& dqkv0, const Reference& ref,
+                   const std::vector<double>& dqkv_ref) {
+  std::vector<float> out(out_size(dims));
+  std::vector<float> lse(lse_size(dims));
+  cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels,
+                         dims.heads, threads);
+  CHECK(count_misses("out", out, ref.out, 1e-5, 1e-6 * scale_of(ref.out)) == 0);
+  CHECK(count_misses("lse", lse, ref.lse, 1e-5, 1e-6 * scale_of(ref.lse)) == 0);
+  std::vector<float> dqkv = dqkv0;
+  cpu::attention_backward(isa, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), dims.batch,
+                          dims.seq_len, dims.channels, dims.heads, threads);
+  std::vector<float> delta(dqkv.size());
+  for (std::size_t i = 0; i < dqkv.size(); ++i) delta[i] = dqkv[i] - dqkv0[i];
+  CHECK(count_misses("dqkv", delta, dqkv_ref, 1e-4, 1e-5 * scale_of(dqkv_ref)) == 0);
+}
+
 TEST_CASE("attention: forward matches fp64, backward matches finite differences", "[model][attention]") {
   // hs = 4, 4, 10 (tail only), 20 (one lane block plus a tail), 8 (exactly one block).
   const Dims dims =
@@ -177,18 +196,7 @@ TEST_CASE("attention: forward matches fp64, backward matches finite differences"
     for (int threads : {1, 3}) {
       DYNAMIC_SECTION("B=" << dims.batch << " T=" << dims.seq_len << " C=" << dims.channels << " NH=" << dims.heads
                            << ", " << cpu::isa_name(isa) << ", " << threads << " threads") {
-        std::vector<float> out(out_size(dims));
-        std::vector<float> lse(lse_size(dims));
-        cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels,
-                               dims.heads, threads);
-        CHECK(count_misses("out", out, ref.out, 1e-5, 1e-6 * scale_of(ref.out)) == 0);
-        CHECK(count_misses("lse", lse, ref.lse, 1e-5, 1e-6 * scale_of(ref.lse)) == 0);
-        std::vector<float> dqkv = dqkv0;
-        cpu::attention_backward(isa, dqkv.data(), probe.data(), qkv.data(), out.data(), lse.data(), dims.batch,
-                                dims.seq_len, dims.channels, dims.heads, threads);
-        std::vector<float> delta(dqkv.size());
-        for (std::size_t i = 0; i < dqkv.size(); ++i) delta[i] = dqkv[i] - dqkv0[i];
-        CHECK(count_misses("dqkv", delta, dqkv_ref, 1e-4, 1e-5 * scale_of(dqkv_ref)) == 0);
+        check_variant(isa, threads, dims, qkv, probe, dqkv0, ref, dqkv_ref);
       }
     }
   }
@@ -210,18 +218,7 @@ TEST_CASE("attention: several blocks match the fp64 forward and analytic backwar
     for (int threads : {1, 4}) {
       DYNAMIC_SECTION("B=" << dims.batch << " T=" << dims.seq_len << " C=" << dims.channels << " NH=" << dims.heads
                            << ", " << cpu::isa_name(isa) << ", " << threads << " threads") {
-        std::vector<float> out(out_size(dims));
-        std::vector<float> lse(lse_size(dims));
-        cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels,
-                               dims.heads, threads);
-        CHECK(count_misses("out", out, ref.out, 1e-5, 1e-6 * scale_of(ref.out)) == 0);
-        CHECK(count_misses("lse", lse, ref.lse, 1e-5, 1e-6 * scale_of(ref.lse)) == 0);
-        std::vector<float> dqkv = dqkv0;
-        cpu::attention_backward(isa, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), dims.batch,
-                                dims.seq_len, dims.channels, dims.heads, threads);
-        std::vector<float> delta(dqkv.size());
-        for (std::size_t i = 0; i < dqkv.size(); ++i) delta[i] = dqkv[i] - dqkv0[i];
-        CHECK(count_misses("dqkv", delta, dqkv_ref, 1e-4, 1e-5 * scale_of(dqkv_ref)) == 0);
+        check_variant(isa, threads, dims, qkv, dout, dqkv0, ref, dqkv_ref);
       }
     }
   }
