@@ -60,7 +60,7 @@ TEST_CASE("every ready scenario parses, and tiny-budget is refused at the memory
   CHECK(quick.shape.layers == 2);
   CHECK(quick.shape.hidden == 128);
   CHECK(quick.shape.vocab == 256);
-  CHECK(quick.batch == 16);
+  CHECK(quick.batch == 32);
   CHECK(quick.seq == 64);
   CHECK(quick.data.source == DataSource::kMarkov);
   CHECK(quick.data.successors == 4);
