@@ -47,6 +47,14 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     return Status::invalid_argument(
         "scenario.device: \"cuda\" is not available in this build (no CUDA backend yet); use \"cpu\"");
   }
+  const spec::LrScheduleConfig& sched = scenario.optimizer.schedule;
+  if (sched.kind != spec::ScheduleKind::kConstant && scenario.steps <= sched.warmup_steps) {
+    // Checked here as well as by the parser because --steps may shorten a run after parsing.
+    return Status::invalid_argument(fmt::format(
+        "scenario.steps: {} is not more than optimizer.schedule.warmup_steps {}; a {} schedule decays over the "
+        "steps after warm-up (raise steps, e.g. with --steps, or lower warmup_steps)",
+        scenario.steps, sched.warmup_steps, spec::schedule_kind_name(sched.kind)));
+  }
   std::unique_ptr<TrainSession> session(new TrainSession(scenario));
   kernels::cpu::set_compute_threads(static_cast<int>(scenario.threads));
   session->device_ = device::make_cpu_device({.memory_budget_bytes = scenario.device_memory_bytes.value_or(0)});
