@@ -142,4 +142,10 @@ TEST_CASE("train: bad scenarios and flags fail with one line naming the field an
   check_usage_error(run_zinf({"train", write("ok.json", tiny_scenario()), "--steps", "0"}), "--steps");
   check_usage_error(run_zinf({"train", write("ok2.json", tiny_scenario()), "--format", "xml"}), "--format");
   check_usage_error(run_zinf({"train", write("ok3.json", tiny_scenario()), "--stop-after", "-1"}), "--stop-after");
+  // The tiny scenario warms up for 2 steps of a cosine schedule: --steps 2 leaves nothing to decay over.
+  check_usage_error(run_zinf({"train", write("ok4.json", tiny_scenario()), "--steps", "2"}), "scenario.steps");
+  json too_wide = tiny_scenario();
+  too_wide["model"]["layers"] = 8;
+  too_wide["device_memory"] = "600KiB";
+  check_usage_error(run_zinf({"train", write("wide.json", too_wide)}), "activation_checkpointing");
 }
