@@ -1,0 +1,169 @@
+// The CPU backend of Device: the budgeted device tier (exact accounting, out-of-memory messages,
+// bytes returned when buffers die), stream order, events ordering one stream after another,
+// errors reported by synchronize(), and Tensor views over device buffers.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "libengine/device/cpu_device.h"
+#include "libengine/memory/memory_tier.h"
+#include "libengine/tensor/tensor.h"
+#include "tests/catch.h"
+
+namespace {
+
+using zinf::DType;
+using zinf::ErrorCode;
+using zinf::Shape;
+using zinf::Status;
+using zinf::Tensor;
+using namespace zinf::device;
+
+TEST_CASE("memory tier: reserve within the budget, refuse beyond it naming tier, request and use") {
+  zinf::memory::MemoryTier tier("device", 1000);
+  REQUIRE(tier.reserve(600, "a").is_ok());
+  const Status refused = tier.reserve(500, "block 3 activations");
+  CHECK(refused.code() == ErrorCode::kOutOfMemory);
+  CHECK(refused.message() ==
+        "out of memory on the device tier: 500 B for block 3 activations does not fit (600 B of the 1000 B budget in use)");
+  REQUIRE(tier.reserve(400, "b").is_ok());  // exactly full is fine
+  CHECK(tier.usage().current_bytes == 1000);
+  tier.release(700);
+  CHECK(tier.usage().current_bytes == 300);
+  CHECK(tier.usage().peak_bytes == 1000);
+  tier.reset_peak();
+  CHECK(tier.usage().peak_bytes == 300);
+  zinf::memory::MemoryTier unbounded("host", 0);
+  CHECK(unbounded.reserve(std::uint64_t{1} << 50, "a lot").is_ok());  // counted, never refused
+}
+
+TEST_CASE("memory tier: concurrent reserves never exceed the budget") {
+  zinf::memory::MemoryTier tier("device", 100 * 64);
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) granted += tier.reserve(64, "x").is_ok() ? 1 : 0;
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(granted == 100);
+  CHECK(tier.usage().current_bytes == 100 * 64);
+  CHECK(tier.usage().peak_bytes == 100 * 64);
+}
+
+TEST_CASE("cpu device: buffers are zeroed, aligned, counted, and give their bytes back") {
+  auto device = make_cpu_device({.memory_budget_bytes = 1 << 20});
+  CHECK(device->kind() == DeviceKind::kCpu);
+  CHECK(device->describe() == "cpu (1.00 MiB budget)");
+  {
+    auto buffer = device->allocate(4096, "test buffer");
+    REQUIRE(buffer.is_ok());
+    CHECK(reinterpret_cast<std::uintptr_t>(buffer.value().data()) % 64 == 0);
+    const auto* bytes = static_cast<const unsigned char*>(buffer.value().data());
+    CHECK(std::all_of(bytes, bytes + 4096, [](unsigned char b) { return b == 0; }));
+    CHECK(device->memory().usage().current_bytes == 4096);
+    auto too_big = device->allocate(1 << 20, "the rest");
+    REQUIRE_FALSE(too_big.is_ok());
+    CHECK(too_big.status().message().find("the rest") != std::string::npos);
+    CHECK(device->memory().usage().current_bytes == 4096);  // a refused request counts nothing
+    DeviceBuffer moved = std::move(buffer).value();
+    CHECK(device->memory().usage().current_bytes == 4096);
+  }
+  CHECK(device->memory().usage().current_bytes == 0);
+  CHECK(device->memory().usage().peak_bytes == 4096);
+}
+
+TEST_CASE("cpu device: allocate_tensor gives a typed view of the buffer") {
+  auto device = make_cpu_device({});
+  auto owned = allocate_tensor(*device, DType::kBF16, Shape{3, 5}, "view");
+  REQUIRE(owned.is_ok());
+  const Tensor& t = owned.value().tensor;
+  CHECK(t.bytes() == 30);
+  CHECK(t.device() == device.get());
+  CHECK(t.half() == owned.value().buffer.data());
+  const Tensor rows = t.slice(1, 3);
+  CHECK(rows.shape() == Shape{2, 5});
+  CHECK(rows.data() == static_cast<std::byte*>(t.data()) + 10);
+  CHECK(t.view(Shape{15}).numel() == 15);
+  CHECK(Shape{4, 256, 1024}.to_string() == "[4, 256, 1024]");
+}
+
+TEST_CASE("cpu device: a transfer stream runs its work in order, off the calling thread") {
+  auto device = make_cpu_device({});
+  Stream& h2d = device->stream(StreamRole::kHostToDevice);
+  std::vector<int> order;
+  std::thread::id worker;
+  for (int i = 0; i < 100; ++i) {
+    h2d.enqueue([&order, &worker, i] {
+      order.push_back(i);
+      worker = std::this_thread::get_id();
+      return Status::ok();
+    });
+  }
+  REQUIRE(h2d.synchronize().is_ok());
+  REQUIRE(order.size() == 100);
+  for (int i = 0; i < 100; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+  CHECK(worker != std::this_thread::get_id());
+}
+
+TEST_CASE("cpu device: an event orders a copy on one stream after work on another") {
+  auto device = make_cpu_device({});
+  Stream& h2d = device->stream(StreamRole::kHostToDevice);
+  Stream& d2h = device->stream(StreamRole::kDeviceToHost);
+  std::vector<float> source(1 << 16, 0.0f), staged(1 << 16, -1.0f), result(1 << 16, -1.0f);
+  auto staged_ready = device->create_event();
+  // h2d: a slow fill, then the copy into `staged`; d2h must wait for it before copying out.
+  h2d.enqueue([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<float>(i);
+    return Status::ok();
+  });
+  device->copy(staged.data(), source.data(), source.size() * sizeof(float), CopyKind::kHostToDevice, h2d);
+  h2d.record(*staged_ready);
+  d2h.wait(*staged_ready);
+  device->copy(result.data(), staged.data(), staged.size() * sizeof(float), CopyKind::kDeviceToHost, d2h);
+  REQUIRE(d2h.synchronize().is_ok());
+  CHECK(staged_ready->query());
+  for (std::size_t i = 0; i < result.size(); i += 997) CHECK(result[i] == static_cast<float>(i));
+  REQUIRE(device->synchronize().is_ok());
+}
+
+TEST_CASE("cpu device: event synchronize blocks the host until the stream reaches it") {
+  auto device = make_cpu_device({});
+  Stream& comm = device->stream(StreamRole::kCollective);
+  std::atomic<bool> done{false};
+  auto event = device->create_event();
+  CHECK(event->query());  // never recorded: nothing to wait for
+  comm.enqueue([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    done = true;
+    return Status::ok();
+  });
+  comm.record(*event);
+  event->synchronize();
+  CHECK(done);
+  CHECK(event->query());
+}
+
+TEST_CASE("cpu device: synchronize reports the first error a stream's work returned, once") {
+  auto device = make_cpu_device({});
+  for (StreamRole role : {StreamRole::kCompute, StreamRole::kHostToDevice}) {
+    Stream& stream = device->stream(role);
+    int ran = 0;
+    stream.enqueue([&] { ++ran; return Status::io_error("first"); });
+    stream.enqueue([&] { ++ran; return Status::io_error("second"); });
+    const Status status = stream.synchronize();
+    CHECK(ran == 2);  // later work still runs, in order
+    CHECK(status.message() == "first");
+    CHECK(stream.synchronize().is_ok());  // reported once
+  }
+  std::vector<char> bytes(64, 'x');
+  device->zero(bytes.data(), bytes.size(), device->stream(StreamRole::kCompute));  // compute runs inline
+  CHECK(std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0; }));
+}
+
+}  // namespace
