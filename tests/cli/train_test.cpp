@@ -69,6 +69,19 @@ TEST_CASE("train: a tiny scenario trains and writes a consistent run record") {
   CHECK(record.at("model").at("params").get<std::uint64_t>() == 2 * (12 * 32 * 32 + 13 * 32) + 64 * 32 + 16 * 32 + 64);
 }
 
+TEST_CASE("train: on a terminal the progress is one bar redrawn in place") {
+  TempDir dir;
+  const std::string path = dir.write("tiny.json", tiny_scenario().dump());
+  const auto o = run_zinf({"train", path}, /*terminal=*/true);
+  REQUIRE(o.code == 0);
+  CHECK(o.err.find("\rstep 8/8 [") != std::string::npos);
+  CHECK(o.err.find("ETA") != std::string::npos);
+  CHECK(o.err.find("\nstep ") == std::string::npos);  // no plain step lines
+  const auto quiet = run_zinf({"train", path, "--quiet"}, /*terminal=*/true);
+  REQUIRE(quiet.code == 0);
+  CHECK(quiet.err.empty());
+}
+
 TEST_CASE("train: the same seed gives bit-identical losses; another seed does not") {
   TempDir dir;
   json scenario = tiny_scenario();
