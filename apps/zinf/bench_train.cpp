@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/fio_runner.h"
 #include "apps/zinf/latency_stats.h"
 #include "apps/zinf/output.h"
+#include "apps/zinf/process.h"
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/scenario.h"

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "apps/zinf/process.h"
 #include "libengine/core/status.h"
 
 namespace zinf::cli {
@@ -61,20 +62,6 @@ struct FioMeasurement {
 // prints to stdout, is skipped) and returns jobs[0]'s figures for `direction`. InvalidArgument
 // naming the missing or malformed field, or fio's own job error.
 Result<FioMeasurement> parse_fio_json(std::string_view text, FioDirection direction);
-
-// The first executable `program` in the ':'-separated `search_path` (the value of PATH); empty
-// entries mean the current directory. NotFound when there is none.
-Result<std::string> find_program(std::string_view program, std::string_view search_path);
-
-struct ProcessOutput {
-  int exit_status = -1;  // exit code, or 128 + signal number when killed by a signal
-  std::string out;
-  std::string err;
-};
-
-// Runs argv[0] (a path, not searched) with argv, the current environment, stdin from /dev/null,
-// and stdout/stderr captured. Blocks until the child exits. IoError when it cannot be started.
-Result<ProcessOutput> run_process(std::span<const std::string> argv);
 
 // Runs fio with `argv` (from fio_argv) and parses its report. IoError with fio's last stderr line
 // when fio fails.
