@@ -33,10 +33,8 @@ class StepTimes final : public train::StepObserver {
   explicit StepTimes(std::int64_t warmup) : warmup_(warmup) {}
   void on_step(const train::StepMetrics& m) override {
     if (m.step >= warmup_) seconds.push_back(m.step_seconds);
-    losses.push_back(m.loss);
   }
   std::vector<double> seconds;
-  std::vector<double> losses;
 
  private:
   std::int64_t warmup_;

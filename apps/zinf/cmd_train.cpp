@@ -145,6 +145,11 @@ Status TrainCommand::run(const Io& io) {
                           format_count(static_cast<double>(run.params)), run.device_description, run.threads,
                           run.data_description);
   }
+  if (!quiet_ && data.eval_overlaps_training(static_cast<std::uint64_t>(scenario.steps),
+                                             scenario.eval.every > 0 ? static_cast<std::uint64_t>(scenario.eval.batches) : 0)) {
+    io.err << "warning: the held-out batches (the last of the token file) are also trained on by this many steps; "
+              "the eval loss is not a held-out loss\n";
+  }
   RunObserver observer(progress, run);
   run.setup_seconds = std::chrono::duration<double>(Clock::now() - setup_start).count();
   const Clock::time_point train_start = Clock::now();

@@ -4,6 +4,7 @@
 // fail with one line naming the field and exit code 2.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +81,32 @@ TEST_CASE("train: on a terminal the progress is one bar redrawn in place") {
   const auto quiet = run_zinf({"train", path, "--quiet"}, /*terminal=*/true);
   REQUIRE(quiet.code == 0);
   CHECK(quiet.err.empty());
+}
+
+TEST_CASE("train: a flat uint16 token file trains, and an eval that reuses training batches is flagged") {
+  TempDir dir;
+  // 3 batches of 4 x (16 + 1) tokens of a repeating pattern, values < vocab 64.
+  std::vector<std::uint16_t> tokens(3 * 4 * 16 + 1);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>((i * 7) % 64);
+  const std::string token_path = dir.path() + "/tokens.bin";
+  {
+    std::ofstream out(token_path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+  }
+  json scenario = tiny_scenario();
+  scenario["data"] = {{"source", "file"}, {"path", token_path}};
+  scenario["eval"] = {{"every", 4}, {"batches", 1}};
+  const auto o = run_zinf({"train", dir.write("file.json", scenario.dump()), "--format", "json"});
+  INFO("stderr: " << o.err);
+  REQUIRE(o.code == 0);
+  CHECK(o.err.find("warning: the held-out batches") != std::string::npos);  // 8 steps over 3 batches
+  const json record = json::parse(o.out);
+  CHECK(record.at("data").at("description").get<std::string>().find("token file") != std::string::npos);
+  CHECK(record.at("data").at("entropy_rate_nats").is_null());
+  CHECK(record.at("evals").size() == 2);
+  // A deterministic pattern is learnable: the loss falls well below ln(64).
+  const std::vector<double> losses = losses_of(record);
+  CHECK(losses.back() < losses.front());
 }
 
 TEST_CASE("train: the same seed gives bit-identical losses; another seed does not") {
