@@ -133,6 +133,11 @@ Status TrainCommand::run(const Io& io) {
   run.unigram_entropy_nats = data.unigram_entropy_nats();
   run.device_description = device.describe();
   run.threads = kernels::cpu::compute_threads();
+  const spec::ModelShape& shape = scenario.shape;
+  run.model_shape = {{"layers", shape.layers},       {"hidden", shape.hidden},
+                     {"heads", shape.heads},         {"ffn_hidden", shape.ffn_hidden},
+                     {"vocab", shape.vocab},         {"max_positions", shape.max_positions},
+                     {"tied_embeddings", shape.tied_embeddings}};
   run.params = static_cast<std::uint64_t>(model.params().total_numel());
   run.flops_per_step = model.flops_per_step();
   run.activation_bytes = model.activation_bytes();

@@ -54,7 +54,7 @@ json make_train_record(const TrainRun& run) {
   record["scenario_path"] = run.scenario_path;
   record["scenario"] = run.scenario;
   record["device"] = {{"description", run.device_description}, {"threads", run.threads}};
-  record["model"] = {{"params", run.params}, {"flops_per_step", run.flops_per_step}};
+  record["model"] = {{"shape", run.model_shape}, {"params", run.params}, {"flops_per_step", run.flops_per_step}};
   record["data"] = {{"description", run.data_description},
                     {"entropy_rate_nats", run.entropy_rate_nats ? json(*run.entropy_rate_nats) : json(nullptr)},
                     {"unigram_entropy_nats", run.unigram_entropy_nats ? json(*run.unigram_entropy_nats) : json(nullptr)}};

@@ -32,6 +32,7 @@ struct TrainRun {
   std::optional<double> unigram_entropy_nats;
   std::string device_description;
   int threads = 0;
+  nlohmann::json model_shape;                 // the resolved shape (a scenario may give only "params")
   std::uint64_t params = 0;
   double flops_per_step = 0;                  // model FLOPs of one forward+backward
   train::ComputePeak peak;

@@ -67,6 +67,8 @@ TEST_CASE("train: a tiny scenario trains and writes a consistent run record") {
         record.at("memory").at("model_states_total_bytes").get<std::uint64_t>() +
             record.at("memory").at("activations_bytes").get<std::uint64_t>());
   // 2 layers of 12·32² + 13·32 parameters, embeddings 64·32 + 16·32, final norm 2·32 (tied head).
+  CHECK(record.at("model").at("shape").at("layers") == 2);
+  CHECK(record.at("model").at("shape").at("ffn_hidden") == 128);
   CHECK(record.at("model").at("params").get<std::uint64_t>() == 2 * (12 * 32 * 32 + 13 * 32) + 64 * 32 + 16 * 32 + 64);
 }
 
