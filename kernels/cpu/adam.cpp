@@ -134,75 +134,7 @@ double sum_squares_scalar(const void* x_bytes, std::size_t n) {
 
 #if ZINF_KERNELS_X86
 
-// ---- AVX2 variant --------------------------------------------------------------------------------
-
-struct ConstsAvx2 {
-  __m256 grad_scale, weight_decay, decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps,
-      neg_step_size;
-};
-
-ZINF_TARGET_AVX2 inline ConstsAvx2 consts_avx2(const StepScalars& s) {
-  return {_mm256_set1_ps(s.grad_scale),      _mm256_set1_ps(s.weight_decay),          _mm256_set1_ps(s.decay),
-          _mm256_set1_ps(s.beta1),           _mm256_set1_ps(s.one_minus_beta1),       _mm256_set1_ps(s.beta2),
-          _mm256_set1_ps(s.one_minus_beta2), _mm256_set1_ps(s.bias_correction2_sqrt), _mm256_set1_ps(s.eps),
-          _mm256_set1_ps(s.neg_step_size)};
-}
-
-template <GradKind G, OutKind O>
-ZINF_TARGET_AVX2 inline void adam8_avx2(const StepScalars& s, const ConstsAvx2& c, float* param, float* exp_avg,
-                                        float* exp_avg_sq, const GradT<G>* grad, std::uint16_t* param_half) {
-  __m256 g;
-  if constexpr (G == GradKind::kF32) {
-    g = _mm256_loadu_ps(grad);
-  } else if constexpr (G == GradKind::kBF16) {
-    g = simd::load_bf16x8(grad);
-  } else {
-    g = simd::load_f16x8(grad);
-  }
-  g = _mm256_mul_ps(g, c.grad_scale);
-  __m256 p = _mm256_loadu_ps(param);
-  if (s.apply_l2) g = _mm256_fmadd_ps(p, c.weight_decay, g);
-  if (s.apply_decay) p = _mm256_mul_ps(p, c.decay);
-  const __m256 m = _mm256_fmadd_ps(g, c.one_minus_beta1, _mm256_mul_ps(_mm256_loadu_ps(exp_avg), c.beta1));
-  const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(exp_avg_sq), c.beta2),
-                                 _mm256_mul_ps(_mm256_mul_ps(c.one_minus_beta2, g), g));
-  const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), c.bias_correction2_sqrt), c.eps);
-  p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(c.neg_step_size, m), denom));
-  _mm256_storeu_ps(param, p);
-  _mm256_storeu_ps(exp_avg, m);
-  _mm256_storeu_ps(exp_avg_sq, v);
-  if constexpr (O == OutKind::kBF16) simd::store_bf16x8(param_half, p);
-  if constexpr (O == OutKind::kF16) simd::store_f16x8(param_half, p);
-}
-
-template <GradKind G, OutKind O>
-ZINF_TARGET_AVX2 void adam_avx2(const StepScalars& s, float* param, float* exp_avg, float* exp_avg_sq,
-                                const void* grad_bytes, std::uint16_t* param_half, std::size_t n) {
-  constexpr std::size_t kWidth = 8;
-  const auto* grad = static_cast<const GradT<G>*>(grad_bytes);
-  const ConstsAvx2 c = consts_avx2(s);
-  std::size_t i = 0;
-  for (; i + kWidth <= n; i += kWidth) {
-    adam8_avx2<G, O>(s, c, param + i, exp_avg + i, exp_avg_sq + i, grad + i,
-                     O == OutKind::kNone ? nullptr : param_half + i);
-  }
-  if (i == n) return;
-  const std::size_t rest = n - i;
-  float p[kWidth] = {};
-  float m[kWidth] = {};
-  float v[kWidth] = {};
-  GradT<G> g[kWidth] = {};
-  std::uint16_t half[kWidth] = {};
-  std::memcpy(p, param + i, rest * sizeof(float));
-  std::memcpy(m, exp_avg + i, rest * sizeof(float));
-  std::memcpy(v, exp_avg_sq + i, rest * sizeof(float));
-  std::memcpy(g, grad + i, rest * sizeof(GradT<G>));
-  adam8_avx2<G, O>(s, c, p, m, v, g, half);
-  std::memcpy(param + i, p, rest * sizeof(float));
-  std::memcpy(exp_avg + i, m, rest * sizeof(float));
-  std::memcpy(exp_avg_sq + i, v, rest * sizeof(float));
-  if constexpr (O != OutKind::kNone) std::memcpy(param_half + i, half, rest * sizeof(std::uint16_t));
-}
+// ---- AVX2 sum of squares -------------------------------------------------------------------------
 
 template <GradKind G>
 ZINF_TARGET_AVX2 double sum_squares_avx2(const void* x_bytes, std::size_t n) {
@@ -237,75 +169,7 @@ ZINF_TARGET_AVX2 double sum_squares_avx2(const void* x_bytes, std::size_t n) {
   return add_lanes(lanes);
 }
 
-// ---- AVX-512 variant -----------------------------------------------------------------------------
-
-struct ConstsAvx512 {
-  __m512 grad_scale, weight_decay, decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps,
-      neg_step_size;
-};
-
-ZINF_TARGET_AVX512 inline ConstsAvx512 consts_avx512(const StepScalars& s) {
-  return {_mm512_set1_ps(s.grad_scale),      _mm512_set1_ps(s.weight_decay),          _mm512_set1_ps(s.decay),
-          _mm512_set1_ps(s.beta1),           _mm512_set1_ps(s.one_minus_beta1),       _mm512_set1_ps(s.beta2),
-          _mm512_set1_ps(s.one_minus_beta2), _mm512_set1_ps(s.bias_correction2_sqrt), _mm512_set1_ps(s.eps),
-          _mm512_set1_ps(s.neg_step_size)};
-}
-
-template <GradKind G, OutKind O>
-ZINF_TARGET_AVX512 inline void adam16_avx512(const StepScalars& s, const ConstsAvx512& c, float* param, float* exp_avg,
-                                             float* exp_avg_sq, const GradT<G>* grad, std::uint16_t* param_half) {
-  __m512 g;
-  if constexpr (G == GradKind::kF32) {
-    g = _mm512_loadu_ps(grad);
-  } else if constexpr (G == GradKind::kBF16) {
-    g = simd::load_bf16x16(grad);
-  } else {
-    g = simd::load_f16x16(grad);
-  }
-  g = _mm512_mul_ps(g, c.grad_scale);
-  __m512 p = _mm512_loadu_ps(param);
-  if (s.apply_l2) g = _mm512_fmadd_ps(p, c.weight_decay, g);
-  if (s.apply_decay) p = _mm512_mul_ps(p, c.decay);
-  const __m512 m = _mm512_fmadd_ps(g, c.one_minus_beta1, _mm512_mul_ps(_mm512_loadu_ps(exp_avg), c.beta1));
-  const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(exp_avg_sq), c.beta2),
-                                 _mm512_mul_ps(_mm512_mul_ps(c.one_minus_beta2, g), g));
-  const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), c.bias_correction2_sqrt), c.eps);
-  p = _mm512_add_ps(p, _mm512_div_ps(_mm512_mul_ps(c.neg_step_size, m), denom));
-  _mm512_storeu_ps(param, p);
-  _mm512_storeu_ps(exp_avg, m);
-  _mm512_storeu_ps(exp_avg_sq, v);
-  if constexpr (O == OutKind::kBF16) simd::store_bf16x16(param_half, p);
-  if constexpr (O == OutKind::kF16) simd::store_f16x16(param_half, p);
-}
-
-template <GradKind G, OutKind O>
-ZINF_TARGET_AVX512 void adam_avx512(const StepScalars& s, float* param, float* exp_avg, float* exp_avg_sq,
-                                    const void* grad_bytes, std::uint16_t* param_half, std::size_t n) {
-  constexpr std::size_t kWidth = 16;
-  const auto* grad = static_cast<const GradT<G>*>(grad_bytes);
-  const ConstsAvx512 c = consts_avx512(s);
-  std::size_t i = 0;
-  for (; i + kWidth <= n; i += kWidth) {
-    adam16_avx512<G, O>(s, c, param + i, exp_avg + i, exp_avg_sq + i, grad + i,
-                        O == OutKind::kNone ? nullptr : param_half + i);
-  }
-  if (i == n) return;
-  const std::size_t rest = n - i;
-  float p[kWidth] = {};
-  float m[kWidth] = {};
-  float v[kWidth] = {};
-  GradT<G> g[kWidth] = {};
-  std::uint16_t half[kWidth] = {};
-  std::memcpy(p, param + i, rest * sizeof(float));
-  std::memcpy(m, exp_avg + i, rest * sizeof(float));
-  std::memcpy(v, exp_avg_sq + i, rest * sizeof(float));
-  std::memcpy(g, grad + i, rest * sizeof(GradT<G>));
-  adam16_avx512<G, O>(s, c, p, m, v, g, half);
-  std::memcpy(param + i, p, rest * sizeof(float));
-  std::memcpy(exp_avg + i, m, rest * sizeof(float));
-  std::memcpy(exp_avg_sq + i, v, rest * sizeof(float));
-  if constexpr (O != OutKind::kNone) std::memcpy(param_half + i, half, rest * sizeof(std::uint16_t));
-}
+// ---- AVX-512 sum of squares ----------------------------------------------------------------------
 
 template <GradKind G>
 ZINF_TARGET_AVX512 double sum_squares_avx512(const void* x_bytes, std::size_t n) {
@@ -334,6 +198,65 @@ ZINF_TARGET_AVX512 double sum_squares_avx512(const void* x_bytes, std::size_t n)
   return add_lanes(lanes);
 }
 
+// ---- The Adam step of the vector variants --------------------------------------------------------
+// One body (adam_vector.h) compiled once per instruction set: each namespace defines its vector
+// primitives and includes it under that set's target pragma (GCC will not inline a target-specific
+// block function through a generic template, so a pragma region, not a template, shares the code).
+// The target strings are those of ZINF_TARGET_AVX2 and ZINF_TARGET_AVX512 (simd.h).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+namespace avx2 {
+using Vec = __m256;
+constexpr std::size_t kWidth = 8;
+[[gnu::always_inline]] inline Vec set1(float x) { return _mm256_set1_ps(x); }
+[[gnu::always_inline]] inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+[[gnu::always_inline]] inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+[[gnu::always_inline]] inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+[[gnu::always_inline]] inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+[[gnu::always_inline]] inline Vec div(Vec a, Vec b) { return _mm256_div_ps(a, b); }
+[[gnu::always_inline]] inline Vec sqrt(Vec a) { return _mm256_sqrt_ps(a); }
+[[gnu::always_inline]] inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+[[gnu::always_inline]] inline Vec load_bf16(const std::uint16_t* p) { return simd::load_bf16x8(p); }
+[[gnu::always_inline]] inline Vec load_f16(const std::uint16_t* p) { return simd::load_f16x8(p); }
+[[gnu::always_inline]] inline void store_bf16(std::uint16_t* p, Vec v) { simd::store_bf16x8(p, v); }
+[[gnu::always_inline]] inline void store_f16(std::uint16_t* p, Vec v) { simd::store_f16x8(p, v); }
+#include "kernels/cpu/adam_vector.h"  // NOLINT(build/include): compiled once per ISA
+}  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))), apply_to = function)
+#else
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
+#endif
+namespace avx512 {
+using Vec = __m512;
+constexpr std::size_t kWidth = 16;
+[[gnu::always_inline]] inline Vec set1(float x) { return _mm512_set1_ps(x); }
+[[gnu::always_inline]] inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
+[[gnu::always_inline]] inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+[[gnu::always_inline]] inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+[[gnu::always_inline]] inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+[[gnu::always_inline]] inline Vec div(Vec a, Vec b) { return _mm512_div_ps(a, b); }
+[[gnu::always_inline]] inline Vec sqrt(Vec a) { return _mm512_sqrt_ps(a); }
+[[gnu::always_inline]] inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+[[gnu::always_inline]] inline Vec load_bf16(const std::uint16_t* p) { return simd::load_bf16x16(p); }
+[[gnu::always_inline]] inline Vec load_f16(const std::uint16_t* p) { return simd::load_f16x16(p); }
+[[gnu::always_inline]] inline void store_bf16(std::uint16_t* p, Vec v) { simd::store_bf16x16(p, v); }
+[[gnu::always_inline]] inline void store_f16(std::uint16_t* p, Vec v) { simd::store_f16x16(p, v); }
+#include "kernels/cpu/adam_vector.h"  // NOLINT(build/include): compiled once per ISA
+}  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
 #endif  // ZINF_KERNELS_X86
 
 // ---- Dispatch ------------------------------------------------------------------------------------
@@ -346,9 +269,9 @@ AdamKernel adam_kernel_for(Isa isa) {
   switch (isa) {
 #if ZINF_KERNELS_X86
     case Isa::kAvx512:
-      return &adam_avx512<G, O>;
+      return &avx512::adam_run<G, O>;
     case Isa::kAvx2:
-      return &adam_avx2<G, O>;
+      return &avx2::adam_run<G, O>;
 #endif
     default:
       return &adam_scalar<G, O>;
