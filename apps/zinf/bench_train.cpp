@@ -45,12 +45,6 @@ struct SideResult {
   std::vector<double> step_ms;       // every timed step of every repetition
 };
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  return percentile_of_sorted(values, 50);
-}
-
 // The first python3 that imports torch: $PYTHON, then python3 on PATH, then /usr/bin/python3.
 Result<std::string> find_torch_python(const std::string& requested) {
   std::vector<std::string> candidates;
@@ -192,7 +186,7 @@ Status BenchTrainCommand::run(const Io& io) {
     StepTimes times(warmup_);
     ZINF_RETURN_IF_ERROR(session->trainer().run(times).status());
     for (double s : times.seconds) zinf_side.step_ms.push_back(s * 1e3);
-    zinf_side.tokens_per_s.push_back(tokens_per_step / median(times.seconds));
+    zinf_side.tokens_per_s.push_back(tokens_per_step / spread_of(times.seconds).median);
     if (torch_) {
       io.err << " PyTorch..." << std::flush;
       ZINF_ASSIGN_OR_RETURN(double tps, run_torch_once(scenario, python, script, torch_side, torch_info));
@@ -201,8 +195,8 @@ Status BenchTrainCommand::run(const Io& io) {
     io.err << " done\n";
   }
 
-  const double zinf_tps = median(zinf_side.tokens_per_s);
-  const double zinf_step_ms = median(zinf_side.step_ms);
+  const double zinf_tps = spread_of(zinf_side.tokens_per_s).median;
+  const double zinf_step_ms = spread_of(zinf_side.step_ms).median;
   const double zinf_flops = flops_per_step / (zinf_step_ms / 1e3);
   Rendered out;
   out.record = reports::make_record_envelope("bench-train", 1);
@@ -222,12 +216,12 @@ Status BenchTrainCommand::run(const Io& io) {
                         {"mfu", zinf_flops / peak.flops_per_s}};
   std::optional<double> ratio;
   if (torch_) {
-    const double torch_tps = median(torch_side.tokens_per_s);
+    const double torch_tps = spread_of(torch_side.tokens_per_s).median;
     ratio = zinf_tps / torch_tps;
     out.record["torch"] = {{"tokens_per_s_median", torch_tps},
                            {"tokens_per_s_per_repetition", torch_side.tokens_per_s},
                            {"step_ms", torch_side.step_ms},
-                           {"step_ms_median", median(torch_side.step_ms)},
+                           {"step_ms_median", spread_of(torch_side.step_ms).median},
                            {"mfu", flops_per_step * torch_tps / tokens_per_step / peak.flops_per_s},
                            {"python", python},
                            {"info", torch_info}};

@@ -31,12 +31,6 @@ json ms_summary(const std::vector<double>& seconds) {
           {"mean", s.mean * 1e3}};
 }
 
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  return percentile_of_sorted(values, 50);
-}
-
 std::string opt_number(const json& value, const char* format_spec) {
   if (value.is_null()) return "-";
   return fmt::format(fmt::runtime(format_spec), value.get<double>());
@@ -103,10 +97,10 @@ json make_train_record(const TrainRun& run) {
   summary["warmup_steps"] = warmup;
   summary["measured_steps"] = step_s.size();
   summary["step_ms"] = ms_summary(step_s);
-  summary["data_ms_median"] = median_of(data_s) * 1e3;
-  summary["forward_backward_ms_median"] = median_of(fb_s) * 1e3;
-  summary["optimizer_ms_median"] = median_of(opt_s) * 1e3;
-  const double median_step_s = median_of(step_s);
+  summary["data_ms_median"] = spread_of(data_s).median * 1e3;
+  summary["forward_backward_ms_median"] = spread_of(fb_s).median * 1e3;
+  summary["optimizer_ms_median"] = spread_of(opt_s).median * 1e3;
+  const double median_step_s = spread_of(step_s).median;
   const double tokens = run.steps.empty() ? 0.0 : static_cast<double>(run.steps.front().tokens);
   const bool measured = median_step_s > 0;
   summary["tokens_per_s"] = measured ? json(tokens / median_step_s) : json(nullptr);

@@ -37,27 +37,26 @@ struct EventState {
   }
 };
 
+std::uint64_t next_target(EventState& state) {
+  std::lock_guard lock(state.mutex);
+  return ++state.recorded;
+}
+
+// The point the event was last recorded at: what a wait() issued now must wait for.
+std::uint64_t last_target(EventState& state) {
+  std::lock_guard lock(state.mutex);
+  return state.recorded;
+}
+
 class CpuEvent final : public Event {
  public:
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
-  void synchronize() override {
-    std::uint64_t target;
-    {
-      std::lock_guard lock(state->mutex);
-      target = state->recorded;
-    }
-    state->wait_for(target);
-  }
+  void synchronize() override { state->wait_for(last_target(*state)); }
   bool query() override {
     std::lock_guard lock(state->mutex);
     return state->reached >= state->recorded;
   }
 };
-
-std::uint64_t next_target(EventState& state) {
-  std::lock_guard lock(state.mutex);
-  return ++state.recorded;
-}
 
 // The compute stream: work runs at once on the calling thread, so it is trivially in order.
 class InlineStream final : public Stream {
@@ -74,12 +73,7 @@ class InlineStream final : public Stream {
   }
   void wait(Event& event) override {
     auto& state = *static_cast<CpuEvent&>(event).state;
-    std::uint64_t target;
-    {
-      std::lock_guard lock(state.mutex);
-      target = state.recorded;
-    }
-    state.wait_for(target);
+    state.wait_for(last_target(state));
   }
   Status synchronize() override { return std::exchange(first_error_, Status::ok()); }
 
@@ -118,11 +112,7 @@ class WorkerStream final : public Stream {
   }
   void wait(Event& event) override {
     std::shared_ptr<EventState> state = static_cast<CpuEvent&>(event).state;
-    std::uint64_t target;
-    {
-      std::lock_guard lock(state->mutex);
-      target = state->recorded;
-    }
+    const std::uint64_t target = last_target(*state);
     enqueue([state, target] {
       state->wait_for(target);
       return Status::ok();
