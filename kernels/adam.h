@@ -1,6 +1,6 @@
 // Fused Adam / AdamW optimizer step over one flat slice of parameters, and the sum of squares used
-// for clipping gradients by their global norm. CPU variants only (the device step comes with the
-// CUDA backend).
+// for clipping gradients by their global norm. CPU variants, and the
+// CUDA ones (the device-side step) at the end.
 //
 // Dimension legend: N elements of the slice (the flattened parameters this rank owns).
 //
@@ -27,6 +27,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cuda_launch.h"
 
 namespace zinf::kernels {
 
@@ -83,4 +84,20 @@ double sum_squares(Isa isa, const float* x /*[N]*/, std::size_t n, int num_threa
 double sum_squares(Isa isa, const std::uint16_t* x /*[N]*/, HalfFormat format, std::size_t n, int num_threads);
 
 }  // namespace cpu
+namespace cuda {
+// The same step on device arrays (every AdamSlice pointer is device memory), per element in fp32
+// with the per-step scalars computed in fp64 on the host exactly as the CPU kernel computes them,
+// so the update matches the CPU's to an ulp or so (CUDA's sqrtf and division are correctly rounded
+// under the default flags; fused multiply-adds where the CPU kernel fuses them). The gradient is in
+// `grad_elem` (fp32, bf16 or fp16).
+LaunchStatus adam_step(const AdamHyper& hyper, const AdamSlice& slice, const void* grad /*[N]*/, Elem grad_elem,
+                       Stream stream);
+// Adds the sum of x*x over the array (fp64 accumulation) to *accumulator (one device double).
+// Deterministic: fixed per-block ranges summed into `scratch`, then one block adds the partial sums
+// in order. Inf/NaN propagate.
+std::size_t sum_squares_scratch_bytes(std::int64_t n);
+LaunchStatus sum_squares(Elem elem, const void* x /*[N]*/, std::int64_t n, double* accumulator /*[1]*/, void* scratch,
+                         std::size_t scratch_bytes, Stream stream);
+}  // namespace cuda
+
 }  // namespace zinf::kernels

@@ -122,7 +122,9 @@ Result<double> BenchTrainCommand::run_torch_once(const spec::Scenario& s, const 
                                       "--warmup", std::to_string(warmup_),
                                       "--threads", std::to_string(kernels::cpu::compute_threads()),
                                       "--seed", std::to_string(s.seed),
-                                      "--lr", fmt::format("{}", s.optimizer.lr)};
+                                      "--lr", fmt::format("{}", s.optimizer.lr),
+                                      "--device", std::string(spec::device_kind_name(s.device)),
+                                      "--dtype", std::string(dtype_name(s.precision))};
   ZINF_ASSIGN_OR_RETURN(const ProcessOutput out, run_process(argv));
   if (out.exit_status != 0) {
     std::string last = out.err;
@@ -161,9 +163,12 @@ Status BenchTrainCommand::run(const Io& io) {
   std::string python;
   std::string script = torch_script_;
   if (torch_) {
-    if (scenario.precision != DType::kF32) {
+    const bool supported = scenario.precision == DType::kF32 ||
+                           (scenario.precision == DType::kBF16 && scenario.device == spec::DeviceKind::kCuda);
+    if (!supported) {
       return Status::invalid_argument(fmt::format(
-          "scenario.precision: {} — the PyTorch comparison runs fp32 only; use an fp32 scenario", dtype_name(scenario.precision)));
+          "scenario.precision: {} — the PyTorch comparison runs fp32, or bf16 on \"device\": \"cuda\"; use one of those",
+          dtype_name(scenario.precision)));
     }
     ZINF_ASSIGN_OR_RETURN(python, find_torch_python(python_));
     if (script.empty()) script = std::string(ZINF_SOURCE_DIR) + "/scripts/bench/torch_train.py";
@@ -174,7 +179,8 @@ Status BenchTrainCommand::run(const Io& io) {
 
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session, train::TrainSession::create(scenario, false));
   const int threads = kernels::cpu::compute_threads();
-  const train::ComputePeak peak = train::measure_matmul_peak();
+  ZINF_ASSIGN_OR_RETURN(const train::ComputePeak peak,
+                        train::measure_matmul_peak(session->device(), session->model().config().compute_dtype));
   const double flops_per_step = session->model().flops_per_step();
   const double tokens_per_step = static_cast<double>(scenario.batch * scenario.seq);
 
@@ -239,7 +245,8 @@ Status BenchTrainCommand::run(const Io& io) {
                            format_count(static_cast<double>(session->model().params().total_numel()))));
   setup.fields.emplace_back("runs", fmt::format("{} repetitions x ({} warm-up + {} timed steps), {} threads, alternating",
                                                 repeat_, warmup_, steps_, threads));
-  setup.fields.emplace_back("matmul peak", format_flops(peak.flops_per_s) + " (fp32 2048^3, same run)");
+  setup.fields.emplace_back("matmul peak", fmt::format("{} ({} {}^3, same run)", format_flops(peak.flops_per_s), peak.kind,
+                                                       peak.matrix_size));
   out.document.sections.push_back(std::move(setup));
   reports::Section results;
   results.title = "Training step";

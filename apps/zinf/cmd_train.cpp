@@ -141,7 +141,7 @@ Status TrainCommand::run(const Io& io) {
   run.params = static_cast<std::uint64_t>(model.params().total_numel());
   run.flops_per_step = model.flops_per_step();
   run.activation_bytes = model.activation_bytes();
-  run.peak = train::measure_matmul_peak();
+  ZINF_ASSIGN_OR_RETURN(run.peak, train::measure_matmul_peak(device, model.config().compute_dtype));
 
   const ProgressMode mode = quiet_ ? ProgressMode::kQuiet : io.err_is_terminal ? ProgressMode::kBar : ProgressMode::kLines;
   TrainProgress progress(io.err, mode, scenario.output.log_every, io.terminal_width);

@@ -52,7 +52,7 @@ json make_train_record(const TrainRun& run) {
   record["data"] = {{"description", run.data_description},
                     {"entropy_rate_nats", run.entropy_rate_nats ? json(*run.entropy_rate_nats) : json(nullptr)},
                     {"unigram_entropy_nats", run.unigram_entropy_nats ? json(*run.unigram_entropy_nats) : json(nullptr)}};
-  record["compute_peak"] = {{"kind", "fp32 matmul"},
+  record["compute_peak"] = {{"kind", run.peak.kind},
                             {"matrix_size", run.peak.matrix_size},
                             {"flops_per_s", run.peak.flops_per_s},
                             {"probe_seconds", run.peak.seconds}};
@@ -201,9 +201,10 @@ Rendered render_train_record(const json& record) {
                                                       summary.at("data_ms_median").get<double>()));
   if (!summary.at("flops_per_s").is_null()) {
     result.fields.emplace_back(
-        "compute", fmt::format("{}, MFU {:.1f}% of the measured {} fp32 matmul peak", format_flops(summary.at("flops_per_s").get<double>()),
+        "compute", fmt::format("{}, MFU {:.1f}% of the measured {} {} peak", format_flops(summary.at("flops_per_s").get<double>()),
                                summary.at("mfu").is_null() ? 0.0 : summary.at("mfu").get<double>() * 100.0,
-                               format_flops(record.at("compute_peak").at("flops_per_s").get<double>())));
+                               format_flops(record.at("compute_peak").at("flops_per_s").get<double>()),
+                               record.at("compute_peak").at("kind").get<std::string>()));
   }
   out.document.sections.push_back(std::move(result));
 

@@ -155,7 +155,8 @@ class WorkerStream final : public Stream {
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(const CpuDeviceOptions& options) : tier_("device", options.memory_budget_bytes) {
+  explicit CpuDevice(const CpuDeviceOptions& options)
+      : tier_("device", options.memory_budget_bytes), host_tier_("host", options.host_memory_budget_bytes) {
     streams_[0] = std::make_unique<InlineStream>(StreamRole::kCompute);
     streams_[1] = std::make_unique<WorkerStream>(StreamRole::kHostToDevice);
     streams_[2] = std::make_unique<WorkerStream>(StreamRole::kDeviceToHost);
@@ -171,20 +172,11 @@ class CpuDevice final : public Device {
   memory::MemoryTier& memory() override { return tier_; }
 
   Result<DeviceBuffer> allocate(std::size_t bytes, std::string_view what) override {
-    ZINF_RETURN_IF_ERROR(tier_.reserve(bytes, what));
-    if (bytes == 0) return DeviceBuffer();
-    Result<memory::AlignedBuffer> block = memory::AlignedBuffer::allocate(bytes, 64);
-    if (!block.is_ok()) {
-      tier_.release(bytes);
-      return Status::out_of_memory(fmt::format("{} (for {})", block.status().message(), what));
-    }
-    // The AlignedBuffer is moved into the free function, which owns it until the buffer dies.
-    auto owner = std::make_shared<memory::AlignedBuffer>(std::move(block).value());
-    void* data = owner->data();
-    return DeviceBuffer(data, bytes, [this, owner](void*, std::size_t n) mutable {
-      owner.reset();
-      tier_.release(n);
-    });
+    return allocate_on(tier_, bytes, 64, what);
+  }
+  memory::MemoryTier& host_memory() override { return host_tier_; }
+  Result<DeviceBuffer> allocate_host(std::size_t bytes, std::string_view what) override {
+    return allocate_on(host_tier_, bytes, 4096, what);
   }
 
   Stream& stream(StreamRole role) override { return *streams_[static_cast<std::size_t>(role)]; }
@@ -215,7 +207,27 @@ class CpuDevice final : public Device {
   Ops& ops() override { return ops_; }
 
  private:
+  // Zero-filled, `alignment`-aligned host memory counted on `tier`.
+  static Result<DeviceBuffer> allocate_on(memory::MemoryTier& tier, std::size_t bytes, std::size_t alignment,
+                                          std::string_view what) {
+    ZINF_RETURN_IF_ERROR(tier.reserve(bytes, what));
+    if (bytes == 0) return DeviceBuffer();
+    Result<memory::AlignedBuffer> block = memory::AlignedBuffer::allocate(bytes, alignment);
+    if (!block.is_ok()) {
+      tier.release(bytes);
+      return Status::out_of_memory(fmt::format("{} (for {})", block.status().message(), what));
+    }
+    // The AlignedBuffer is moved into the free function, which owns it until the buffer dies.
+    auto owner = std::make_shared<memory::AlignedBuffer>(std::move(block).value());
+    void* data = owner->data();
+    return DeviceBuffer(data, bytes, [&tier, owner](void*, std::size_t n) mutable {
+      owner.reset();
+      tier.release(n);
+    });
+  }
+
   memory::MemoryTier tier_;
+  memory::MemoryTier host_tier_;
   CpuOps ops_;
   std::array<std::unique_ptr<Stream>, kStreamRoleCount> streams_;
 };

@@ -14,7 +14,8 @@
 namespace zinf::device {
 
 struct CpuDeviceOptions {
-  std::uint64_t memory_budget_bytes = 0;  // 0: unbounded (still counted)
+  std::uint64_t memory_budget_bytes = 0;       // 0: unbounded (still counted)
+  std::uint64_t host_memory_budget_bytes = 0;  // of allocate_host(); 0: unbounded (still counted)
 };
 
 std::unique_ptr<Device> make_cpu_device(const CpuDeviceOptions& options);

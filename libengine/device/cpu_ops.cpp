@@ -2,9 +2,12 @@
 // [R,C]; "rows" is every dimension but the last, multiplied out.
 #include "libengine/device/cpu_ops.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "kernels/adam.h"
 #include "kernels/attention.h"
+#include "kernels/convert.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
@@ -34,9 +37,83 @@ void CpuOps::zero(Tensor t) {
   if (t.bytes() != 0) std::memset(t.data(), 0, t.bytes());
 }
 
+namespace {
+
+kernels::HalfFormat half_format(DType dtype) {
+  return dtype == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16;
+}
+
+// Conversions of large tensors are split into chunks over OpenMP threads (the convert kernels are
+// single-threaded by contract); 64 Ki elements per chunk keeps small tensors on one thread.
+constexpr std::int64_t kConvertChunk = 64 * 1024;
+
+// dst = src with the element type converted; dtypes differ. bf16 <-> fp16 goes through fp32 one
+// chunk at a time (exact widening, then one rounding), as the CUDA kernel does.
+void convert(Tensor dst, Tensor src) {
+  const std::int64_t total = src.numel();
+  const std::int64_t chunks = (total + kConvertChunk - 1) / kConvertChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t begin = c * kConvertChunk;
+    const auto count = static_cast<std::size_t>(std::min(kConvertChunk, total - begin));
+    if (src.dtype() == DType::kF32) {
+      kernels::cpu::f32_to_half(half_format(dst.dtype()), src.f32() + begin, dst.half() + begin, count);
+    } else if (dst.dtype() == DType::kF32) {
+      kernels::cpu::half_to_f32(half_format(src.dtype()), src.half() + begin, dst.f32() + begin, count);
+    } else {
+      constexpr std::size_t kPiece = 2048;  // a stack buffer small enough for any thread's stack
+      float wide[kPiece];
+      for (std::size_t done = 0; done < count; done += kPiece) {
+        const std::size_t piece = std::min(kPiece, count - done);
+        const auto at = static_cast<std::size_t>(begin) + done;
+        kernels::cpu::half_to_f32(half_format(src.dtype()), src.half() + at, wide, piece);
+        kernels::cpu::f32_to_half(half_format(dst.dtype()), wide, dst.half() + at, piece);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void CpuOps::copy(Tensor dst, Tensor src) {
-  ZINF_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(), "copy: element count or dtype differs");
+  ZINF_CHECK(dst.numel() == src.numel(), "copy: element counts differ");
+  if (dst.dtype() != src.dtype()) {
+    convert(dst, src);
+    return;
+  }
   if (dst.bytes() != 0) std::memcpy(dst.data(), src.data(), dst.bytes());
+}
+
+double CpuOps::sum_squares(std::span<const Tensor> tensors) {
+  double sum = 0;
+  for (const Tensor& t : tensors) {
+    sum += t.dtype() == DType::kF32 ? k::sum_squares(t.f32(), n(t))
+                                    : k::sum_squares(t.half(), half_format(t.dtype()), n(t));
+  }
+  return sum;
+}
+
+void CpuOps::adam_step(const kernels::AdamHyper& hyper, Tensor master, Tensor exp_avg, Tensor exp_avg_sq, Tensor grad,
+                       const Tensor* param_half) {
+  ZINF_CHECK(exp_avg.numel() == master.numel() && exp_avg_sq.numel() == master.numel() &&
+                 grad.numel() == master.numel(),
+             "adam_step: master, exp_avg, exp_avg_sq and grad differ in size");
+  ZINF_CHECK(param_half == nullptr || (param_half->numel() == master.numel() && param_half->dtype() != DType::kF32),
+             "adam_step: param_half is not a bf16/fp16 tensor of master's size");
+  kernels::AdamSlice slice;
+  slice.param = master.f32();
+  slice.exp_avg = exp_avg.f32();
+  slice.exp_avg_sq = exp_avg_sq.f32();
+  slice.n = n(master);
+  if (param_half != nullptr) {
+    slice.param_half = param_half->half();
+    slice.param_half_format = half_format(param_half->dtype());
+  }
+  if (grad.dtype() == DType::kF32) {
+    k::adam_step(hyper, slice, grad.f32());
+  } else {
+    k::adam_step(hyper, slice, grad.half(), half_format(grad.dtype()));
+  }
 }
 
 void CpuOps::matmul_forward(Tensor out, std::int64_t out_col_begin, Tensor inp, Tensor weight, const Tensor* bias) {

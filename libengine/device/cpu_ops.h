@@ -1,6 +1,8 @@
 // CpuOps: the CPU backend of Ops. Each method checks the tensors' shapes against each other and
 // forwards to the matching zinf::kernels::cpu function (OpenMP-threaded kernels, OpenBLAS GEMMs),
-// running inline on the calling thread. It holds no state and allocates nothing.
+// running inline on the calling thread. It holds no state and allocates nothing. Activations are
+// fp32 only (supports_compute_dtype); bf16/fp16 appear only in copy() conversions and the
+// optimizer's gradients and half parameter copies.
 #pragma once
 
 #include "libengine/device/ops.h"
@@ -9,8 +11,12 @@ namespace zinf::device {
 
 class CpuOps final : public Ops {
  public:
+  bool supports_compute_dtype(DType dtype) const override { return dtype == DType::kF32; }
   void zero(Tensor t) override;
   void copy(Tensor dst, Tensor src) override;
+  double sum_squares(std::span<const Tensor> tensors) override;
+  void adam_step(const kernels::AdamHyper& hyper, Tensor master, Tensor exp_avg, Tensor exp_avg_sq, Tensor grad,
+                 const Tensor* param_half) override;
   void matmul_forward(Tensor out, std::int64_t out_col_begin, Tensor inp, Tensor weight, const Tensor* bias) override;
   void matmul_backward(Tensor dinp, GradMode dinp_mode, Tensor dweight, Tensor* dbias, Tensor dout,
                        std::int64_t dout_col_begin, Tensor inp, Tensor weight) override;

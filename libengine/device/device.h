@@ -106,6 +106,13 @@ class Device {
   virtual Stream& stream(StreamRole role) = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
 
+  // The host-memory tier this device stages through (the CPU tier of ZeRO-Infinity): its own budget,
+  // current and peak bytes.
+  virtual memory::MemoryTier& host_memory() = 0;
+  // Host memory of `bytes` (4096-byte aligned), counted on host_memory(): page-locked
+  // (cudaHostAlloc) on CUDA, so copies to and from the device run asynchronously at full link
+  // speed; ordinary host memory on the CPU backend. Fails with OutOfMemory naming `what`.
+  virtual Result<DeviceBuffer> allocate_host(std::size_t bytes, std::string_view what) = 0;
   // Copies `bytes` from src to dst in order on `stream` (asynchronous: the memory must stay valid
   // until the stream has passed this point).
   virtual void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind, Stream& stream) = 0;
@@ -118,6 +125,23 @@ class Device {
   // The compute operations of this backend (device/ops.h), running on the compute stream over
   // tensors in this device's memory. Lives as long as the device.
   virtual Ops& ops() = 0;
+  // Profiler ranges around phases of work (forward, backward, optimizer, transfers), so a timeline
+  // (Nsight Systems) reads well: NVTX on CUDA, nothing on the CPU backend. Nested ranges must be
+  // popped in reverse order by the thread that pushed them; see ProfilerRange below.
+  virtual void push_range(const char* name) { (void)name; }
+  virtual void pop_range() {}
+};
+
+// A profiler range for the length of a scope.
+class ProfilerRange {
+ public:
+  ProfilerRange(Device& device, const char* name) : device_(device) { device_.push_range(name); }
+  ~ProfilerRange() { device_.pop_range(); }
+  ProfilerRange(const ProfilerRange&) = delete;
+  ProfilerRange& operator=(const ProfilerRange&) = delete;
+
+ private:
+  Device& device_;
 };
 
 // Allocates a buffer and returns a tensor view of it with `dtype` and `shape`.

@@ -1,25 +1,34 @@
 // Ops: the compute seam. Every kernel the model runs goes through one Ops object, which a Device
 // hands out (Device::ops()), so the model is the same code on the CPU backend (device/cpu_ops) and
-// on the CUDA backend: a backend plugs in by implementing this interface over its own kernels.
+// on the CUDA backend (device/cuda_ops): a backend plugs in by implementing this interface over its
+// own kernels.
 //
-// Tensor-level and fp32 only: every Tensor argument is an fp32 view of memory on the Ops' device,
-// shaped as the comment beside it says. The methods check shapes (ZINF_CHECK: a mismatch is a bug
-// in the caller, not a run-time condition) and then run the kernel; the formulas, the accumulate
-// (+=) versus overwrite (=) rules and the determinism guarantees are those of kernels/<op>.h.
-// What it is not: an allocator (outputs are caller-owned), an autograd engine, or a place for
-// mixed precision (conversion happens in the ParamSource/GradSink behind the model).
+// Tensor-level, over memory on the Ops' device, shaped as the comment beside each argument says.
+// Element types: activations, activation gradients and the parameters the model reads share one
+// element type, the model's compute dtype — fp32 on every backend, and bf16/fp16 where
+// supports_compute_dtype() says so (CUDA). Always fp32 whatever the compute dtype: parameter
+// gradients (dweight, dbias, dwte, dwpe), the LayerNorm statistics (mean, rstd) and the attention
+// log-sum-exp (lse); arithmetic accumulates in fp32 everywhere. The methods check shapes and
+// element types (ZINF_CHECK: a mismatch is a bug in the caller, not a run-time condition) and then
+// run the kernel; the formulas, the accumulate (+=) versus overwrite (=) rules and the determinism
+// guarantees are those of kernels/<op>.h.
+// What it is not: an allocator for the caller (outputs are caller-owned), or an autograd engine.
 //
 // Dimension legend: B batch, T sequence, C channels, OC output channels, R rows (B*T), NH heads,
 // V vocabulary, maxT position-table length, N elements.
 //
-// Ordering: work runs in order on the device's compute stream (on the CPU backend, inline on the
-// calling thread, so results are ready when the call returns). Thread-safety: one host thread
-// drives an Ops object at a time.
+// Ordering: work runs in order on the device's compute stream — inline on the calling thread on
+// the CPU backend (results are ready when the call returns), asynchronously on CUDA. Methods that
+// return a value to the host (cross_entropy_forward, sum_squares) wait for it. A kernel launch that
+// fails is reported through the Status of the next Stream/Device synchronize() (a value-returning
+// method returns NaN then). Thread-safety: one host thread drives an Ops object at a time.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
+#include "kernels/adam.h"
+#include "libengine/core/dtype.h"
 #include "libengine/tensor/tensor.h"
 
 namespace zinf::device {
@@ -31,10 +40,25 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
+  // Whether activations may be `dtype` (fp32 always is).
+  virtual bool supports_compute_dtype(DType dtype) const = 0;
+
   // t = 0.
   virtual void zero(Tensor t) = 0;
-  // dst = src (same element count; shapes may differ).
+  // dst = src (same element count; shapes may differ), converting the element type when the two
+  // differ (fp32/bf16/fp16, kernels/convert.h's rounding, the same bits on every backend).
   virtual void copy(Tensor dst, Tensor src) = 0;
+
+  // The optimizer's two kernels (kernels/adam.h), so that model states on any device are updated
+  // where they live.
+  // Sum over every element of every tensor of x*x (any element type), accumulated in fp64 tensor
+  // by tensor in order; inf/NaN propagate. Waits for the result.
+  virtual double sum_squares(std::span<const Tensor> tensors) = 0;
+  // One fused Adam/AdamW step over a flat slice: master, exp_avg, exp_avg_sq fp32 [N] updated in
+  // place; grad [N] fp32, bf16 or fp16; param_half nullptr or [N] bf16/fp16, written with the
+  // updated parameters rounded.
+  virtual void adam_step(const kernels::AdamHyper& hyper, Tensor master, Tensor exp_avg, Tensor exp_avg_sq,
+                         Tensor grad, const Tensor* param_half) = 0;
 
   // Linear layer (nn.Linear layout). Writes columns [out_col_begin, out_col_begin + OC) of
   // out [R, OUT_WIDTH] = inp [R,C] · weight [OC,C]ᵀ + bias [OC]; bias may be nullptr. The column

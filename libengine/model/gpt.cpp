@@ -106,6 +106,10 @@ Gpt::Gpt(const GptConfig& config, device::Device& device)
 
 Result<std::unique_ptr<Gpt>> Gpt::create(const GptConfig& config, device::Device& device) {
   ZINF_RETURN_IF_ERROR(validate(config));
+  if (!device.ops().supports_compute_dtype(config.compute_dtype)) {
+    return Status::invalid_argument(fmt::format("compute_dtype: {} is not supported on {} (allowed there: fp32)",
+                                                dtype_name(config.compute_dtype), device.describe()));
+  }
   std::unique_ptr<Gpt> gpt(new Gpt(config, device));
   ZINF_RETURN_IF_ERROR(gpt->allocate());
   return gpt;
@@ -116,10 +120,10 @@ Status Gpt::allocate() {
   const std::int64_t b = config_.batch, t = config_.seq, c = s.hidden, r = b * t;
   // Carves `layout` over a fresh device buffer sized by a counting pass of the same layout.
   const auto carve = [&](std::string_view what, const auto& layout) -> Status {
-    TensorCarver counter(nullptr);
+    TensorCarver counter(nullptr, config_.compute_dtype);
     layout(counter);
     ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer buffer, device_.allocate(counter.bytes(), what));
-    TensorCarver carver(static_cast<float*>(buffer.data()), &device_);
+    TensorCarver carver(buffer.data(), config_.compute_dtype, &device_);
     layout(carver);
     activation_bytes_ += counter.bytes();
     buffers_.push_back(std::move(buffer));
@@ -149,8 +153,8 @@ Status Gpt::allocate() {
   }
   ZINF_RETURN_IF_ERROR(carve("final layer norm activations", [&](TensorCarver& carver) {
     lnf_out_ = carver.take({b, t, c});
-    lnf_mean_ = carver.take({r});
-    lnf_rstd_ = carver.take({r});
+    lnf_mean_ = carver.take_f32({r});
+    lnf_rstd_ = carver.take_f32({r});
   }));
   ZINF_RETURN_IF_ERROR(carve("logits", [&](TensorCarver& carver) { logits_ = carver.take({b, t, s.vocab}); }));
   return carve("backward workspace", [&](TensorCarver& carver) {
@@ -174,6 +178,7 @@ Status Gpt::upload(std::span<const std::int32_t> tokens, std::span<const std::in
 }
 
 Status Gpt::run_forward(ParamSource& params) {
+  const device::ProfilerRange range(device_, "forward");
   device::Ops& ops = device_.ops();
   const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
   ZINF_RETURN_IF_ERROR(embedding_.forward(ops, params, inputs_[0], {tokens_, r}));
@@ -202,6 +207,7 @@ Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::
   const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
   const std::span<const std::int32_t> targets_on_device(targets_, r);
   const double loss = ops.cross_entropy_forward(logits_, targets_on_device);
+  const device::ProfilerRange range(device_, "backward");
   // The gradient replaces the logits in place: no second [B,T,V] buffer.
   ops.cross_entropy_backward(logits_, logits_, targets_on_device, loss_scale);
 

@@ -11,8 +11,10 @@
 // each block's forward from its input (the last block's are still there and are not recomputed).
 // Every kernel runs through device.ops(), so the same code runs on any backend.
 //
-// What it is not: a general module system, an optimizer, or a mixed-precision loop (fp32 compute;
-// loss_scale only scales the gradient for the caller's fp16 loss scaling).
+// Precision: activations and the parameters it reads are in config.compute_dtype (fp32, or bf16/fp16
+// on CUDA), parameter gradients fp32; loss_scale only scales the gradient for the caller's fp16 loss
+// scaling. Profiler ranges "forward" and "backward" mark the two passes (device.push_range).
+// What it is not: a general module system, an optimizer, or an autograd engine.
 // Not implemented (validate() rejects them): RMSNorm, rotary positions, gated MLPs, grouped-query
 // attention (kv_heads != heads), head_dim != hidden / heads. Any ffn_hidden is supported.
 #pragma once
@@ -42,6 +44,10 @@ struct GptConfig {
   std::int64_t seq = 0;                   // T, 1..shape.max_positions
   bool activation_checkpointing = false;  // keep block inputs only; recompute each block's forward in backward
   std::int64_t tiling = 1;                // TiledLinear split of the MLP linears (and the untied head)
+  // Element type of the activations and of the parameters the model reads (the ParamSource must
+  // hand them out in it): fp32 on every device, bf16/fp16 where the device's Ops support it (CUDA).
+  // Parameter gradients, LayerNorm statistics and the attention log-sum-exp stay fp32.
+  DType compute_dtype = DType::kF32;
 };
 
 // Field-named errors: "model.heads: 7 does not divide hidden 1024", "seq: 0 is not in 1..1024".

@@ -26,7 +26,7 @@ class ScopedParam {
     if (source_ != nullptr) source_->release(id_);
   }
 
-  // The fp32 view the source handed out; valid while this object lives.
+  // The view the source handed out (compute dtype); valid while this object lives.
   const Tensor& tensor() const { return tensor_; }
 
  private:

@@ -21,8 +21,9 @@ using ParamId = std::int32_t;
 class ParamSource {
  public:
   virtual ~ParamSource() = default;
-  // Makes parameter `id` resident on the compute device as fp32 and returns its view, shaped as
-  // the ParamTable says. The view stays valid, and its contents unchanged, until release(id).
+  // Makes parameter `id` resident on the compute device and returns its view, shaped as the
+  // ParamTable says, in the model's compute dtype (GptConfig::compute_dtype; the source is created
+  // for it). The view stays valid, and its contents unchanged, until release(id).
   // Acquiring an id that is already acquired is a bug. Fails when the parameter cannot be brought
   // in (device memory exhausted, an NVMe read failed); nothing is acquired then.
   virtual Result<Tensor> acquire(ParamId id) = 0;

@@ -1,13 +1,16 @@
-// TensorCarver: lays fp32 tensors out one after another in a single block of memory, each starting
-// on a 64-byte boundary. The model sizes a buffer by carving with a null base (counting only), then
+// TensorCarver: lays tensors out one after another in a single block of memory, each starting on a
+// 64-byte boundary. The model sizes a buffer by carving with a null base (counting only), then
 // allocates that many bytes once and carves again over the real memory — one allocation per
-// buffer, none per step. It does not own memory and does not check a capacity: the caller
-// allocates bytes() of a counting pass with the same sequence of take() calls.
+// buffer, none per step. take() hands out tensors of the carver's element type (the model's compute
+// dtype: activations), take_f32() fp32 ones (statistics such as LayerNorm's mean/rstd and the
+// attention log-sum-exp, fp32 whatever the compute dtype). It does not own memory and does not
+// check a capacity: the caller allocates bytes() of a counting pass with the same sequence of calls.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "libengine/core/dtype.h"
 #include "libengine/tensor/tensor.h"
 
 namespace zinf::model {
@@ -15,22 +18,27 @@ namespace zinf::model {
 class TensorCarver {
  public:
   // base == nullptr: count only (the tensors handed out have no data).
-  explicit TensorCarver(float* base, device::Device* device = nullptr) : base_(base), device_(device) {}
+  explicit TensorCarver(void* base, DType dtype = DType::kF32, device::Device* device = nullptr)
+      : base_(static_cast<std::byte*>(base)), dtype_(dtype), device_(device) {}
 
-  Tensor take(Shape shape) {
-    float* data = base_ == nullptr ? nullptr : base_ + used_floats_;
-    // Round every tensor up to 16 floats so the next one starts 64-byte aligned (SIMD loads).
-    const auto floats = static_cast<std::size_t>(shape.numel());
-    used_floats_ += (floats + 15) / 16 * 16;
-    return Tensor(data, DType::kF32, shape, device_);
-  }
+  Tensor take(Shape shape) { return take_as(shape, dtype_); }
+  Tensor take_f32(Shape shape) { return take_as(shape, DType::kF32); }
 
-  std::uint64_t bytes() const { return static_cast<std::uint64_t>(used_floats_) * sizeof(float); }
+  std::uint64_t bytes() const { return used_bytes_; }
 
  private:
-  float* base_;
+  Tensor take_as(Shape shape, DType dtype) {
+    std::byte* data = base_ == nullptr ? nullptr : base_ + used_bytes_;
+    // Round every tensor up to 64 bytes so the next one starts aligned (SIMD loads, GPU vector loads).
+    const auto bytes = static_cast<std::uint64_t>(shape.numel()) * dtype_size_bytes(dtype);
+    used_bytes_ += (bytes + 63) / 64 * 64;
+    return Tensor(data, dtype, shape, device_);
+  }
+
+  std::byte* base_;
+  DType dtype_;
   device::Device* device_;
-  std::size_t used_floats_ = 0;
+  std::uint64_t used_bytes_ = 0;
 };
 
 }  // namespace zinf::model

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "kernels/adam.h"
+#include "libengine/device/device.h"
 
 namespace zinf::optim {
 namespace {
@@ -35,10 +37,6 @@ Result<AdamOptimizer> AdamOptimizer::create(const AdamConfig& config) {
         "optimizer.grad_clip: {} is not a finite maximum gradient norm >= 0 (0 turns clipping off)",
         config.grad_clip));
   }
-  if (config.num_threads < 0) {
-    return Status::invalid_argument(fmt::format(
-        "optimizer.num_threads: {} is negative; expected 0 (all) or a thread count", config.num_threads));
-  }
   return AdamOptimizer(config);
 }
 
@@ -58,13 +56,13 @@ Result<StepReport> AdamOptimizer::step(zero::ReplicatedStates& states, double lr
   const model::ParamTable& table = states.table();
   const double loss_scale = scaler.scale();
 
-  double sum_squares = 0;
-  for (model::ParamId id = 0; id < table.size(); ++id) {
-    const zero::ParamStates p = states.param_states(id);
-    sum_squares += p.grad_f32 != nullptr
-                       ? kernels::cpu::sum_squares(p.grad_f32, p.slice.n, config_.num_threads)
-                       : kernels::cpu::sum_squares(p.grad_half, p.grad_format, p.slice.n, config_.num_threads);
-  }
+  device::Device& device = states.device();
+  const device::ProfilerRange range(device, "optimizer");
+  device::Ops& ops = device.ops();
+  std::vector<Tensor> grads;
+  grads.reserve(static_cast<std::size_t>(table.size()));
+  for (model::ParamId id = 0; id < table.size(); ++id) grads.push_back(states.param_states(id).grad);
+  const double sum_squares = ops.sum_squares(grads);
   StepReport report;
   report.loss_scale_used = loss_scale;
   report.grad_norm = std::sqrt(sum_squares) / loss_scale;
@@ -96,11 +94,7 @@ Result<StepReport> AdamOptimizer::step(zero::ReplicatedStates& states, double lr
   for (model::ParamId id = 0; id < table.size(); ++id) {
     const zero::ParamStates p = states.param_states(id);
     hyper.weight_decay = table[id].weight_decay ? config_.weight_decay : 0.0;
-    if (p.grad_f32 != nullptr) {
-      kernels::cpu::adam_step(hyper, p.slice, p.grad_f32, config_.num_threads);
-    } else {
-      kernels::cpu::adam_step(hyper, p.slice, p.grad_half, p.grad_format, config_.num_threads);
-    }
+    ops.adam_step(hyper, p.master, p.exp_avg, p.exp_avg_sq, p.grad, p.param_half.data() != nullptr ? &p.param_half : nullptr);
   }
   scaler.update(false);
   return report;

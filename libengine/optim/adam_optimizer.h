@@ -11,9 +11,12 @@
 //   clip = min(1, grad_clip / (norm + 1e-6)) when grad_clip > 0, else 1   (torch clip_grad_norm_)
 //   Adam on every parameter with its gradient multiplied by clip / S; in mixed precision the step
 //   also rewrites the half working copy of the parameters.
+// The norm and the step run where the states live, through the device's Ops (Ops::sum_squares,
+// Ops::adam_step): the CPU kernels on the CPU backend, the CUDA kernels on a GPU; the norm is the one
+// value that comes back to the host each step.
 // What it is not: a learning-rate schedule (the caller passes each step's rate, see lr_schedule.h)
 // or the owner of any state array (zero/replicated_states owns them; the optimizer only keeps its
-// step count). Not thread-safe; the kernels use OpenMP threads inside one call.
+// step count). Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,6 @@ struct AdamConfig {
   double weight_decay = 0.01;  // torch.optim.AdamW's default; only on ParamInfo::weight_decay params
   bool decoupled = true;       // true: AdamW; false: Adam (weight_decay * p added to the gradient)
   double grad_clip = 0.0;      // maximum global gradient norm; 0: no clipping
-  int num_threads = 0;         // OpenMP threads for the kernels; 0: all
 };
 
 struct StepReport {
@@ -44,7 +46,7 @@ struct StepReport {
 class AdamOptimizer {
  public:
   // Validates `config`; errors name the field ("optimizer.beta2: 1 is outside [0, 1)"): betas in
-  // [0, 1), eps > 0, weight_decay >= 0, grad_clip >= 0, all finite, num_threads >= 0.
+  // [0, 1), eps > 0, weight_decay >= 0, grad_clip >= 0, all finite.
   static Result<AdamOptimizer> create(const AdamConfig& config);
 
   // One step over every parameter of `states` with learning rate `lr` (finite, >= 0), gradients

@@ -4,14 +4,20 @@
 #include <chrono>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kernels/matmul.h"
 
 namespace zinf::train {
+namespace {
 
-ComputePeak measure_matmul_peak() {
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+ComputePeak measure_on_host() {
   constexpr int kN = 2048;
   constexpr std::size_t kElements = static_cast<std::size_t>(kN) * kN;
-  using Clock = std::chrono::steady_clock;
   const Clock::time_point probe_start = Clock::now();
   std::vector<float> a(kElements), b(kElements), c(kElements);
   for (std::size_t i = 0; i < kElements; ++i) {
@@ -22,14 +28,72 @@ ComputePeak measure_matmul_peak() {
   for (int run = 0; run < 4; ++run) {  // run 0 warms caches, pages and the BLAS thread pool
     const Clock::time_point start = Clock::now();
     kernels::cpu::matmul_forward(c.data(), a.data(), b.data(), nullptr, kN, kN, kN);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const double seconds = seconds_since(start);
     if (run > 0) best_seconds = best_seconds == 0 ? seconds : std::min(best_seconds, seconds);
   }
   ComputePeak peak;
+  peak.kind = "fp32 matmul";
   peak.matrix_size = kN;
   peak.flops_per_s = 2.0 * kN * static_cast<double>(kN) * kN / best_seconds;
-  peak.seconds = std::chrono::duration<double>(Clock::now() - probe_start).count();
+  peak.seconds = seconds_since(probe_start);
   return peak;
+}
+
+Result<ComputePeak> measure_on_device(device::Device& device, DType dtype) {
+  const Clock::time_point probe_start = Clock::now();
+  // The largest of these whose three matrices fit the device budget next to the model.
+  std::vector<device::OwnedTensor> matrices;
+  std::int64_t n = 0;
+  for (const std::int64_t size : {8192, 4096, 2048, 1024}) {
+    matrices.clear();
+    bool fits = true;
+    for (const char* what : {"compute peak probe: a", "compute peak probe: b", "compute peak probe: c"}) {
+      Result<device::OwnedTensor> m = device::allocate_tensor(device, dtype, Shape{size, size}, what);
+      if (!m.is_ok()) {
+        if (m.status().code() != ErrorCode::kOutOfMemory) return m.status();
+        fits = false;
+        break;
+      }
+      matrices.push_back(std::move(m).value());
+    }
+    if (fits) {
+      n = size;
+      break;
+    }
+  }
+  if (n == 0) {
+    return Status::out_of_memory(fmt::format(
+        "compute peak probe: three {} 1024x1024 matrices do not fit the device budget of {}", dtype_name(dtype),
+        device.describe()));
+  }
+  device::Ops& ops = device.ops();
+  for (device::OwnedTensor& m : matrices) ops.zero(m.tensor);
+  constexpr int kGemmsPerRun = 10;
+  double best_seconds = 0;
+  for (int run = 0; run < 4; ++run) {  // run 0 warms up (library heuristics, clocks)
+    ZINF_RETURN_IF_ERROR(device.synchronize());
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < kGemmsPerRun; ++i) {
+      ops.matmul_forward(matrices[2].tensor, 0, matrices[0].tensor, matrices[1].tensor, nullptr);
+    }
+    ZINF_RETURN_IF_ERROR(device.synchronize());
+    const double seconds = seconds_since(start) / kGemmsPerRun;
+    if (run > 0) best_seconds = best_seconds == 0 ? seconds : std::min(best_seconds, seconds);
+  }
+  ComputePeak peak;
+  peak.kind = fmt::format("{} matmul", dtype_name(dtype));
+  peak.matrix_size = static_cast<int>(n);
+  const auto size = static_cast<double>(n);
+  peak.flops_per_s = 2.0 * size * size * size / best_seconds;
+  peak.seconds = seconds_since(probe_start);
+  return peak;
+}
+
+}  // namespace
+
+Result<ComputePeak> measure_matmul_peak(device::Device& device, DType dtype) {
+  if (device.kind() == device::DeviceKind::kCpu) return measure_on_host();
+  return measure_on_device(device, dtype);
 }
 
 }  // namespace zinf::train

@@ -1,8 +1,19 @@
-// The compute peak MFU is measured against: the FLOP/s a large square fp32 GEMM (2048³, the
-// model's own matmul kernel) reaches on this machine with the current compute threads, best of
-// three after a warm-up. Measured, not taken from a datasheet, so MFU says how much of what this
-// machine can actually do the training step achieves. Takes about a second on 2 cores.
+// The compute peak MFU is measured against: the FLOP/s a large square GEMM reaches on this machine,
+// best of three timed runs after a warm-up. Measured, not taken from a datasheet, so MFU says how
+// much of what this machine can actually do the training step achieves.
+// - CPU backend: fp32 2048³ through the model's own matmul kernel (OpenBLAS) with the current
+//   compute threads, on host memory outside the device budget. About a second on 2 cores.
+// - Other devices (CUDA): the device's Ops::matmul_forward in the model's compute dtype (bf16 for a
+//   bf16 run: cuBLASLt on tensor cores), 8192³ (smaller when the device budget cannot hold the
+//   three matrices), ten GEMMs per timed run; the matrices are allocated on the device and freed
+//   before returning.
 #pragma once
+
+#include <string>
+
+#include "libengine/core/dtype.h"
+#include "libengine/core/status.h"
+#include "libengine/device/device.h"
 
 namespace zinf::train {
 
@@ -10,8 +21,11 @@ struct ComputePeak {
   double flops_per_s = 0;
   int matrix_size = 0;  // n of the n×n×n GEMM
   double seconds = 0;   // time the probe took
+  std::string kind;     // "fp32 matmul", "bf16 matmul"
 };
 
-ComputePeak measure_matmul_peak();
+// Fails only on a non-CPU device: OutOfMemory when not even a 1024³ problem fits its budget, or the
+// device's error.
+Result<ComputePeak> measure_matmul_peak(device::Device& device, DType dtype);
 
 }  // namespace zinf::train

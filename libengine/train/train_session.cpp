@@ -4,7 +4,7 @@
 
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
-#include "libengine/device/cpu_device.h"
+#include "libengine/device/device_factory.h"
 
 namespace zinf::train {
 namespace {
@@ -43,10 +43,6 @@ optim::LrScheduleKind schedule_kind(spec::ScheduleKind kind) {
 
 Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario& scenario, bool resume,
                                                            std::int64_t stop_after) {
-  if (scenario.device == spec::DeviceKind::kCuda) {
-    return Status::invalid_argument(
-        "scenario.device: \"cuda\" is not available in this build (no CUDA backend yet); use \"cpu\"");
-  }
   const spec::LrScheduleConfig& sched = scenario.optimizer.schedule;
   if (sched.kind != spec::ScheduleKind::kConstant && scenario.steps <= sched.warmup_steps) {
     // Checked here as well as by the parser because --steps may shorten a run after parsing.
@@ -57,7 +53,20 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   }
   std::unique_ptr<TrainSession> session(new TrainSession(scenario));
   kernels::cpu::set_compute_threads(static_cast<int>(scenario.threads));
-  session->device_ = device::make_cpu_device({.memory_budget_bytes = scenario.device_memory_bytes.value_or(0)});
+  device::DeviceOptions device_options;
+  device_options.kind = scenario.device == spec::DeviceKind::kCuda ? device::DeviceKind::kCuda : device::DeviceKind::kCpu;
+  device_options.memory_budget_bytes = scenario.device_memory_bytes.value_or(0);
+  Result<std::unique_ptr<device::Device>> device = device::make_device(device_options);
+  if (!device.is_ok()) {
+    const std::string& message = device.status().message();
+    return Status(device.status().code(), message.rfind("scenario.", 0) == 0 ? message : "scenario." + message);
+  }
+  session->device_ = std::move(device).value();
+  // Mixed precision computes in the storage precision where the device can (CUDA: bf16/fp16 GEMMs
+  // and attention on tensor cores); the CPU backend computes in fp32 from the half copies.
+  const DType compute_dtype = session->device_->ops().supports_compute_dtype(scenario.precision)
+                                  ? scenario.precision
+                                  : DType::kF32;
 
   const BatchShape shape{static_cast<std::uint64_t>(scenario.batch), static_cast<std::uint64_t>(scenario.seq)};
   Result<BatchSource> data = Status::internal("no data source");
@@ -80,12 +89,14 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   model_config.seq = scenario.seq;
   model_config.activation_checkpointing = scenario.activation_checkpointing;
   model_config.tiling = scenario.tiling;
+  model_config.compute_dtype = compute_dtype;
   Result<std::unique_ptr<model::Gpt>> model = model::Gpt::create(model_config, *session->device_);
   if (!model.is_ok()) return as_budget_error(model.status(), scenario);
   session->model_ = std::move(model).value();
 
   zero::ReplicatedStatesOptions state_options;
   state_options.precision = scenario.precision;
+  state_options.compute_dtype = compute_dtype;
   state_options.seed = scenario.seed;
   Result<std::unique_ptr<zero::ReplicatedStates>> states =
       zero::ReplicatedStates::create(session->model_->params(), *session->device_, state_options);

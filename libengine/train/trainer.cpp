@@ -65,7 +65,7 @@ Result<double> Trainer::evaluate(std::int64_t batches) {
 Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
   ZINF_ASSIGN_OR_RETURN(std::optional<std::filesystem::path> latest, latest_checkpoint(options_.checkpoint_dir));
   if (!latest) return Status::ok();
-  std::vector<NamedArray> arrays = states_.checkpoint_arrays();
+  ZINF_ASSIGN_OR_RETURN(std::vector<NamedArray> arrays, states_.checkpoint_arrays());
   ZINF_ASSIGN_OR_RETURN(CheckpointMeta meta, load_checkpoint(*latest, arrays));
   if (meta.fingerprint != options_.fingerprint) {
     return Status::invalid_argument(fmt::format(
@@ -84,7 +84,7 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
   }
   ZINF_RETURN_IF_ERROR(optimizer_.set_step_count(optimizer_steps));
   ZINF_RETURN_IF_ERROR(scaler_.set_state(scaler_state));
-  states_.refresh_working_copy();
+  ZINF_RETURN_IF_ERROR(states_.push_checkpoint_arrays());
   first_step = meta.step;
   outcome.resumed_from = *latest;
   return Status::ok();
@@ -99,7 +99,8 @@ Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcom
   meta.extra = {{"optimizer_step", optimizer_.step_count()},
                 {"loss_scale", scaler_state.scale},
                 {"loss_scale_clean_steps", scaler_state.clean_steps}};
-  std::vector<NamedArray> arrays = states_.checkpoint_arrays();
+  ZINF_ASSIGN_OR_RETURN(std::vector<NamedArray> arrays, states_.checkpoint_arrays());
+  ZINF_RETURN_IF_ERROR(states_.pull_checkpoint_arrays());
   ZINF_RETURN_IF_ERROR(save_checkpoint(options_.checkpoint_dir, meta, arrays, options_.checkpoint_keep_last));
   const std::filesystem::path path = checkpoint_path(options_.checkpoint_dir, next_step);
   outcome.last_checkpoint = path;
@@ -132,6 +133,9 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     metrics.loss_scale = scaler_.scale();
     ZINF_ASSIGN_OR_RETURN(metrics.loss,
                           model_.forward_backward(tokens_, targets_, states_, states_, static_cast<float>(metrics.loss_scale)));
+    // On an asynchronous device (CUDA) the backward pass may still be running: wait, so the phase
+    // times are what the device spent, and so a failed kernel is reported at the step it broke.
+    ZINF_RETURN_IF_ERROR(states_.device().synchronize());
     metrics.forward_backward_seconds = seconds_since(fb_start);
     if (!std::isfinite(metrics.loss) && !scaler_.dynamic()) {
       return Status::infeasible(fmt::format(
@@ -142,6 +146,7 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     const Clock::time_point opt_start = Clock::now();
     metrics.lr = schedule_.lr_at(step);
     ZINF_ASSIGN_OR_RETURN(optim::StepReport report, optimizer_.step(states_, metrics.lr, scaler_));
+    ZINF_RETURN_IF_ERROR(states_.device().synchronize());
     metrics.optimizer_seconds = seconds_since(opt_start);
     metrics.grad_norm = report.grad_norm;
     metrics.clip_coef = report.clip_coef;

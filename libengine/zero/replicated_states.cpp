@@ -1,7 +1,9 @@
 #include "libengine/zero/replicated_states.h"
 
 #include <algorithm>
-#include <cstring>
+#include <array>
+#include <cstddef>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -18,29 +20,7 @@ constexpr std::size_t kWorkspaceAlignBytes = 64;
 
 std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-// Conversions of large parameters are split into chunks over OpenMP threads (the convert kernels
-// are single-threaded by contract); 64 Ki elements per chunk keeps small parameters on one thread.
-constexpr std::int64_t kConvertChunk = 64 * 1024;
-
-void widen(kernels::HalfFormat format, const std::uint16_t* in, float* out, std::int64_t n) {
-  const std::int64_t chunks = (n + kConvertChunk - 1) / kConvertChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t begin = c * kConvertChunk;
-    const std::int64_t count = std::min(kConvertChunk, n - begin);
-    kernels::cpu::half_to_f32(format, in + begin, out + begin, static_cast<std::size_t>(count));
-  }
-}
-
-void narrow(kernels::HalfFormat format, const float* in, std::uint16_t* out, std::int64_t n) {
-  const std::int64_t chunks = (n + kConvertChunk - 1) / kConvertChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t begin = c * kConvertChunk;
-    const std::int64_t count = std::min(kConvertChunk, n - begin);
-    kernels::cpu::f32_to_half(format, in + begin, out + begin, static_cast<std::size_t>(count));
-  }
-}
+Shape flat_shape(std::int64_t numel) { return Shape{numel}; }
 
 }  // namespace
 
@@ -49,7 +29,7 @@ ReplicatedStates::ReplicatedStates(const model::ParamTable& table, device::Devic
     : table_(table),
       device_(device),
       precision_(options.precision),
-      half_format_(options.precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16),
+      compute_dtype_(options.compute_dtype),
       seed_(options.seed) {
   const auto count = static_cast<std::size_t>(table.size());
   offsets_.resize(count);
@@ -71,15 +51,26 @@ Result<std::unique_ptr<ReplicatedStates>> ReplicatedStates::create(const model::
   if (table.size() == 0 || table.total_numel() == 0) {
     return Status::invalid_argument("model states: the parameter table is empty; there is nothing to train");
   }
-  if (device.kind() != device::DeviceKind::kCpu) {
+  if (options.compute_dtype != DType::kF32 && options.compute_dtype != options.precision) {
     return Status::invalid_argument(fmt::format(
-        "model states: ZeRO-0 replicated states run the CPU kernels on device memory, which {} cannot "
-        "provide; use the cpu device", device.describe()));
+        "model states: compute precision {} with {} storage is not supported (allowed: fp32, or the storage "
+        "precision itself)",
+        dtype_name(options.compute_dtype), dtype_name(options.precision)));
+  }
+  if (!device.ops().supports_compute_dtype(options.compute_dtype)) {
+    return Status::invalid_argument(fmt::format("model states: {} cannot compute in {}", device.describe(),
+                                                dtype_name(options.compute_dtype)));
   }
   std::unique_ptr<ReplicatedStates> states(new ReplicatedStates(table, device, options));
   ZINF_RETURN_IF_ERROR(states->allocate_states());
-  states->initialise_params();
+  ZINF_RETURN_IF_ERROR(states->initialise_params());
   return states;
+}
+
+Tensor ReplicatedStates::flat_view(const device::DeviceBuffer& buffer, DType dtype, std::int64_t offset,
+                                   Shape shape) const {
+  auto* base = static_cast<std::byte*>(buffer.data());
+  return Tensor(base + static_cast<std::size_t>(offset) * dtype_size_bytes(dtype), dtype, shape, &device_);
 }
 
 Status ReplicatedStates::allocate_states() {
@@ -95,30 +86,39 @@ Status ReplicatedStates::allocate_states() {
   }
   ZINF_ASSIGN_OR_RETURN(adam_m_, device_.allocate(fp32_bytes, "Adam m"));
   ZINF_ASSIGN_OR_RETURN(adam_v_, device_.allocate(fp32_bytes, "Adam v"));
-  // The CPU backend zero-fills allocations; zero explicitly anyway so the contract ("grads and
-  // moments start at zero", padding stays zero) does not rest on a backend detail.
-  std::memset(adam_m_.data(), 0, adam_m_.bytes());
-  std::memset(adam_v_.data(), 0, adam_v_.bytes());
-  std::memset(params_.data(), 0, params_.bytes());
-  std::memset(grads_.data(), 0, grads_.bytes());
-  if (mixed()) std::memset(master_.data(), 0, master_.bytes());
-  return Status::ok();
+  // Zeroed explicitly: the contract ("grads and moments start at zero", padding stays zero, so a
+  // sum of squares over a flat buffer equals the parameters') must not rest on whether a backend
+  // zero-fills its allocations (the CPU backend does, CUDA's pool does not).
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  for (const device::DeviceBuffer* buffer : {&params_, &grads_, &master_, &adam_m_, &adam_v_}) {
+    if (!buffer->empty()) device_.zero(buffer->data(), buffer->bytes(), compute);
+  }
+  return compute.synchronize();
 }
 
-void ReplicatedStates::initialise_params() {
-  float* master = static_cast<float*>(mixed() ? master_.data() : params_.data());
+Status ReplicatedStates::initialise_params() {
+  const device::DeviceBuffer& master = mixed() ? master_ : params_;
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  // Values are computed on the host one parameter at a time and copied in, so the host needs one
+  // parameter's worth of memory, not the model's.
+  std::vector<float> values;
   for (model::ParamId id = 0; id < table_.size(); ++id) {
     const std::int64_t numel = table_[id].numel;
-    table_.init_values(seed_, id, 0, std::span<float>(master + offsets_[static_cast<std::size_t>(id)],
-                                                      static_cast<std::size_t>(numel)));
+    values.resize(static_cast<std::size_t>(numel));
+    table_.init_values(seed_, id, 0, std::span<float>(values));
+    const Tensor dst = flat_view(master, DType::kF32, offsets_[static_cast<std::size_t>(id)], flat_shape(numel));
+    device_.copy(dst.data(), values.data(), dst.bytes(), device::CopyKind::kHostToDevice, compute);
+    // The host vector is reused for the next parameter: wait for this copy first.
+    ZINF_RETURN_IF_ERROR(compute.synchronize());
   }
   refresh_working_copy();
+  return compute.synchronize();
 }
 
 void ReplicatedStates::refresh_working_copy() {
   if (!mixed()) return;
-  narrow(half_format_, static_cast<const float*>(master_.data()), static_cast<std::uint16_t*>(params_.data()),
-         padded_numel_);
+  device_.ops().copy(flat_view(params_, precision_, 0, flat_shape(padded_numel_)),
+                     flat_view(master_, DType::kF32, 0, flat_shape(padded_numel_)));
 }
 
 Result<device::DeviceBuffer> ReplicatedStates::take_workspace(std::size_t bytes, model::ParamId id) {
@@ -139,6 +139,7 @@ Result<device::DeviceBuffer> ReplicatedStates::take_workspace(std::size_t bytes,
 }
 
 void ReplicatedStates::return_workspace(device::DeviceBuffer buffer) {
+  // Reuse is safe without waiting: every user of a workspace runs on the compute stream, in order.
   const std::size_t bytes = buffer.bytes();
   free_workspaces_.emplace_back(bytes, std::move(buffer));
 }
@@ -148,17 +149,18 @@ Result<Tensor> ReplicatedStates::acquire(model::ParamId id) {
   const auto index = static_cast<std::size_t>(id);
   ZINF_CHECK(!acquired_[index], "acquire: parameter is already acquired");
   const model::ParamInfo& info = table_[id];
-  if (!mixed()) {
+  const Tensor stored = flat_view(params_, precision_, offsets_[index], info.shape);
+  if (compute_dtype_ == precision_) {
     acquired_[index] = true;
-    return Tensor(static_cast<float*>(params_.data()) + offsets_[index], DType::kF32, info.shape, &device_);
+    return stored;
   }
   ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer workspace,
                         take_workspace(static_cast<std::size_t>(info.numel) * 4, id));
-  auto* values = static_cast<float*>(workspace.data());
-  widen(half_format_, static_cast<const std::uint16_t*>(params_.data()) + offsets_[index], values, info.numel);
+  const Tensor values(workspace.data(), DType::kF32, info.shape, &device_);
+  device_.ops().copy(values, stored);
   param_workspaces_[index] = std::move(workspace);
   acquired_[index] = true;
-  return Tensor(values, DType::kF32, info.shape, &device_);
+  return values;
 }
 
 void ReplicatedStates::release(model::ParamId id) {
@@ -166,7 +168,7 @@ void ReplicatedStates::release(model::ParamId id) {
   const auto index = static_cast<std::size_t>(id);
   ZINF_CHECK(acquired_[index], "release: parameter is not acquired");
   acquired_[index] = false;
-  if (mixed()) return_workspace(std::move(param_workspaces_[index]));
+  if (!param_workspaces_[index].empty()) return_workspace(std::move(param_workspaces_[index]));
 }
 
 Result<Tensor> ReplicatedStates::grad_buffer(model::ParamId id) {
@@ -176,23 +178,22 @@ Result<Tensor> ReplicatedStates::grad_buffer(model::ParamId id) {
   if (grad_out_[index]) {
     // Handed out already in this backward (a tied weight: the head, then the embedding): the same
     // buffer, so both contributions land in it before the one commit.
-    void* data = mixed() ? grad_workspaces_[index].data()
-                         : static_cast<void*>(static_cast<float*>(grads_.data()) + offsets_[index]);
-    return Tensor(data, DType::kF32, info.shape, &device_);
+    if (!mixed()) return flat_view(grads_, DType::kF32, offsets_[index], info.shape);
+    return Tensor(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
   }
   if (!mixed()) {
     grad_out_[index] = true;
-    return Tensor(static_cast<float*>(grads_.data()) + offsets_[index], DType::kF32, info.shape, &device_);
+    return flat_view(grads_, DType::kF32, offsets_[index], info.shape);
   }
   ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer workspace,
                         take_workspace(static_cast<std::size_t>(info.numel) * 4, id));
-  auto* values = static_cast<float*>(workspace.data());
+  const Tensor values(workspace.data(), DType::kF32, info.shape, &device_);
   // The gradient so far, not zeros: a parameter used twice in one backward (or over several
   // micro-batches) accumulates instead of the second commit overwriting the first.
-  widen(half_format_, static_cast<const std::uint16_t*>(grads_.data()) + offsets_[index], values, info.numel);
+  device_.ops().copy(values, flat_view(grads_, precision_, offsets_[index], info.shape));
   grad_workspaces_[index] = std::move(workspace);
   grad_out_[index] = true;
-  return Tensor(values, DType::kF32, info.shape, &device_);
+  return values;
 }
 
 Status ReplicatedStates::commit(model::ParamId id) {
@@ -201,8 +202,9 @@ Status ReplicatedStates::commit(model::ParamId id) {
   ZINF_CHECK(grad_out_[index], "commit: the gradient buffer was not handed out");
   grad_out_[index] = false;
   if (!mixed()) return Status::ok();
-  narrow(half_format_, static_cast<const float*>(grad_workspaces_[index].data()),
-         static_cast<std::uint16_t*>(grads_.data()) + offsets_[index], table_[id].numel);
+  const model::ParamInfo& info = table_[id];
+  device_.ops().copy(flat_view(grads_, precision_, offsets_[index], info.shape),
+                     Tensor(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_));
   return_workspace(std::move(grad_workspaces_[index]));
   return Status::ok();
 }
@@ -210,7 +212,7 @@ Status ReplicatedStates::commit(model::ParamId id) {
 void ReplicatedStates::zero_grads() {
   ZINF_CHECK(std::none_of(grad_out_.begin(), grad_out_.end(), [](bool out) { return out; }),
              "zero_grads: a gradient buffer is still handed out");
-  std::memset(grads_.data(), 0, grads_.bytes());
+  device_.zero(grads_.data(), grads_.bytes(), device_.stream(device::StreamRole::kCompute));
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> ReplicatedStates::state_bytes() const {
@@ -224,24 +226,65 @@ std::vector<std::pair<std::string, std::uint64_t>> ReplicatedStates::state_bytes
   };
 }
 
-std::vector<NamedArray> ReplicatedStates::checkpoint_arrays() {
-  float* master = static_cast<float*>(mixed() ? master_.data() : params_.data());
-  const std::pair<const char*, float*> kinds[] = {
-      {"master/", master},
-      {"adam_m/", static_cast<float*>(adam_m_.data())},
-      {"adam_v/", static_cast<float*>(adam_v_.data())},
-  };
+Result<std::vector<NamedArray>> ReplicatedStates::checkpoint_arrays() {
+  const device::DeviceBuffer& master = mixed() ? master_ : params_;
+  const auto fp32_bytes = static_cast<std::size_t>(padded_numel_) * 4;
+  std::array<float*, 3> bases{};
+  if (host_addressable()) {
+    bases = {static_cast<float*>(master.data()), static_cast<float*>(adam_m_.data()),
+             static_cast<float*>(adam_v_.data())};
+  } else {
+    if (checkpoint_mirror_.empty()) {
+      ZINF_ASSIGN_OR_RETURN(checkpoint_mirror_,
+                            device_.allocate_host(3 * fp32_bytes, "host copy of the states for checkpoints"));
+    }
+    auto* mirror = static_cast<float*>(checkpoint_mirror_.data());
+    bases = {mirror, mirror + padded_numel_, mirror + 2 * padded_numel_};
+  }
+  const std::array<const char*, 3> prefixes{"master/", "adam_m/", "adam_v/"};
   std::vector<NamedArray> arrays;
   arrays.reserve(3 * static_cast<std::size_t>(table_.size()));
-  for (const auto& [prefix, base] : kinds) {
+  for (std::size_t kind = 0; kind < 3; ++kind) {
     for (model::ParamId id = 0; id < table_.size(); ++id) {
       const model::ParamInfo& info = table_[id];
-      arrays.push_back(NamedArray{
-          std::string(prefix) + info.name,
-          std::span<float>(base + offsets_[static_cast<std::size_t>(id)], static_cast<std::size_t>(info.numel))});
+      arrays.push_back(NamedArray{std::string(prefixes[kind]) + info.name,
+                                  std::span<float>(bases[kind] + offsets_[static_cast<std::size_t>(id)],
+                                                   static_cast<std::size_t>(info.numel))});
     }
   }
   return arrays;
+}
+
+Status ReplicatedStates::pull_checkpoint_arrays() {
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  if (host_addressable()) return compute.synchronize();
+  ZINF_CHECK(!checkpoint_mirror_.empty(), "pull_checkpoint_arrays: checkpoint_arrays() was not called");
+  const device::DeviceBuffer& master = mixed() ? master_ : params_;
+  const auto fp32_bytes = static_cast<std::size_t>(padded_numel_) * 4;
+  auto* mirror = static_cast<std::byte*>(checkpoint_mirror_.data());
+  const std::array<const device::DeviceBuffer*, 3> sources{&master, &adam_m_, &adam_v_};
+  for (std::size_t kind = 0; kind < 3; ++kind) {
+    device_.copy(mirror + kind * fp32_bytes, sources[kind]->data(), fp32_bytes, device::CopyKind::kDeviceToHost,
+                 compute);
+  }
+  return compute.synchronize();
+}
+
+Status ReplicatedStates::push_checkpoint_arrays() {
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  if (!host_addressable()) {
+    ZINF_CHECK(!checkpoint_mirror_.empty(), "push_checkpoint_arrays: checkpoint_arrays() was not called");
+    const device::DeviceBuffer& master = mixed() ? master_ : params_;
+    const auto fp32_bytes = static_cast<std::size_t>(padded_numel_) * 4;
+    const auto* mirror = static_cast<const std::byte*>(checkpoint_mirror_.data());
+    const std::array<const device::DeviceBuffer*, 3> targets{&master, &adam_m_, &adam_v_};
+    for (std::size_t kind = 0; kind < 3; ++kind) {
+      device_.copy(targets[kind]->data(), mirror + kind * fp32_bytes, fp32_bytes, device::CopyKind::kHostToDevice,
+                   compute);
+    }
+  }
+  refresh_working_copy();
+  return compute.synchronize();
 }
 
 ParamStates ReplicatedStates::param_states(model::ParamId id) {
@@ -250,20 +293,13 @@ ParamStates ReplicatedStates::param_states(model::ParamId id) {
   ZINF_CHECK(!acquired_[index] && !grad_out_[index],
              "param_states: the parameter is acquired or its gradient buffer is handed out");
   const std::int64_t offset = offsets_[index];
+  const Shape shape = flat_shape(table_[id].numel);
   ParamStates states;
-  states.slice.exp_avg = static_cast<float*>(adam_m_.data()) + offset;
-  states.slice.exp_avg_sq = static_cast<float*>(adam_v_.data()) + offset;
-  states.slice.n = static_cast<std::size_t>(table_[id].numel);
-  if (mixed()) {
-    states.slice.param = static_cast<float*>(master_.data()) + offset;
-    states.slice.param_half = static_cast<std::uint16_t*>(params_.data()) + offset;
-    states.slice.param_half_format = half_format_;
-    states.grad_half = static_cast<const std::uint16_t*>(grads_.data()) + offset;
-    states.grad_format = half_format_;
-  } else {
-    states.slice.param = static_cast<float*>(params_.data()) + offset;
-    states.grad_f32 = static_cast<const float*>(grads_.data()) + offset;
-  }
+  states.master = flat_view(mixed() ? master_ : params_, DType::kF32, offset, shape);
+  states.exp_avg = flat_view(adam_m_, DType::kF32, offset, shape);
+  states.exp_avg_sq = flat_view(adam_v_, DType::kF32, offset, shape);
+  states.grad = flat_view(grads_, precision_, offset, shape);
+  if (mixed()) states.param_half = flat_view(params_, precision_, offset, shape);
   return states;
 }
 

@@ -3,23 +3,26 @@
 // It is both the model's ParamSource and its GradSink, and it owns the arrays the optimizer step and
 // the checkpoint writer work on.
 //
-// Storage, one flat device buffer per kind, each parameter's offset aligned to 64 bytes:
+// Storage, one flat device buffer per kind, each parameter's offset aligned to 32 elements:
 //   fp32:       params (master == working copy), grads, Adam m, Adam v — all fp32. acquire() returns
 //               a view of the params directly and grad_buffer() the fp32 gradient storage directly
 //               (zero-copy; the model accumulates with +=).
 //   bf16/fp16:  fp32 master params, Adam m, Adam v; a half working copy of the params (rewritten by
-//               the fused Adam step) and half gradients. acquire() widens the half copy into an fp32
-//               workspace; grad_buffer() hands an fp32 workspace holding the gradient so far (zero
-//               after zero_grads()) and commit() rounds it back into the half gradient. Workspaces
-//               come from a pool of device buffers keyed by size and counted on the device tier, so
-//               once a step has run, later steps with the same call pattern allocate nothing.
+//               the fused Adam step) and half gradients. acquire() returns the half copy itself when
+//               the model computes in that precision (compute_dtype, CUDA), or widens it into an fp32
+//               workspace (the CPU backend computes in fp32); grad_buffer() hands an fp32 workspace
+//               holding the gradient so far (zero after zero_grads()) and commit() rounds it back
+//               into the half gradient. Workspaces come from a pool of device buffers keyed by size
+//               and counted on the device tier, so once a step has run, later steps with the same
+//               call pattern allocate nothing.
 // Every buffer comes from Device::allocate with a "what" naming the state, so the tier's accounting
 // is exactly the sum of state_bytes(), and an over-budget model fails naming the state that did not
-// fit.
+// fit. Every computation on the states (conversions, zeroing, the optimizer's kernels) goes through
+// the device's Ops and copy/zero, in order on its compute stream, so the same code serves the CPU
+// and the CUDA backend.
 //
 // What it is not: partitioned (ZeRO-1/2/3), offloaded, or thread-safe — every call comes from the
-// thread running the model or the optimizer. The arrays are read and written by the CPU kernels, so
-// the device's memory must be host-addressable (the CPU backend); create() refuses other devices.
+// thread running the model or the optimizer.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +31,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/adam.h"
-#include "kernels/convert.h"
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 #include "libengine/device/device.h"
@@ -41,26 +42,30 @@
 namespace zinf::zero {
 
 struct ReplicatedStatesOptions {
-  DType precision = DType::kF32;  // compute/storage precision of params and grads
-  std::uint64_t seed = 0;         // initial values: ParamTable::init_values(seed, ...)
+  DType precision = DType::kF32;      // storage precision of params and grads
+  DType compute_dtype = DType::kF32;  // of the views acquire() hands out: fp32, or `precision` itself
+  std::uint64_t seed = 0;             // initial values: ParamTable::init_values(seed, ...)
 };
 
-// What the optimizer step needs for one parameter: its Adam slice (fp32 master, m, v and, in mixed
-// precision, the half working copy the step rewrites) and its gradient in storage precision.
+// What the optimizer step needs for one parameter, as views of the device storage: its fp32 master
+// copy, Adam moments, gradient (in storage precision) and, in mixed precision, the half working copy
+// the step rewrites.
 struct ParamStates {
-  kernels::AdamSlice slice;
-  const float* grad_f32 = nullptr;           // [N] fp32 gradients; nullptr in mixed precision
-  const std::uint16_t* grad_half = nullptr;  // [N] bf16/fp16 gradients; nullptr under fp32
-  kernels::HalfFormat grad_format = kernels::HalfFormat::kBF16;  // of grad_half
+  Tensor master;      // fp32 [N]
+  Tensor exp_avg;     // fp32 [N], Adam m
+  Tensor exp_avg_sq;  // fp32 [N], Adam v
+  Tensor grad;        // [N] fp32, bf16 or fp16 (the storage precision)
+  Tensor param_half;  // [N] bf16/fp16 working copy; no data (data() == nullptr) under fp32
 };
 
 class ReplicatedStates final : public model::ParamSource, public model::GradSink {
  public:
   // Allocates every state of `table` on `device` and initialises the parameters from
   // ParamTable::init_values(options.seed, ...); gradients and moments start at zero. `table` and
-  // `device` must outlive the result. Fails with InvalidArgument for an empty table or a device whose
-  // memory the CPU cannot address, and with OutOfMemory naming the state that does not fit the
-  // device budget (nothing stays allocated then).
+  // `device` must outlive the result. Fails with InvalidArgument for an empty table or a
+  // compute_dtype that is neither fp32 nor the precision or that the device cannot compute in, and
+  // with OutOfMemory naming the state that does not fit the device budget (nothing stays allocated
+  // then).
   static Result<std::unique_ptr<ReplicatedStates>> create(const model::ParamTable& table, device::Device& device,
                                                           const ReplicatedStatesOptions& options);
 
@@ -68,9 +73,10 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   ReplicatedStates& operator=(const ReplicatedStates&) = delete;
   ~ReplicatedStates() override;
 
-  // ParamSource (see model/param_source.h). fp32: a view of the master copy, never fails. Mixed
-  // precision: the half copy widened into a pooled workspace; fails with OutOfMemory naming the
-  // workspace when the pool must grow and the budget is exhausted (nothing acquired then).
+  // ParamSource (see model/param_source.h), in compute_dtype. A view of the stored copy when
+  // compute_dtype is the precision (never fails); otherwise the half copy widened into a pooled fp32
+  // workspace, which fails with OutOfMemory naming the workspace when the pool must grow and the
+  // budget is exhausted (nothing acquired then).
   Result<Tensor> acquire(model::ParamId id) override;
   void release(model::ParamId id) override;
 
@@ -87,6 +93,7 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   void zero_grads();
 
   DType precision() const { return precision_; }
+  DType compute_dtype() const { return compute_dtype_; }
   const model::ParamTable& table() const { return table_; }
   device::Device& device() const { return device_; }
 
@@ -96,15 +103,21 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   // alignment is included, so the sum equals what this object holds on the device tier.
   std::vector<std::pair<std::string, std::uint64_t>> state_bytes() const;
 
-  // The fp32 arrays a checkpoint must hold, views of this object's storage: "master/<param name>"
-  // for every parameter in table order, then "adam_m/<name>", then "adam_v/<name>". Loading into
-  // them and calling refresh_working_copy() restores the model states.
-  std::vector<NamedArray> checkpoint_arrays();
-
-  // Rewrites the half working copy from the fp32 master params (after a checkpoint load); no-op
-  // under fp32.
+  // The fp32 arrays a checkpoint must hold, in host memory: "master/<param name>" for every
+  // parameter in table order, then "adam_m/<name>", then "adam_v/<name>". On the CPU backend they
+  // are views of the states themselves; on a device the host cannot address (CUDA) they are views
+  // of a host mirror (allocated on the device's host tier at the first call; OutOfMemory names it).
+  // Before a save, pull_checkpoint_arrays() makes them hold the current states; after a load into
+  // them, push_checkpoint_arrays() makes the states (and the half working copy) follow.
+  Result<std::vector<NamedArray>> checkpoint_arrays();
+  // Device -> the arrays (waits for the copies; no-op on the CPU backend). Precondition:
+  // checkpoint_arrays() was called. Fails with the device's error.
+  Status pull_checkpoint_arrays();
+  // The arrays -> device, then the half working copy is rewritten from the fp32 master params.
+  // Precondition: checkpoint_arrays() was called. Fails with the device's error.
+  Status push_checkpoint_arrays();
+  // Rewrites the half working copy from the fp32 master params; no-op under fp32.
   void refresh_working_copy();
-
   // The arrays the optimizer step updates for `id`. Precondition: the parameter is neither acquired
   // nor has its gradient buffer handed out.
   ParamStates param_states(model::ParamId id);
@@ -112,7 +125,10 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
  private:
   ReplicatedStates(const model::ParamTable& table, device::Device& device, const ReplicatedStatesOptions& options);
   Status allocate_states();
-  void initialise_params();
+  Status initialise_params();
+  bool host_addressable() const { return device_.kind() == device::DeviceKind::kCpu; }
+  // A view of `count` elements of `dtype` at element `offset` of a flat state buffer.
+  Tensor flat_view(const device::DeviceBuffer& buffer, DType dtype, std::int64_t offset, Shape shape) const;
   bool mixed() const { return precision_ != DType::kF32; }
   // An fp32 workspace of `bytes` rounded up to 64 from the pool, or a new one counted on the tier
   // (contents unspecified). Fails with OutOfMemory naming the workspace and parameter `id`.
@@ -122,7 +138,7 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   const model::ParamTable& table_;
   device::Device& device_;
   DType precision_;
-  kernels::HalfFormat half_format_;
+  DType compute_dtype_;
   std::uint64_t seed_;
   std::vector<std::int64_t> offsets_;  // element offset of each parameter in every flat buffer
   std::int64_t padded_numel_ = 0;      // elements in each flat buffer
@@ -138,7 +154,9 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   std::vector<device::DeviceBuffer> param_workspaces_;
   std::vector<device::DeviceBuffer> grad_workspaces_;
   std::uint64_t workspace_bytes_ = 0;
-  // fp32: which parameters are acquired / have their gradient handed out (to catch misuse).
+  // Host copy of master, m and v for checkpoints on a device the host cannot address.
+  device::DeviceBuffer checkpoint_mirror_;
+  // Which parameters are acquired / have their gradient handed out (to catch misuse).
   std::vector<bool> acquired_;
   std::vector<bool> grad_out_;
 };

@@ -3,6 +3,7 @@
 // from a checkpoint continues the uninterrupted run's loss curve exactly; bad scenarios and flags
 // fail with one line naming the field and exit code 2.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -190,4 +191,15 @@ TEST_CASE("train: bad scenarios and flags fail with one line naming the field an
   too_wide["model"]["layers"] = 8;
   too_wide["device_memory"] = "600KiB";
   check_usage_error(run_zinf({"train", write("wide.json", too_wide)}), "activation_checkpointing");
+}
+
+TEST_CASE("train: \"device\": \"cuda\" with no usable GPU fails with one line naming scenario.device") {
+  // Hides every GPU from the CUDA runtime of this test process (ctest runs each test case in its own
+  // process, and nothing before this line has initialised CUDA), so the outcome is the same on a
+  // machine with a GPU, one without, and a build without CUDA.
+  REQUIRE(setenv("CUDA_VISIBLE_DEVICES", "", 1) == 0);
+  TempDir dir;
+  json scenario = tiny_scenario();
+  scenario["device"] = "cuda";
+  check_usage_error(run_zinf({"train", dir.write("cuda.json", scenario.dump())}), "scenario.device");
 }

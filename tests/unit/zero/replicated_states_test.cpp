@@ -74,7 +74,7 @@ TEST_CASE("fp32 states: acquire returns the master copy itself, holding the tabl
   auto device = device::make_cpu_device({});
   auto states = ReplicatedStates::create(table, *device, {.precision = DType::kF32, .seed = 7});
   REQUIRE(states.is_ok());
-  std::vector<NamedArray> arrays = (*states)->checkpoint_arrays();
+  std::vector<NamedArray> arrays = (*states)->checkpoint_arrays().value();
   for (ParamId id = 0; id < table.size(); ++id) {
     auto view = (*states)->acquire(id);
     REQUIRE(view.is_ok());
@@ -112,12 +112,11 @@ TEST_CASE("fp32 gradients: the model adds into the storage, a second use accumul
   for (std::int64_t i = 0; i < again.numel(); ++i) again.f32()[i] += 1.0f;
   REQUIRE(states->commit(3).is_ok());
   const ParamStates p = states->param_states(3);
-  REQUIRE(p.grad_f32 != nullptr);
-  CHECK(p.grad_half == nullptr);
-  CHECK(p.slice.param_half == nullptr);
-  for (std::size_t i = 0; i < p.slice.n; ++i) CHECK(p.grad_f32[i] == 0.25f * static_cast<float>(i) + 1.0f);
+  REQUIRE(p.grad.dtype() == DType::kF32);
+  CHECK(p.param_half.data() == nullptr);
+  for (std::int64_t i = 0; i < p.grad.numel(); ++i) CHECK(p.grad.f32()[i] == 0.25f * static_cast<float>(i) + 1.0f);
   states->zero_grads();
-  for (std::size_t i = 0; i < p.slice.n; ++i) CHECK(p.grad_f32[i] == 0.0f);
+  for (std::int64_t i = 0; i < p.grad.numel(); ++i) CHECK(p.grad.f32()[i] == 0.0f);
 }
 
 TEST_CASE("mixed precision: acquire returns the initial values rounded to the half format") {
@@ -127,7 +126,7 @@ TEST_CASE("mixed precision: acquire returns the initial values rounded to the ha
   auto device = device::make_cpu_device({});
   auto states = ReplicatedStates::create(table, *device, {.precision = precision, .seed = 3}).value();
   CHECK(states->precision() == precision);
-  std::vector<NamedArray> arrays = states->checkpoint_arrays();
+  std::vector<NamedArray> arrays = states->checkpoint_arrays().value();
   for (ParamId id = 0; id < table.size(); ++id) {
     const std::vector<float> expected = init_values(table, 3, id);
     // The fp32 master holds the values exactly.
@@ -165,11 +164,9 @@ TEST_CASE("mixed precision: commit rounds the gradient into half storage and a s
   }
   REQUIRE(states->commit(3).is_ok());
   const ParamStates p = states->param_states(3);
-  REQUIRE(p.grad_half != nullptr);
-  CHECK(p.grad_f32 == nullptr);
-  CHECK(p.grad_format == (precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16));
+  REQUIRE(p.grad.dtype() == precision);
   std::vector<float> stored(51);
-  kernels::cpu::half_to_f32(p.grad_format, p.grad_half, stored.data(), stored.size());
+  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16, p.grad.half(), stored.data(), stored.size());
   for (std::size_t i = 0; i < stored.size(); ++i) {
     INFO("element " << i << " = " << values[i]);
     CHECK(stored[i] == half_reference(precision, values[i]));
@@ -184,10 +181,10 @@ TEST_CASE("mixed precision: commit rounds the gradient into half storage and a s
     again.f32()[i] += 1.0f;
   }
   REQUIRE(states->commit(3).is_ok());
-  kernels::cpu::half_to_f32(p.grad_format, p.grad_half, stored.data(), stored.size());
+  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16, p.grad.half(), stored.data(), stored.size());
   CHECK(stored[3] == half_reference(precision, half_reference(precision, values[3]) + 1.0f));
   states->zero_grads();
-  kernels::cpu::half_to_f32(p.grad_format, p.grad_half, stored.data(), stored.size());
+  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16, p.grad.half(), stored.data(), stored.size());
   for (float x : stored) CHECK(x == 0.0f);
 }
 
@@ -275,11 +272,11 @@ TEST_CASE("a budget too small for the states fails naming the state; a full tier
   CHECK_FALSE((*states)->acquire(3).is_ok());
 }
 
-TEST_CASE("checkpoint arrays: master, then m, then v per parameter; refresh_working_copy re-rounds the master") {
+TEST_CASE("checkpoint arrays: master, then m, then v per parameter; push_checkpoint_arrays re-rounds the master") {
   const ParamTable table = make_table();
   auto device = device::make_cpu_device({});
   auto states = ReplicatedStates::create(table, *device, {.precision = DType::kBF16}).value();
-  std::vector<NamedArray> arrays = states->checkpoint_arrays();
+  std::vector<NamedArray> arrays = states->checkpoint_arrays().value();
   REQUIRE(arrays.size() == 12);
   CHECK(arrays[0].name == "master/wte");
   CHECK(arrays[3].name == "master/fc.weight");
@@ -289,18 +286,18 @@ TEST_CASE("checkpoint arrays: master, then m, then v per parameter; refresh_work
     CHECK(arrays[i].values.size() == static_cast<std::size_t>(table[static_cast<ParamId>(i % 4)].numel));
   }
   const ParamStates p = states->param_states(1);
-  CHECK(arrays[5].values.data() == p.slice.exp_avg);
-  CHECK(arrays[9].values.data() == p.slice.exp_avg_sq);
-  CHECK(arrays[1].values.data() == p.slice.param);
+  CHECK(arrays[5].values.data() == p.exp_avg.f32());
+  CHECK(arrays[9].values.data() == p.exp_avg_sq.f32());
+  CHECK(arrays[1].values.data() == p.master.f32());
 
-  // A load writes the master; the working copy follows only after refresh_working_copy().
+  // A load writes the master; the working copy follows only after push_checkpoint_arrays().
   for (std::size_t i = 0; i < arrays[3].values.size(); ++i) arrays[3].values[i] = 1.0f + static_cast<float>(i) * 0x1p-9f;
   {
     auto stale = states->acquire(3).value();
     CHECK(stale.f32()[0] != 1.0f);  // still the initial normal values
     states->release(3);
   }
-  states->refresh_working_copy();
+  REQUIRE(states->push_checkpoint_arrays().is_ok());
   auto view = states->acquire(3).value();
   for (std::size_t i = 0; i < arrays[3].values.size(); ++i) {
     CHECK(view.f32()[i] == half_reference(DType::kBF16, arrays[3].values[i]));
