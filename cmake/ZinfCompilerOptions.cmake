@@ -4,8 +4,13 @@ add_library(zinf_compile_options INTERFACE)
 target_compile_options(zinf_compile_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Woverloaded-virtual
     -Wcast-align -Wformat=2 -Wimplicit-fallthrough -Wmissing-declarations>)
+# nvcc: its own warnings, the host compiler's -Wall -Wextra on the host side of .cu files, and
+# line info so profilers and compute-sanitizer can point at source lines.
+target_compile_options(zinf_compile_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -lineinfo --expt-relaxed-constexpr>)
 if(ZINF_WARNINGS_AS_ERRORS)
-  target_compile_options(zinf_compile_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  target_compile_options(zinf_compile_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
 endif()
 
 if(ZINF_SANITIZE)

@@ -1,5 +1,5 @@
 // Causal multi-head self-attention (GPT-2's attention core, after the fused QKV projection and
-// before the output projection), forward and backward, on raw fp32 arrays. CPU variants only.
+// before the output projection), forward and backward, on raw fp32 arrays. CPU variants, and the CUDA ones at the end.
 // Memory-efficient and blocked like flash attention: per (batch, head) the sequence is cut into
 // blocks of 64 query rows and 64 keys; the forward pass keeps an online softmax per query row over
 // the key blocks and saves only its log-sum-exp, and the backward pass recomputes the probabilities
@@ -40,8 +40,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cuda_launch.h"
 
 namespace zinf::kernels::cpu {
 
@@ -66,3 +68,23 @@ void attention_backward(Isa isa, float* dqkv /*[B,T,3C]*/, const float* dout /*[
                         std::size_t seq_len, std::size_t channels, std::size_t heads, int num_threads);
 
 }  // namespace zinf::kernels::cpu
+
+namespace zinf::kernels::cuda {
+// Same formulas, flash-attention style: per (batch, head, query block) the forward keeps an online
+// softmax in fp32 over key blocks staged in shared memory, with QKᵀ and PV on tensor cores for
+// bf16/fp16 (fp32 accumulation) and fp32 FMA for fp32; only lse (fp32) is saved, no [T,T] matrix is
+// stored in global memory. The backward recomputes P per tile; dk/dv and dq are produced by
+// separate passes (no floating-point atomics), so results are deterministic. dqkv is accumulated
+// (+=) in `elem`. Any head size works; head sizes 32, 64 and 128 take the tensor-core path for
+// bf16/fp16, others a general one.
+std::size_t attention_backward_scratch_bytes(std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                             std::int64_t heads);
+LaunchStatus attention_forward(Elem elem, void* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const void* qkv /*[B,T,3C]*/,
+                               std::int64_t batch, std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                               Stream stream);
+LaunchStatus attention_backward(Elem elem, void* dqkv /*[B,T,3C]*/, const void* dout /*[B,T,C]*/,
+                                const void* qkv /*[B,T,3C]*/, const void* out /*[B,T,C]*/,
+                                const float* lse /*[B,NH,T]*/, std::int64_t batch, std::int64_t seq_len,
+                                std::int64_t channels, std::int64_t heads, void* scratch, std::size_t scratch_bytes,
+                                Stream stream);
+}  // namespace zinf::kernels::cuda

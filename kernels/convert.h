@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cuda_launch.h"
 
 namespace zinf::kernels {
 
@@ -43,4 +44,12 @@ void f32_to_half(Isa isa, HalfFormat format, const float* in /*[N]*/, std::uint1
 void half_to_f32(Isa isa, HalfFormat format, const std::uint16_t* in /*[N]*/, float* out /*[N]*/, std::size_t n);
 
 }  // namespace cpu
+namespace cuda {
+// dst = src with the element type converted (any pair of fp32, bf16, fp16; the same type copies),
+// with exactly the CPU functions' rounding and NaN rules above, so a value converted on either side
+// has the same bits.
+LaunchStatus convert(Elem dst_elem, void* dst /*[N]*/, Elem src_elem, const void* src /*[N]*/, std::int64_t n,
+                     Stream stream);
+}  // namespace cuda
+
 }  // namespace zinf::kernels

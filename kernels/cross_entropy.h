@@ -1,5 +1,5 @@
 // Fused softmax + cross-entropy over the vocabulary (GPT-2's language-model loss), forward and
-// backward, on raw fp32 logits. CPU variants only.
+// backward, on raw fp32 logits. CPU variants, and the CUDA ones at the end.
 //
 // Dimension legend: R rows (B*T, every position of every sequence), V vocabulary size.
 //
@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cuda_launch.h"
 
 namespace zinf::kernels::cpu {
 
@@ -50,3 +51,16 @@ void cross_entropy_backward(Isa isa, float* dlogits /*[R,V]*/, const float* logi
                             int num_threads);
 
 }  // namespace zinf::kernels::cpu
+
+namespace zinf::kernels::cuda {
+// Same formulas on `elem` logits, fp32 arithmetic (expf/logf, max-subtracted, row sums in fp32).
+// The forward writes every row's loss (fp32, device memory, not optional); the caller reads them
+// back and forms the mean in fp64 in row order, as the CPU kernel does. The backward overwrites
+// dlogits (in place allowed: dlogits == logits).
+LaunchStatus cross_entropy_forward(Elem elem, float* losses /*[R]*/, const void* logits /*[R,V]*/,
+                                   const std::int32_t* targets /*[R]*/, std::int64_t rows, std::int64_t vocab,
+                                   Stream stream);
+LaunchStatus cross_entropy_backward(Elem elem, void* dlogits /*[R,V]*/, const void* logits /*[R,V]*/,
+                                    const std::int32_t* targets /*[R]*/, float dloss, std::int64_t rows,
+                                    std::int64_t vocab, Stream stream);
+}  // namespace zinf::kernels::cuda

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cuda_launch.h"
 
 namespace zinf::kernels::cpu {
 
@@ -41,3 +42,18 @@ void embedding_backward(Isa isa, float* dwte /*[V,C]*/, float* dwpe /*[maxT,C]*/
                         std::size_t channels, int num_threads);
 
 }  // namespace zinf::kernels::cpu
+
+namespace zinf::kernels::cuda {
+// Same formulas; out, dout, wte, wpe in `elem`; the gradients dwte, dwpe fp32 (+=). The backward is
+// deterministic, without floating-point atomics: positions are grouped by token id (a stable sort
+// in `scratch`) and each token's rows are added in position order; dwpe sums over the batch in order.
+std::size_t embedding_backward_scratch_bytes(std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                             std::int64_t vocab);
+LaunchStatus embedding_forward(Elem elem, void* out /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/,
+                               const void* wte /*[V,C]*/, const void* wpe /*[maxT,C]*/, std::int64_t batch,
+                               std::int64_t seq_len, std::int64_t channels, Stream stream);
+LaunchStatus embedding_backward(Elem elem, float* dwte /*[V,C]*/, float* dwpe /*[maxT,C]*/, const void* dout /*[B,T,C]*/,
+                                const std::int32_t* tokens /*[B,T]*/, std::int64_t batch, std::int64_t seq_len,
+                                std::int64_t channels, std::int64_t vocab, void* scratch, std::size_t scratch_bytes,
+                                Stream stream);
+}  // namespace zinf::kernels::cuda

@@ -1,5 +1,5 @@
 // GELU with the tanh approximation (GPT-2; torch.nn.functional.gelu(x, approximate="tanh")),
-// forward and backward, elementwise on raw fp32 arrays. CPU variants only.
+// forward and backward, elementwise on raw fp32 arrays. CPU variants, and the CUDA ones at the end.
 //
 // Dimension legend: N elements (a flat slice, usually B*T*4C of the MLP's hidden activations).
 //
@@ -16,8 +16,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cuda_launch.h"
 
 namespace zinf::kernels::cpu {
 
@@ -31,3 +33,10 @@ void gelu_backward(Isa isa, float* dinp /*[N]*/, const float* inp /*[N]*/, const
                    int num_threads);
 
 }  // namespace zinf::kernels::cpu
+
+namespace zinf::kernels::cuda {
+// Same formulas on `elem` arrays, fp32 arithmetic (tanhf); the backward accumulates (+=).
+LaunchStatus gelu_forward(Elem elem, void* out /*[N]*/, const void* inp /*[N]*/, std::int64_t n, Stream stream);
+LaunchStatus gelu_backward(Elem elem, void* dinp /*[N]*/, const void* inp /*[N]*/, const void* dout /*[N]*/,
+                           std::int64_t n, Stream stream);
+}  // namespace zinf::kernels::cuda

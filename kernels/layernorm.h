@@ -1,5 +1,5 @@
 // Layer normalisation over the channel dimension (GPT-2's nn.LayerNorm), forward and backward, on
-// raw fp32 arrays. CPU variants only.
+// raw fp32 arrays. CPU variants, and the CUDA ones at the end.
 //
 // Dimension legend: R rows (B*T, every position of every sequence), C channels.
 //
@@ -23,8 +23,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cuda_launch.h"
 
 namespace zinf::kernels::cpu {
 
@@ -50,3 +52,19 @@ void layernorm_backward(Isa isa, float* dinp /*[R,C]*/, float* dweight /*[C]*/, 
                         int num_threads);
 
 }  // namespace zinf::kernels::cpu
+
+namespace zinf::kernels::cuda {
+// Same formulas; activations and weight/bias in `elem`, statistics and weight gradients fp32. The
+// forward's row statistics are fp32 (Welford or two-pass in fp32, not fp64). The backward
+// accumulates dinp (+=, in `elem`) and dweight/dbias (+=, fp32) deterministically: per-block
+// partial sums over fixed row ranges go to `scratch`, then a second pass adds them in order.
+// mean/rstd may be nullptr in the forward (nothing saved).
+std::size_t layernorm_backward_scratch_bytes(std::int64_t rows, std::int64_t channels);
+LaunchStatus layernorm_forward(Elem elem, void* out /*[R,C]*/, float* mean /*[R]*/, float* rstd /*[R]*/,
+                               const void* inp /*[R,C]*/, const void* weight /*[C]*/, const void* bias /*[C]*/,
+                               std::int64_t rows, std::int64_t channels, float eps, Stream stream);
+LaunchStatus layernorm_backward(Elem elem, void* dinp /*[R,C]*/, float* dweight /*[C]*/, float* dbias /*[C]*/,
+                                const void* dout /*[R,C]*/, const void* inp /*[R,C]*/, const void* weight /*[C]*/,
+                                const float* mean /*[R]*/, const float* rstd /*[R]*/, std::int64_t rows,
+                                std::int64_t channels, void* scratch, std::size_t scratch_bytes, Stream stream);
+}  // namespace zinf::kernels::cuda

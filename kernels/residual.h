@@ -1,4 +1,4 @@
-// Residual connection: elementwise sum of two fp32 arrays, forward and backward. CPU variants only.
+// Residual connection: elementwise sum of two fp32 arrays, forward and backward. CPU variants, and the CUDA ones at the end.
 //
 // Dimension legend: N elements (a flat slice, usually B*T*C of the residual stream).
 //
@@ -14,8 +14,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cuda_launch.h"
 
 namespace zinf::kernels::cpu {
 
@@ -31,3 +33,11 @@ void residual_backward(Isa isa, float* dinp1 /*[N]*/, float* dinp2 /*[N]*/, cons
                        int num_threads);
 
 }  // namespace zinf::kernels::cpu
+
+namespace zinf::kernels::cuda {
+// Same formulas on `elem` arrays (fp32 arithmetic, one rounding per output).
+LaunchStatus residual_forward(Elem elem, void* out /*[N]*/, const void* inp1 /*[N]*/, const void* inp2 /*[N]*/,
+                              std::int64_t n, Stream stream);
+LaunchStatus residual_backward(Elem elem, void* dinp1 /*[N]*/, void* dinp2 /*[N]*/, const void* dout /*[N]*/,
+                               std::int64_t n, Stream stream);
+}  // namespace zinf::kernels::cuda
