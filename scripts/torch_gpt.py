@@ -4,9 +4,11 @@ What it is: a plain torch.nn.Module with the same architecture, the same paramet
 same initialisation rule as zinf::model::Gpt, so that (a) scripts/fixtures/make_gpt_fixture.py can
 produce reference losses and gradients for the C++ tests and (b) throughput benchmarks can train
 the same network in PyTorch side by side with zinf.
-What it is not: a tuned model. Attention is written out by hand (a masked softmax over a [T, T]
-score matrix) because torch 1.13 has no scaled_dot_product_attention; GELU is the tanh
-approximation, exactly as kernels/gelu.h computes it.
+What it is not: a tuned model. On the CPU attention is written out by hand (a masked softmax over
+a [T, T] score matrix) because torch 1.13 has no scaled_dot_product_attention; on a GPU with a torch
+that has it, F.scaled_dot_product_attention(is_causal=True) runs instead (PyTorch's fused flash
+attention, the fair baseline there). GELU is the tanh approximation, exactly as kernels/gelu.h
+computes it.
 
 Architecture (pre-LN GPT-2): x = wte[tokens] + wpe[0:T]; per block
   x = x + attn.proj(attention(attn.qkv(ln1(x))));  x = x + mlp.proj(gelu(mlp.fc(ln2(x))))
@@ -44,10 +46,13 @@ class CausalSelfAttention(nn.Module):
         q = q.view(b, t, self.heads, hs).transpose(1, 2)
         k = k.view(b, t, self.heads, hs).transpose(1, 2)
         v = v.view(b, t, self.heads, hs).transpose(1, 2)
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-        scores = scores.masked_fill(~mask, float("-inf"))
-        y = F.softmax(scores, dim=-1) @ v
+        if x.is_cuda and hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            scores = scores.masked_fill(~mask, float("-inf"))
+            y = F.softmax(scores, dim=-1) @ v
         y = y.transpose(1, 2).contiguous().view(b, t, c)
         return self.proj(y)
 

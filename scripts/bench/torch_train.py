@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Times fp32 GPT training steps in PyTorch on the CPU: the baseline `zinf bench train` runs next to zinf.
+"""Times GPT training steps in PyTorch (fp32 on the CPU; fp32 or bf16 on a GPU): the baseline `zinf bench train` runs next to zinf.
 
 What it does: builds scripts/torch_gpt.py's TorchGPT (the twin of zinf's GPT-like model) with the given
 shape, seeds torch (torch.manual_seed), fixes the CPU thread count (torch.set_num_threads), and runs
 --warmup untimed steps then --steps timed steps, each step being
     optimizer.zero_grad(set_to_none=True); loss = model(tokens, targets); loss.backward(); optimizer.step()
-with torch.optim.AdamW(foreach=True) on random tokens: every step draws a fresh [batch, seq + 1] batch of
+with torch.optim.AdamW(foreach=True) (fused=True on a GPU) on random tokens: every step draws a fresh [batch, seq + 1] batch of
 token ids uniform over the vocabulary from a generator seeded with --seed, and trains on its first seq
 columns to predict the next. Each step is timed with time.perf_counter() from zero_grad to the end of
-optimizer.step() (drawing the batch is not timed; on the CPU every op has finished when step() returns).
+optimizer.step() (drawing the batch is not timed; on the CPU every op has finished when step() returns,
+on a GPU torch.cuda.synchronize() waits for it before the clock is read).
+--device cuda --dtype bf16: the model and batch on the GPU, fp32 parameters and AdamW states, the
+forward and backward under torch.autocast(bfloat16) — eager PyTorch's usual bf16 mixed precision.
 What it is not: a data-loading or convergence benchmark.
 
 Output: ONE JSON line on stdout (anything else goes to stderr):
@@ -21,10 +24,12 @@ Output: ONE JSON line on stdout (anything else goes to stderr):
   config               the arguments, plus params (parameter count), dtype and optimizer
 
 Usage: /usr/bin/python3 scripts/bench/torch_train.py [--layers 4 --hidden 1024 --heads 16 --vocab 50257
-       --seq 256 --batch 8 --steps 10 --warmup 2 --threads N --seed 0 --lr 3e-4 --weight-decay 0.01]
+       --seq 256 --batch 8 --steps 10 --warmup 2 --threads N --seed 0 --lr 3e-4 --weight-decay 0.01
+       --device cpu|cuda --dtype fp32|bf16]
 --threads defaults to $OMP_NUM_THREADS, else every CPU. Exit status 2 on a bad argument.
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -68,7 +73,14 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (torch's default)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
+                        help="bf16: autocast mixed precision (--device cuda only)")
     args = parser.parse_args(argv)
+    if args.dtype == "bf16" and args.device != "cuda":
+        parser.error("--dtype: bf16 runs on --device cuda only")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device: cuda requested but torch.cuda.is_available() is False")
     if args.hidden % args.heads != 0:
         parser.error(f"--heads: {args.heads} does not divide --hidden {args.hidden}")
     if args.threads <= 0:
@@ -80,22 +92,36 @@ def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = TorchGPT(args.layers, args.hidden, args.heads, args.vocab, args.seq)
+    device = torch.device(args.device)
+    model = TorchGPT(args.layers, args.hidden, args.heads, args.vocab, args.seq).to(device)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, foreach=True)
+    if args.device == "cuda":
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=True)
+        optimizer_name = "torch.optim.AdamW(fused=True)"
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, foreach=True)
+        optimizer_name = "torch.optim.AdamW(foreach=True)"
     data = torch.Generator().manual_seed(args.seed)
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if args.dtype == "bf16"
+                else contextlib.nullcontext())
 
     losses = []
     step_seconds = []
     for _ in range(args.warmup + args.steps):
         batch = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=data, dtype=torch.int64)
+        batch = batch.to(device)
         tokens = batch[:, :-1]
         targets = batch[:, 1:]
+        if args.device == "cuda":
+            torch.cuda.synchronize()
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = model(tokens, targets)
+        with autocast:
+            loss = model(tokens, targets)
         loss.backward()
         optimizer.step()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
         step_seconds.append(time.perf_counter() - start)
         losses.append(loss.item())
 
@@ -103,8 +129,9 @@ def main(argv=None):
     config = vars(args).copy()
     config.update({
         "params": sum(p.numel() for p in model.parameters()),
-        "dtype": "float32",
-        "optimizer": "torch.optim.AdamW(foreach=True)",
+        "dtype": "float32" if args.dtype == "fp32" else "bfloat16 autocast, float32 parameters",
+        "optimizer": optimizer_name,
+        "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
         "tied_embeddings": True,
     })
     result = {
