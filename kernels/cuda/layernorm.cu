@@ -14,7 +14,9 @@
 // accumulators in shared memory, each channel owned by one thread (no atomics); a second pass adds
 // the row's dinp. The block's sums go to scratch [blocks, 2, C]; a second kernel adds them in block
 // order in fp64 and adds the result into dweight and dbias. The split depends only on R and C, so
-// the results are the same on every run and GPU.
+// the results are the same on every run and GPU. The accumulators bound C by one block's shared
+// memory (8 bytes a channel, past 48 KiB through the opt-in: about 29 000 channels on an H100);
+// a wider C returns cudaErrorInvalidValue.
 // Vector accesses (16 bytes) when C is a multiple of the vector width and the arrays are 16-byte
 // aligned; one element at a time otherwise.
 #include <cstdint>
@@ -326,9 +328,29 @@ LaunchStatus launch_backward(T* dinp, float* dweight, float* dbias, const T* dou
   const BackwardSplit split = backward_split(rows);
   const std::size_t shared_bytes = 2 * static_cast<std::size_t>(channels) * sizeof(float);
   const auto kernel = layernorm_backward_kernel<T, kVec>;
-  if (shared_bytes > kDefaultSharedBytes) {
-    const cudaError_t error =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
+  // Without the opt-in a block gets 48 KiB of shared memory in all, the kernel's static row_sums
+  // included: comparing the dynamic size alone with 48 KiB would skip the opt-in for C in
+  // (6080, 6144] (6144: 48 KiB dynamic + 512 B static) and that launch would fail. The opt-in is
+  // set to the device's whole per-block maximum rather than to this launch's size, so launches with
+  // different C (from several host threads) never lower one another's limit.
+  cudaFuncAttributes attributes{};
+  cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+  if (error != cudaSuccess) return static_cast<LaunchStatus>(error);
+  if (attributes.sharedSizeBytes + shared_bytes > kDefaultSharedBytes ||
+      shared_bytes > static_cast<std::size_t>(attributes.maxDynamicSharedSizeBytes)) {
+    int device = 0;
+    int optin_bytes = 0;
+    error = cudaGetDevice(&device);
+    if (error == cudaSuccess) {
+      error = cudaDeviceGetAttribute(&optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    }
+    if (error != cudaSuccess) return static_cast<LaunchStatus>(error);
+    // C too wide for one block's shared memory (about 29 000 channels on an H100).
+    if (attributes.sharedSizeBytes + shared_bytes > static_cast<std::size_t>(optin_bytes)) {
+      return detail::invalid_argument();
+    }
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 optin_bytes - static_cast<int>(attributes.sharedSizeBytes));
     if (error != cudaSuccess) return static_cast<LaunchStatus>(error);
   }
   kernel<<<static_cast<unsigned int>(split.blocks), backward_threads(channels / kVec), shared_bytes, stream>>>(

@@ -53,6 +53,16 @@ std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+// The arena's room beyond the tier's capacity. The tier counts the bytes requested, but every block
+// takes its request rounded up to kBlockAlignment, so without this room a set of buffers that fits
+// the budget exactly (as the CPU backend, and the planner's arithmetic, count it) could be refused
+// by the pool and reported as fragmentation. 1/128 of the capacity (at least 64 blocks' rounding,
+// at most 64 MiB) covers the rounding of blocks averaging 32 KiB or more; the engine's are MiBs.
+std::uint64_t rounding_slack(std::uint64_t capacity_bytes) {
+  const std::uint64_t slack = std::clamp<std::uint64_t>(capacity_bytes / 128, 64 * kBlockAlignment, 64 * kMiB);
+  return round_up(slack, kBlockAlignment);
+}
+
 std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
 
 // A CUDA event without timing. A null handle (creation failed, already reported) behaves as an
@@ -168,7 +178,8 @@ Status CudaStream::synchronize() {
 namespace {
 
 // The device-memory pool: a best-fit sub-allocator over one cudaMalloc'd arena, plus the device
-// tier that counts the exact bytes requested.
+// tier that counts the exact bytes requested (its capacity is below the arena's size by the room
+// the blocks' rounding needs, see rounding_slack).
 //
 // Blocks tile the arena without gaps; each is free or taken. `blocks_` holds all of them by offset
 // (to find a block's neighbours), `free_` the free ones by (size, offset). take() picks the
@@ -319,7 +330,7 @@ class CudaDevice final : public Device {
   std::string describe() const override {
     if (budget_bytes_ == 0) {
       return fmt::format("cuda:{} {} ({}; no budget: {} pool)", index_, name_, bytes_text(total_bytes_),
-                         bytes_text(pool_->arena_bytes()));
+                         bytes_text(pool_->tier.capacity_bytes()));
     }
     return fmt::format("cuda:{} {} ({}; {} budget)", index_, name_, bytes_text(total_bytes_),
                        bytes_text(budget_bytes_));
@@ -367,8 +378,12 @@ class CudaDevice final : public Device {
       return Status(status.code(),
                     fmt::format("page-locked host memory of {} for {}: {}", bytes_text(bytes), what, status.message()));
     }
-    return DeviceBuffer(data, bytes, [tier = host_tier_, errors = errors_](void* block, std::size_t n) {
-      errors->report(ZINF_CUDA_STATUS(cudaFreeHost(block)));
+    // The free function may run on any thread: it makes this device current first, as every other
+    // call does, so a thread that never used CUDA does not create a context on device 0 to free it.
+    return DeviceBuffer(data, bytes, [index = index_, tier = host_tier_, errors = errors_](void* block, std::size_t n) {
+      Status selected = ZINF_CUDA_STATUS(cudaSetDevice(index));
+      Status freed = ZINF_CUDA_STATUS(cudaFreeHost(block));  // tried either way: the block is not kept
+      errors->report(selected.is_ok() ? std::move(freed) : std::move(selected));
       tier->release(n);
     });
   }
@@ -460,14 +475,16 @@ Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceOptions& option
   std::uint64_t arena_bytes = 0;
   std::uint64_t tier_capacity = 0;
   if (budget != 0) {
-    if (budget > free_bytes || free_bytes - budget < kBudgetHeadroomBytes) {
+    const std::uint64_t slack = rounding_slack(budget);
+    if (budget > free_bytes || free_bytes - budget < kBudgetHeadroomBytes + slack) {
       return Status::infeasible(fmt::format(
           "device_memory: {} does not fit in the {} free on cuda:{} ({}, {} in all), of which {} is kept for the "
-          "CUDA context, kernel code and cuBLAS; lower device_memory, or leave it unset to use what is free",
+          "CUDA context, kernel code, cuBLAS and the pool's block rounding; lower device_memory, or leave it unset "
+          "to use what is free",
           bytes_text(budget), bytes_text(free_bytes), index, properties.name, bytes_text(total_bytes),
-          bytes_text(kBudgetHeadroomBytes)));
+          bytes_text(kBudgetHeadroomBytes + slack)));
     }
-    arena_bytes = round_up(budget, kBlockAlignment);
+    arena_bytes = round_up(budget, kBlockAlignment) + slack;
     tier_capacity = budget;
   } else {
     const std::uint64_t reserve = std::max<std::uint64_t>(kGiB, total_bytes / 20);
@@ -477,9 +494,10 @@ Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceOptions& option
           "and cuBLAS; free GPU memory (other processes?) or set device_memory",
           index, properties.name, bytes_text(free_bytes), bytes_text(total_bytes), bytes_text(reserve)));
     }
-    // Whole 2 MiB pages: the granularity the driver maps device memory in.
+    // Whole 2 MiB pages: the granularity the driver maps device memory in. The tier's capacity
+    // leaves the pool its rounding slack (see rounding_slack).
     arena_bytes = (free_bytes - reserve) / (2 * kMiB) * (2 * kMiB);
-    tier_capacity = arena_bytes;
+    tier_capacity = arena_bytes - rounding_slack(arena_bytes);
   }
 
   std::array<std::unique_ptr<CudaStream>, kStreamRoleCount> streams;

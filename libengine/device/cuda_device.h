@@ -4,9 +4,11 @@
 //   budget, or — with no budget — the free memory minus a reserve for the CUDA context, cuBLAS and
 //   kernel code) and every allocate() is a 256-byte-aligned block of it (best fit, neighbours
 //   coalesced on free). Bytes are counted exactly on the "device" MemoryTier, so running out of
-//   budget reads as on every other backend; a request that fits the budget but no free block
-//   (fragmentation) fails with OutOfMemory naming the largest free block. No managed memory, no
-//   cudaMalloc per tensor, and allocate() does not zero the memory (unlike the CPU backend).
+//   budget reads as on every other backend; the arena holds a little more than the tier's capacity
+//   (up to 64 MiB), so that the blocks' rounding to 256 bytes does not make buffers that fit the
+//   budget fail. A request that fits the budget but no free block (fragmentation) fails with
+//   OutOfMemory naming the largest free block. No managed memory, no cudaMalloc per tensor, and
+//   allocate() does not zero the memory (unlike the CPU backend).
 // - allocate_host() is page-locked memory (cudaHostAlloc, portable) counted on a "host" tier.
 // - One cudaStream_t (non-blocking) per StreamRole; events are cudaEvent_t without timing.
 // - Errors of asynchronous work (copies, memsets, kernel launches, host work) are kept per stream
@@ -39,9 +41,11 @@ struct CudaDeviceOptions {
 //   NotFound "device: cuda requested but no CUDA device is usable (cudaGetDeviceCount: ...)",
 //   NotFound "device: cuda:1 does not exist (1 CUDA device visible)",
 //   Infeasible "device_memory: 90.0 GiB does not fit in the 78.6 GiB free on cuda:0 ..." when the
-//     budget plus a 256 MiB reserve (context, kernel code, cuBLAS) exceeds the free memory,
+//     budget plus a 256 MiB reserve (context, kernel code, cuBLAS) and the pool's rounding room
+//     exceeds the free memory,
 //   or the CUDA/cuBLAS error that stopped it. With no budget, the pool is the free memory minus
-//   max(1 GiB, 5% of the GPU's memory), and the device tier's capacity is that pool's size.
+//   max(1 GiB, 5% of the GPU's memory), and the device tier's capacity is that pool's size less its
+//   rounding room.
 // The returned device is driven as device.h says; every call sets the device current on the
 // calling thread first (cudaSetDevice), so any thread may use it. Buffers from it must be released
 // before it is destroyed (their memory goes with the pool; releasing one later is harmless).

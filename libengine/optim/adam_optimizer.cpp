@@ -68,6 +68,8 @@ Result<StepReport> AdamOptimizer::step(zero::ReplicatedStates& states, double lr
   report.grad_norm = std::sqrt(sum_squares) / loss_scale;
 
   if (!std::isfinite(sum_squares)) {
+    // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
+    ZINF_RETURN_IF_ERROR(device.synchronize());
     if (!scaler.dynamic() || loss_scale <= scaler.min_scale()) {
       return Status::internal(fmt::format(
           "gradients became non-finite (NaN/inf) at step {}{}; the run diverged — lower the learning rate "

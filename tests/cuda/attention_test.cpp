@@ -1,8 +1,9 @@
 // Parity of the CUDA attention kernels (kernels/attention.h, kernels/cuda/attention.cu) with their
 // CPU twins: the forward's out and lse, and the backward's dqkv accumulated onto known values, on
 // the tensor-core path (bf16/fp16 with hs 32, 64, 128) and on the general one (fp32, other head
-// sizes, unaligned arrays); a backward run twice gives the same bits; the launchers reject bad
-// arguments. Inputs are rounded to the element type first, so both sides see the same numbers.
+// sizes, unaligned arrays; head sizes above 64 span several output-column blocks); a backward run
+// twice gives the same bits; the launchers reject bad arguments. Inputs are rounded to the element
+// type first, so both sides see the same numbers.
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
@@ -151,7 +152,8 @@ void check_case(const Case& c, std::uint64_t seed) {
 
 TEST_CASE("cuda attention: fp32 (general path) matches the CPU", "[cuda][attention]") {
   std::uint64_t seed = 100;
-  for (const std::int64_t head_size : {8, 24, 64}) {
+  // 80: three reduction chunks of 32 (the last partial) and two output blocks of 64 (grid z = 2).
+  for (const std::int64_t head_size : {8, 24, 64, 80}) {
     for (const std::int64_t seq_len : {1, 17, 67, 130}) {
       check_case({Elem::kF32, 2, seq_len, 3, head_size}, seed);
       seed += 10;
@@ -185,11 +187,13 @@ TEST_CASE("cuda attention: 16-bit head sizes without tensor cores take the gener
   check_case({Elem::kBF16, 2, 67, 3, 16}, 400);
   check_case({Elem::kBF16, 1, 130, 2, 16}, 410);
   check_case({Elem::kF16, 2, 67, 2, 48}, 420);
+  check_case({Elem::kF16, 1, 130, 2, 96}, 430);  // two output blocks, the second half full
 }
 
 TEST_CASE("cuda attention: unaligned 16-bit arrays take the general path", "[cuda][attention]") {
   check_case({Elem::kBF16, 2, 67, 2, 64, 1}, 500);
   check_case({Elem::kF16, 1, 130, 3, 32, 3}, 510);
+  check_case({Elem::kBF16, 1, 67, 2, 128, 1}, 520);  // a tensor-core head size, two output blocks
 }
 
 TEST_CASE("cuda attention: the forward without lse writes the same out", "[cuda][attention]") {

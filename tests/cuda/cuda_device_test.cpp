@@ -1,9 +1,10 @@
 // The CUDA backend of Device: opening (missing GPU index, budget beyond the free memory), the
 // budgeted pool (tier messages, exact accounting, block reuse, coalescing of free neighbours, the
-// fragmentation message, concurrent use), page-locked host memory on its own tier, copies on every
-// stream, events ordering a host-to-device copy before a compute-stream kernel, host work run in
-// stream order with its error reported by synchronize(), and a failed launch reported with its
-// launcher's name. Needs a GPU (the binary exits 77 without one).
+// fragmentation message, room for the blocks' rounding, concurrent use), page-locked host memory
+// on its own tier, copies on every stream, events ordering a host-to-device copy before a
+// compute-stream kernel, host work run in stream order with its error reported by synchronize(),
+// and a failed launch reported with its launcher's name. Needs a GPU (the binary exits 77 without
+// one).
 #include "libengine/device/cuda_device.h"
 
 #include <cuda_runtime_api.h>
@@ -130,13 +131,14 @@ TEST_CASE("cuda device: the pool reuses freed blocks, merges free neighbours and
   a = DeviceBuffer();
   c = DeviceBuffer();
   CHECK(device->memory().usage().current_bytes == 2 * kQuarter);
-  // 512 KiB fits the budget (512 KiB in use of 1 MiB) but no single free block.
+  // 512 KiB fits the budget (512 KiB in use of 1 MiB) but no single free block. The free memory is
+  // a and c plus the pool's 16 KiB of rounding room behind d (1/128 of the budget, 64 blocks' worth).
   auto fragmented = device->allocate(2 * kQuarter, "half of the pool");
   REQUIRE_FALSE(fragmented.is_ok());
   CHECK(fragmented.status().code() == ErrorCode::kOutOfMemory);
   INFO(fragmented.status().message());
   CHECK(fragmented.status().message().rfind("out of memory on the device tier: 512 KiB for half of the pool ", 0) == 0);
-  CHECK(fragmented.status().message().find("the largest free block is 256 KiB of 512 KiB free") != std::string::npos);
+  CHECK(fragmented.status().message().find("the largest free block is 256 KiB of 528 KiB free") != std::string::npos);
   CHECK(device->memory().usage().current_bytes == 2 * kQuarter);  // a refused request counts nothing
 
   // Reuse: a freed block of the right size comes back, the lowest address first.
@@ -159,6 +161,21 @@ TEST_CASE("cuda device: the pool reuses freed blocks, merges free neighbours and
   DeviceBuffer next = take(*device, 100, "next");
   CHECK(bytes_of(next) == bytes_of(small) + 256);
   CHECK(device->memory().usage().current_bytes == 200);
+}
+
+TEST_CASE("cuda device: blocks rounded up to 256 bytes do not make buffers that fit the budget fail") {
+  auto device = open_device(kMiB);
+  std::vector<DeviceBuffer> held;
+  // 64 blocks of 16 KiB - 255 B each take 16 KiB of the pool; with the rest of the budget in one
+  // more block, exactly 1 MiB is requested but 1 MiB + 16 KiB of the pool is taken.
+  constexpr std::size_t kSmall = 16 * kKiB - 255;
+  for (int i = 0; i < 64; ++i) held.push_back(take(*device, kSmall, "small"));
+  held.push_back(take(*device, kMiB - 64 * kSmall, "the rest of the budget"));
+  CHECK(device->memory().usage().current_bytes == kMiB);
+  auto refused = device->allocate(1, "one byte more");
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().message().rfind("out of memory on the device tier: 1.00 B for one byte more does not fit",
+                                         0) == 0);
 }
 
 TEST_CASE("cuda device: concurrent allocations and frees leave one whole pool behind") {

@@ -6,7 +6,8 @@
 // increasing order, each dwpe row over b in order), so every bit must agree. Shapes: odd channel
 // counts (the scalar paths), C a multiple of 4 but not of 8 (bf16 forward scalar, backward vector),
 // many repeated tokens (long runs, unused vocabulary rows that must stay as they were), a GPT-2
-// sized vocabulary; the backward runs twice to show it gives the same bits each time.
+// sized vocabulary, C wide enough for several dwte channel slices (grid.y > 1) on the vector and
+// the scalar path; the backward runs twice to show it gives the same bits each time.
 #include "kernels/embedding.h"
 
 #include <cuda_runtime_api.h>
@@ -132,6 +133,8 @@ TEST_CASE("cuda embedding: forward and backward match the CPU bit for bit", "[cu
       {4, 64, 64, 37, 64},      // vector paths, every id repeated many times
       {2, 33, 64, 50257, 40},   // GPT-2 vocabulary (16 sort bits), random tokens
       {8, 256, 132, 500, 256},  // long runs: half the positions share three ids
+      {2, 17, 772, 300, 20},    // C % 4 == 0, 193 vectors: four dwte channel slices (grid.y = 4)
+      {3, 11, 201, 50, 16},     // odd C past one block of channels: scalar dwte over four slices
   };
   for (Elem elem : {Elem::kF32, Elem::kBF16, Elem::kF16}) {
     for (const Shape& s : shapes) check_embedding(elem, s, 0.5);

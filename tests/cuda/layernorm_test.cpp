@@ -3,7 +3,8 @@
 // Inputs are rounded to `elem` first, so both sides normalise the same values; the GPU's statistics
 // are fp32 sums where the CPU's are fp64, hence tolerances rather than bits. Shapes cover C = 1,
 // odd C (scalar paths), C a multiple of 4 but not 8, C past the register cache (re-read path),
-// C large enough for the backward's shared memory to need the opt-in above 48 KiB, R = 1, and R
+// C large enough for the backward's shared memory to need the opt-in above 48 KiB (6144: dynamic
+// 48 KiB exactly, over the limit only with the kernel's static shared memory), R = 1, and R
 // large enough that backward blocks own more than the minimum 4 rows.
 #include "kernels/layernorm.h"
 
@@ -108,6 +109,7 @@ TEST_CASE("cuda layernorm: forward and backward match the CPU", "[cuda][layernor
       {17, 768},   // GPT-2 small width
       {9, 4100},   // past the forward's register cache; 16-bit scalar re-read path
       {4500, 64},  // backward blocks of 5 rows (900 blocks)
+      {2, 6144},   // backward dynamic shared memory exactly 48 KiB: with the static 512 B, past the default
       {2, 10000},  // backward shared memory 80 KB: the opt-in path
   };
   for (Elem elem : {Elem::kF32, Elem::kBF16, Elem::kF16}) {
