@@ -12,6 +12,7 @@
 // the scalar one), so the variants agree bit for bit. A vector tail shorter than one vector goes
 // through the vector code on zero-padded stack copies, for the same reason.
 #include "kernels/adam.h"
+#include "kernels/adam_step_scalars.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,42 +37,8 @@ constexpr std::size_t kMinParallelElements = std::size_t{1} << 16;
 // Thread ranges start at multiples of this (a multiple of every vector width, 256 B of fp32).
 constexpr std::size_t kRangeAlign = 64;
 
-// The per-step scalars, computed once in fp64 as PyTorch's Python code does, then rounded to fp32
-// where PyTorch hands them to an fp32 tensor operation.
-struct StepScalars {
-  float grad_scale;
-  float weight_decay;  // used by Adam (L2) only
-  float decay;         // 1 - lr*wd, used by AdamW only
-  bool apply_l2;
-  bool apply_decay;
-  float beta1;
-  float one_minus_beta1;
-  float beta2;
-  float one_minus_beta2;
-  float bias_correction2_sqrt;
-  float eps;
-  float neg_step_size;
-};
-
-StepScalars step_scalars(const AdamHyper& h) {
-  const auto step = static_cast<double>(h.step);
-  const double bias_correction1 = 1.0 - std::pow(h.beta1, step);
-  const double bias_correction2 = 1.0 - std::pow(h.beta2, step);
-  StepScalars s{};
-  s.grad_scale = static_cast<float>(h.grad_scale);
-  s.weight_decay = static_cast<float>(h.weight_decay);
-  s.decay = static_cast<float>(1.0 - h.lr * h.weight_decay);
-  s.apply_l2 = !h.decoupled_weight_decay && h.weight_decay != 0.0;
-  s.apply_decay = h.decoupled_weight_decay && h.weight_decay != 0.0;
-  s.beta1 = static_cast<float>(h.beta1);
-  s.one_minus_beta1 = static_cast<float>(1.0 - h.beta1);
-  s.beta2 = static_cast<float>(h.beta2);
-  s.one_minus_beta2 = static_cast<float>(1.0 - h.beta2);
-  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  s.eps = static_cast<float>(h.eps);
-  s.neg_step_size = static_cast<float>(-(h.lr / bias_correction1));
-  return s;
-}
+// The per-step scalars come from kernels/adam_step_scalars.h, shared with the other backend's kernel.
+using StepScalars = AdamStepScalars;
 
 // ---- Scalar variant ------------------------------------------------------------------------------
 
@@ -303,7 +270,7 @@ GradKind grad_kind(HalfFormat format) { return format == HalfFormat::kBF16 ? Gra
 
 void run_adam(AdamKernel kernel, const AdamHyper& hyper, const AdamSlice& slice, const void* grad,
               std::size_t grad_elem_bytes, int num_threads) {
-  const StepScalars scalars = step_scalars(hyper);
+  const StepScalars scalars = adam_step_scalars(hyper);
   const auto* grad_base = static_cast<const unsigned char*>(grad);
   parallel::for_each_range(slice.n, kMinParallelElements, kRangeAlign, parallel::resolve_threads(num_threads),
                            [&](std::size_t begin, std::size_t end) {

@@ -1,7 +1,7 @@
 // CUDA Adam/AdamW step and sum of squares (kernels/adam.h), the device twins of kernels/cpu/adam.cpp.
 //
-// Step: the per-step scalars are computed on the host in fp64 by the same code as the CPU kernel's
-// step_scalars() and rounded to fp32 the same way; each element then goes through the CPU's
+// Step: the per-step scalars are computed on the host in fp64 by the code the CPU kernel uses
+// (kernels/adam_step_scalars.h) and rounded to fp32 the same way; each element then goes through the CPU's
 // operations in the CPU's order with explicit round-to-nearest intrinsics (__fmul_rn, __fadd_rn,
 // __fdiv_rn, __fsqrt_rn, __fmaf_rn), so nvcc fuses nothing the CPU does not (it would contract a*b+c
 // into an FMA by default) and the fp32 results equal the CPU's bit for bit. The bf16 copy of the
@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/adam.h"
+#include "kernels/adam_step_scalars.h"
 #include "kernels/cuda/elem.cuh"
 
 namespace zinf::kernels::cuda {
@@ -34,41 +35,8 @@ struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
 
 enum class HalfOut { kNone, kBF16, kF16 };
 
-// kernels/cpu/adam.cpp's StepScalars, computed by the same host code.
-struct StepScalars {
-  float grad_scale;
-  float weight_decay;
-  float decay;
-  bool apply_l2;
-  bool apply_decay;
-  float beta1;
-  float one_minus_beta1;
-  float beta2;
-  float one_minus_beta2;
-  float bias_correction2_sqrt;
-  float eps;
-  float neg_step_size;
-};
-
-StepScalars step_scalars(const AdamHyper& h) {
-  const auto step = static_cast<double>(h.step);
-  const double bias_correction1 = 1.0 - std::pow(h.beta1, step);
-  const double bias_correction2 = 1.0 - std::pow(h.beta2, step);
-  StepScalars s{};
-  s.grad_scale = static_cast<float>(h.grad_scale);
-  s.weight_decay = static_cast<float>(h.weight_decay);
-  s.decay = static_cast<float>(1.0 - h.lr * h.weight_decay);
-  s.apply_l2 = !h.decoupled_weight_decay && h.weight_decay != 0.0;
-  s.apply_decay = h.decoupled_weight_decay && h.weight_decay != 0.0;
-  s.beta1 = static_cast<float>(h.beta1);
-  s.one_minus_beta1 = static_cast<float>(1.0 - h.beta1);
-  s.beta2 = static_cast<float>(h.beta2);
-  s.one_minus_beta2 = static_cast<float>(1.0 - h.beta2);
-  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  s.eps = static_cast<float>(h.eps);
-  s.neg_step_size = static_cast<float>(-(h.lr / bias_correction1));
-  return s;
-}
+// The per-step scalars come from kernels/adam_step_scalars.h, shared with the other backend's kernel.
+using StepScalars = AdamStepScalars;
 
 // One element, in kernels/cpu/adam.cpp's order and with its two fused multiply-adds.
 __device__ __forceinline__ void adam_update(const StepScalars& s, float grad, float& p, float& m, float& v) {
@@ -224,7 +192,7 @@ LaunchStatus adam_step(const AdamHyper& hyper, const AdamSlice& slice, const voi
       hyper.step < 1 || slice.n > static_cast<std::size_t>(INT64_MAX)) {
     return detail::invalid_argument();
   }
-  const StepScalars s = step_scalars(hyper);
+  const StepScalars s = adam_step_scalars(hyper);
   const cudaStream_t native = detail::native(stream);
   return detail::dispatch_elem(grad_elem, [&](auto grad_tag) -> LaunchStatus {
     using G = decltype(grad_tag);
