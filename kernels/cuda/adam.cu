@@ -25,13 +25,11 @@
 namespace zinf::kernels::cuda {
 namespace {
 
+using detail::Pack;
+using detail::aligned;
+
 constexpr int kThreads = 256;
 constexpr int kStepElements = 4;
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
-  T v[N];
-};
 
 enum class HalfOut { kNone, kBF16, kF16 };
 
@@ -102,8 +100,6 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (O != HalfOut::kNone) param_half[i] = to_half_bits<O>(p);
   }
 }
-
-bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 template <typename G, HalfOut O>
 LaunchStatus launch_adam(const StepScalars& s, const AdamSlice& slice, const void* grad, cudaStream_t stream) {

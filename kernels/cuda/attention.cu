@@ -53,6 +53,7 @@
 namespace zinf::kernels::cuda {
 namespace {
 
+using detail::aligned16;
 using detail::from_f32;
 using detail::to_f32;
 
@@ -99,8 +100,6 @@ bool make_problem(std::int64_t batch, std::int64_t seq_len, std::int64_t channel
 }
 
 __host__ __device__ constexpr int ceil_div(int n, int d) { return (n + d - 1) / d; }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // Kernels above the default 48 KiB of dynamic shared memory must opt in (per kernel, per device).
 template <typename Kernel>

@@ -16,6 +16,9 @@
 namespace zinf::kernels::cuda {
 namespace {
 
+using detail::aligned16;
+using detail::Pack;
+
 constexpr int kThreads = 256;
 constexpr int kStepElements = 8;  // 16 bytes of a 16-bit format, 32 of fp32
 
@@ -27,11 +30,6 @@ struct Format {
 template <>
 struct Format<Elem::kF32> {
   using Bits = std::uint32_t;
-};
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
-  T v[N];
 };
 
 // fp32 -> bf16: round to nearest even by adding 0x7FFF plus the lowest kept bit; NaN -> 0x7FC0.
@@ -116,8 +114,6 @@ __global__ void __launch_bounds__(kThreads)
     dst[i] = convert_bits<kSrc, kDst>(src[i]);
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <Elem kSrc, Elem kDst>
 LaunchStatus launch(void* dst, const void* src, std::int64_t n, cudaStream_t stream) {

@@ -22,17 +22,10 @@
 namespace zinf::kernels::cuda {
 namespace {
 
+using detail::Pack;
+using detail::load_pack;
+
 constexpr int kThreads = 512;
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
-  T v[N];
-};
-
-template <typename T, int N>
-__device__ __forceinline__ Pack<T, N> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, N>*>(p);
-}
 
 // A running maximum and the sum of exp(x - max) over the elements seen; max = -inf: none seen.
 struct MaxSum {

@@ -1,5 +1,6 @@
 // Device-side helpers every kernels/cuda/<op>.cu shares: fp32 <-> storage-type conversion of one
-// element, the Elem -> C++ type dispatch, and the launch-status convention of kernels/cuda_launch.h.
+// element, vector packs, the Elem -> C++ type dispatch, and the launch-status convention of
+// kernels/cuda_launch.h.
 // Internal to kernels/cuda; nothing outside it includes this file.
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda_launch.h"
@@ -46,6 +48,26 @@ inline LaunchStatus last_launch_status() { return static_cast<LaunchStatus>(cuda
 inline LaunchStatus invalid_argument() { return static_cast<LaunchStatus>(cudaErrorInvalidValue); }
 
 inline cudaStream_t native(Stream stream) { return static_cast<cudaStream_t>(stream); }
+
+// N elements moved as one access: 16 bytes (one vector load/store) for 16-bit N = 8 or fp32 N = 4,
+// narrower packs aligned to their own size. Callers check the pointer's alignment (aligned()).
+template <typename T, int N>
+struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
+  T v[N];
+};
+
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T, N>*>(p);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, N>& value) {
+  *reinterpret_cast<Pack<T, N>*>(p) = value;
+}
+
+inline bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+inline bool aligned16(const void* p) { return aligned(p, 16); }
 
 // Blocks of `threads` covering n items, capped so the grid fits (grid-stride loops cover the rest).
 inline unsigned int blocks_for(std::int64_t n, int threads, std::int64_t max_blocks = 65535LL * 16) {

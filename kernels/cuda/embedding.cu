@@ -24,29 +24,17 @@
 namespace zinf::kernels::cuda {
 namespace {
 
+using detail::Pack;
+using detail::load_pack;
+using detail::store_pack;
+using detail::aligned;
+
 constexpr int kForwardMaxThreads = 256;
 constexpr int kBackwardVec = 4;   // channels a backward thread owns (a float4 of the fp32 gradient)
 constexpr int kDwteThreads = 64;  // small blocks: more of them share a long run's channels
 constexpr int kDwpeThreads = 256;
 constexpr int kRowsInFlight = 8;  // dout rows loaded before they are added, in order
 constexpr std::size_t kScratchAlign = 256;
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
-  T v[N];
-};
-
-template <typename T, int N>
-__device__ __forceinline__ Pack<T, N> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, N>*>(p);
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T, N>& value) {
-  *reinterpret_cast<Pack<T, N>*>(p) = value;
-}
-
-bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 std::size_t round_up(std::size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 

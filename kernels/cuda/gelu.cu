@@ -13,14 +13,12 @@
 namespace zinf::kernels::cuda {
 namespace {
 
+using detail::aligned16;
+using detail::Pack;
+
 constexpr int kThreads = 256;
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
-  T v[N];
-};
 
 __device__ __forceinline__ float gelu(float x) {
   const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
@@ -34,8 +32,6 @@ __device__ __forceinline__ float gelu_grad(float x) {
   const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // out may be inp: each element is read and written by the same thread, read first.
 template <typename T>

@@ -27,6 +27,11 @@
 namespace zinf::kernels::cuda {
 namespace {
 
+using detail::aligned16;
+using detail::Pack;
+using detail::load_pack;
+using detail::store_pack;
+
 constexpr int kForwardWarps = 4;
 constexpr int kForwardCacheSlots = 8;
 constexpr int kBackwardMaxThreads = 256;
@@ -37,21 +42,6 @@ constexpr int kFinalChannels = 32;
 constexpr int kFinalGroups = 8;
 constexpr std::size_t kDefaultSharedBytes = 48 * 1024;
 
-template <typename T, int N>
-struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
-  T v[N];
-};
-
-template <typename T, int N>
-__device__ __forceinline__ Pack<T, N> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, N>*>(p);
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T, N>& value) {
-  *reinterpret_cast<Pack<T, N>*>(p) = value;
-}
-
 // Butterfly sum over the warp: every lane ends with the same bits (each level adds the same two
 // values, in either order).
 __device__ __forceinline__ float warp_sum(float value) {
@@ -59,8 +49,6 @@ __device__ __forceinline__ float warp_sum(float value) {
   for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
   return value;
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // ---- Forward -------------------------------------------------------------------------------------
 

@@ -12,14 +12,10 @@
 namespace zinf::kernels::cuda {
 namespace {
 
+using detail::aligned16;
+using detail::Pack;
+
 constexpr int kThreads = 256;
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
-  T v[N];
-};
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // out may be inp1 or inp2: each element is read and written by the same thread, read first.
 template <typename T>
