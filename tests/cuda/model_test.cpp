@@ -3,6 +3,7 @@
 // Both sides build the same Gpt and ZeRO-0 states from the same seed, so they start from the same
 // parameters and see the same token batches; only the backend differs (and, in bf16, the compute
 // precision: the CUDA run computes in bf16 on tensor cores, the CPU run in fp32 from the bf16 copy).
+// Also: the states' checkpoint arrays, which on CUDA go through a pinned host mirror.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -182,6 +183,41 @@ TEST_CASE("model on CUDA: a budget too small for the model fails with the tier's
   REQUIRE_FALSE(gpt.is_ok());
   CHECK(gpt.status().code() == ErrorCode::kOutOfMemory);
   CHECK_THAT(gpt.status().message(), Catch::Contains("out of memory on the device tier"));
+}
+
+
+TEST_CASE("model states on CUDA: checkpoint arrays go through a host mirror and come back") {
+  const model::GptConfig config = small_config();
+  Side gpu = make_side(device::DeviceKind::kCuda, DType::kBF16, config);
+  Side cpu = make_side(device::DeviceKind::kCpu, DType::kBF16, config);
+  auto gpu_arrays = gpu.states->checkpoint_arrays();
+  auto cpu_arrays = cpu.states->checkpoint_arrays();
+  REQUIRE(gpu_arrays.is_ok());
+  REQUIRE(cpu_arrays.is_ok());
+  REQUIRE(gpu_arrays->size() == cpu_arrays->size());
+  // The mirror is pinned host memory on the device's host tier.
+  CHECK(gpu.device->host_memory().usage().current_bytes > 0);
+  // After a pull the mirror holds the states: the same seed gave both sides the same master weights.
+  REQUIRE(gpu.states->pull_checkpoint_arrays().is_ok());
+  for (std::size_t i = 0; i < gpu_arrays->size(); ++i) {
+    const NamedArray& g = (*gpu_arrays)[i];
+    const NamedArray& c = (*cpu_arrays)[i];
+    INFO(g.name);
+    REQUIRE(g.name == c.name);
+    REQUIRE(g.values.size() == c.values.size());
+    CHECK(std::memcmp(g.values.data(), c.values.data(), g.values.size_bytes()) == 0);
+  }
+  // A load writes the mirror; push makes the device states, and the bf16 working copy, follow.
+  NamedArray& master = (*gpu_arrays)[0];
+  for (std::size_t i = 0; i < master.values.size(); ++i) master.values[i] = 0.5f + static_cast<float>(i % 7);
+  REQUIRE(gpu.states->push_checkpoint_arrays().is_ok());
+  const zero::ParamStates states = gpu.states->param_states(0);
+  const std::vector<float> device_master = to_host(*gpu.device, states.master);
+  const std::vector<float> device_half = to_host(*gpu.device, states.param_half);
+  for (std::size_t i = 0; i < master.values.size(); ++i) {
+    CHECK(device_master[i] == master.values[i]);
+    CHECK(device_half[i] == master.values[i]);  // small integers + 0.5 are exact in bf16
+  }
 }
 
 }  // namespace
