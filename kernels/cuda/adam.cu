@@ -108,9 +108,7 @@ LaunchStatus launch_adam(const StepScalars& s, const AdamSlice& slice, const voi
                          aligned(grad, sizeof(G) * kStepElements) &&
                          (O == HalfOut::kNone || aligned(slice.param_half, 2 * kStepElements));
   const std::int64_t vector_steps = vector_ok ? n / kStepElements : 0;
-  const std::int64_t scalar_elements = n - vector_steps * kStepElements;
-  const std::int64_t work = vector_steps > scalar_elements ? vector_steps : scalar_elements;
-  adam_kernel<G, O><<<detail::blocks_for(work, kThreads), kThreads, 0, stream>>>(
+  adam_kernel<G, O><<<detail::vector_and_tail_blocks(n, vector_steps, kStepElements, kThreads), kThreads, 0, stream>>>(
       s, slice.param, slice.exp_avg, slice.exp_avg_sq, static_cast<const G*>(grad), slice.param_half, n, vector_steps);
   return detail::last_launch_status();
 }

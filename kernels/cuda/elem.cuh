@@ -77,4 +77,12 @@ inline unsigned int blocks_for(std::int64_t n, int threads, std::int64_t max_blo
   return static_cast<unsigned int>(blocks);
 }
 
+// Blocks of `threads` for a grid-stride kernel that runs `vector_steps` steps of `vec` elements
+// through vector accesses and then the remaining n - vector_steps * vec elements one by one: enough
+// threads for whichever loop is longer.
+inline unsigned int vector_and_tail_blocks(std::int64_t n, std::int64_t vector_steps, int vec, int threads) {
+  const std::int64_t scalar_elements = n - vector_steps * vec;
+  return blocks_for(vector_steps > scalar_elements ? vector_steps : scalar_elements, threads);
+}
+
 }  // namespace zinf::kernels::cuda::detail

@@ -158,11 +158,33 @@ __device__ std::int64_t run_end(const std::int32_t* __restrict__ sorted_tokens, 
   return lo;
 }
 
-// Accumulates a (kVec)-channel slice of one dout row into acc.
-template <typename T, int kVec>
-__device__ __forceinline__ void add_row(float (&acc)[kVec], const Pack<T, kVec>& row) {
+// grad[0..kVec) += the kVec-channel slices at row_at(0), row_at(1), ..., row_at(count - 1), added in
+// that order in fp32 (the CPU kernel's order), with up to kRowsInFlight loads in flight.
+template <typename T, int kVec, typename RowAt>
+__device__ __forceinline__ void add_rows_in_order(float* grad, std::int64_t count, RowAt row_at) {
+  float acc[kVec];
+  const auto initial = load_pack<float, kVec>(grad);
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) acc[k] += detail::to_f32(row.v[k]);
+  for (int k = 0; k < kVec; ++k) acc[k] = initial.v[k];
+  for (std::int64_t first = 0; first < count; first += kRowsInFlight) {
+    const std::int64_t rows = count - first < kRowsInFlight ? count - first : kRowsInFlight;
+    Pack<T, kVec> row[kRowsInFlight];
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) {
+      if (r < rows) row[r] = load_pack<T, kVec>(row_at(first + r));
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) {
+      if (r < rows) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) acc[k] += detail::to_f32(row[r].v[k]);
+      }
+    }
+  }
+  Pack<float, kVec> result;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) result.v[k] = acc[k];
+  store_pack(grad, result);
 }
 
 // Block (x = sorted entry, y = channel slice). kVec = kBackwardVec when C is a multiple of it and
@@ -179,29 +201,10 @@ __global__ void __launch_bounds__(kDwteThreads)
   const std::int64_t c = (static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * kVec;
   if (c >= channels) return;
   const std::int64_t end = run_end(sorted_tokens, count, begin, token);
-  float* grad = dwte + static_cast<std::int64_t>(token) * channels + c;
-  float acc[kVec];
-  const auto initial = load_pack<float, kVec>(grad);
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) acc[k] = initial.v[k];
-  for (std::int64_t first = begin; first < end; first += kRowsInFlight) {
-    const std::int64_t rows = end - first < kRowsInFlight ? end - first : kRowsInFlight;
-    Pack<T, kVec> row[kRowsInFlight];
-#pragma unroll
-    for (int r = 0; r < kRowsInFlight; ++r) {
-      if (r < rows) {
-        row[r] = load_pack<T, kVec>(dout + static_cast<std::int64_t>(sorted_positions[first + r]) * channels + c);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kRowsInFlight; ++r) {
-      if (r < rows) add_row<T, kVec>(acc, row[r]);
-    }
-  }
-  Pack<float, kVec> result;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) result.v[k] = acc[k];
-  store_pack(grad, result);
+  add_rows_in_order<T, kVec>(dwte + static_cast<std::int64_t>(token) * channels + c, end - begin,
+                             [&](std::int64_t i) {
+                               return dout + static_cast<std::int64_t>(sorted_positions[begin + i]) * channels + c;
+                             });
 }
 
 // A thread per (t, kVec channels): dwpe[t, c] += dout[b, t, c] for b = 0..B-1 in order.
@@ -215,27 +218,8 @@ __global__ void __launch_bounds__(kDwpeThreads)
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const std::int64_t t = i / vectors_per_row;
     const std::int64_t c = (i - t * vectors_per_row) * kVec;
-    float* grad = dwpe + t * channels + c;
-    float acc[kVec];
-    const auto initial = load_pack<float, kVec>(grad);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) acc[k] = initial.v[k];
-    for (std::int64_t first = 0; first < batch; first += kRowsInFlight) {
-      const std::int64_t rows = batch - first < kRowsInFlight ? batch - first : kRowsInFlight;
-      Pack<T, kVec> row[kRowsInFlight];
-#pragma unroll
-      for (int r = 0; r < kRowsInFlight; ++r) {
-        if (r < rows) row[r] = load_pack<T, kVec>(dout + ((first + r) * seq_len + t) * channels + c);
-      }
-#pragma unroll
-      for (int r = 0; r < kRowsInFlight; ++r) {
-        if (r < rows) add_row<T, kVec>(acc, row[r]);
-      }
-    }
-    Pack<float, kVec> result;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) result.v[k] = acc[k];
-    store_pack(grad, result);
+    add_rows_in_order<T, kVec>(dwpe + t * channels + c, batch,
+                               [&](std::int64_t b) { return dout + (b * seq_len + t) * channels + c; });
   }
 }
 

@@ -78,12 +78,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Blocks for vector_steps vector steps plus the scalar remainder of n elements.
-unsigned int grid_for(std::int64_t n, std::int64_t vector_steps, int vec) {
-  const std::int64_t scalar_elements = n - vector_steps * vec;
-  return detail::blocks_for(vector_steps > scalar_elements ? vector_steps : scalar_elements, kThreads);
-}
-
 }  // namespace
 
 LaunchStatus gelu_forward(Elem elem, void* out, const void* inp, std::int64_t n, Stream stream) {
@@ -94,7 +88,7 @@ LaunchStatus gelu_forward(Elem elem, void* out, const void* inp, std::int64_t n,
     using T = decltype(tag);
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     const std::int64_t vector_steps = aligned16(out) && aligned16(inp) ? n / kVec : 0;
-    gelu_forward_kernel<T><<<grid_for(n, vector_steps, kVec), kThreads, 0, detail::native(stream)>>>(
+    gelu_forward_kernel<T><<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
         static_cast<T*>(out), static_cast<const T*>(inp), n, vector_steps);
     return detail::last_launch_status();
   });
@@ -108,7 +102,7 @@ LaunchStatus gelu_backward(Elem elem, void* dinp, const void* inp, const void* d
     using T = decltype(tag);
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     const std::int64_t vector_steps = aligned16(dinp) && aligned16(inp) && aligned16(dout) ? n / kVec : 0;
-    gelu_backward_kernel<T><<<grid_for(n, vector_steps, kVec), kThreads, 0, detail::native(stream)>>>(
+    gelu_backward_kernel<T><<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
         static_cast<T*>(dinp), static_cast<const T*>(inp), static_cast<const T*>(dout), n, vector_steps);
     return detail::last_launch_status();
   });
