@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
 #include "libengine/core/check.h"
+#include "libengine/device/ops_checks.h"
 
 namespace zinf::device {
 namespace {
@@ -204,16 +205,8 @@ void CpuOps::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span
 }
 
 namespace {
-// Checks qkv [B,T,3C], out [B,T,C], lse [B,NH,T] against each other; returns NH.
 std::size_t check_attention(const Tensor& out, const Tensor& lse, const Tensor& qkv) {
-  ZINF_CHECK(out.shape().rank() == 3 && qkv.shape().rank() == 3 && lse.shape().rank() == 3,
-             "attention: out/qkv/lse are not rank 3");
-  ZINF_CHECK(qkv.dim(0) == out.dim(0) && qkv.dim(1) == out.dim(1) && qkv.dim(2) == 3 * out.dim(2),
-             "attention: qkv is not [B,T,3C] for out [B,T,C]");
-  ZINF_CHECK(lse.dim(0) == out.dim(0) && lse.dim(2) == out.dim(1), "attention: lse is not [B,NH,T]");
-  const auto heads = static_cast<std::size_t>(lse.dim(1));
-  ZINF_CHECK(heads >= 1 && static_cast<std::size_t>(out.dim(2)) % heads == 0, "attention: NH does not divide C");
-  return heads;
+  return static_cast<std::size_t>(attention_heads(out, lse, qkv));
 }
 }  // namespace
 

@@ -23,6 +23,7 @@
 #include "libengine/core/check.h"
 #include "libengine/device/cuda_check.h"
 #include "libengine/device/cuda_device.h"
+#include "libengine/device/ops_checks.h"
 
 namespace zinf::device {
 namespace {
@@ -81,13 +82,7 @@ Status gemm_status(const k::GemmStatus& status) {
 
 // Checks qkv [B,T,3C], out [B,T,C], lse [B,NH,T] against each other and ops.h's dtypes; returns NH.
 std::int64_t check_attention(const Tensor& out, const Tensor& lse, const Tensor& qkv) {
-  ZINF_CHECK(out.shape().rank() == 3 && qkv.shape().rank() == 3 && lse.shape().rank() == 3,
-             "attention: out/qkv/lse are not rank 3");
-  ZINF_CHECK(qkv.dim(0) == out.dim(0) && qkv.dim(1) == out.dim(1) && qkv.dim(2) == 3 * out.dim(2),
-             "attention: qkv is not [B,T,3C] for out [B,T,C]");
-  ZINF_CHECK(lse.dim(0) == out.dim(0) && lse.dim(2) == out.dim(1), "attention: lse is not [B,NH,T]");
-  const std::int64_t heads = lse.dim(1);
-  ZINF_CHECK(heads >= 1 && out.dim(2) % heads == 0, "attention: NH does not divide C");
+  const std::int64_t heads = attention_heads(out, lse, qkv);
   ZINF_CHECK(out.dtype() == qkv.dtype(), "attention: out and qkv differ in dtype (both are the compute dtype)");
   ZINF_CHECK(lse.dtype() == DType::kF32, "attention: lse is not fp32");
   return heads;

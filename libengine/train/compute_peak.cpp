@@ -15,6 +15,18 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// The shortest of three timed runs of `run` (which returns its own seconds), after one untimed
+// warm-up run (caches, pages, thread pools, library heuristics, clocks). Stops at the first error.
+template <typename Run>
+Result<double> best_of_three(Run run) {
+  double best_seconds = 0;
+  for (int i = 0; i < 4; ++i) {
+    ZINF_ASSIGN_OR_RETURN(const double seconds, run());
+    if (i > 0) best_seconds = best_seconds == 0 ? seconds : std::min(best_seconds, seconds);
+  }
+  return best_seconds;
+}
+
 ComputePeak measure_on_host() {
   constexpr int kN = 2048;
   constexpr std::size_t kElements = static_cast<std::size_t>(kN) * kN;
@@ -24,13 +36,12 @@ ComputePeak measure_on_host() {
     a[i] = static_cast<float>(i % 13) * 0.01f;
     b[i] = static_cast<float>(i % 7) * 0.02f;
   }
-  double best_seconds = 0;
-  for (int run = 0; run < 4; ++run) {  // run 0 warms caches, pages and the BLAS thread pool
+  const auto gemm = [&]() -> Result<double> {
     const Clock::time_point start = Clock::now();
     kernels::cpu::matmul_forward(c.data(), a.data(), b.data(), nullptr, kN, kN, kN);
-    const double seconds = seconds_since(start);
-    if (run > 0) best_seconds = best_seconds == 0 ? seconds : std::min(best_seconds, seconds);
-  }
+    return seconds_since(start);
+  };
+  const double best_seconds = best_of_three(gemm).value();  // a host GEMM cannot fail
   ComputePeak peak;
   peak.kind = "fp32 matmul";
   peak.matrix_size = kN;
@@ -69,17 +80,16 @@ Result<ComputePeak> measure_on_device(device::Device& device, DType dtype) {
   device::Ops& ops = device.ops();
   for (device::OwnedTensor& m : matrices) ops.zero(m.tensor);
   constexpr int kGemmsPerRun = 10;
-  double best_seconds = 0;
-  for (int run = 0; run < 4; ++run) {  // run 0 warms up (library heuristics, clocks)
+  const auto gemms = [&]() -> Result<double> {
     ZINF_RETURN_IF_ERROR(device.synchronize());
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < kGemmsPerRun; ++i) {
       ops.matmul_forward(matrices[2].tensor, 0, matrices[0].tensor, matrices[1].tensor, nullptr);
     }
     ZINF_RETURN_IF_ERROR(device.synchronize());
-    const double seconds = seconds_since(start) / kGemmsPerRun;
-    if (run > 0) best_seconds = best_seconds == 0 ? seconds : std::min(best_seconds, seconds);
-  }
+    return seconds_since(start) / kGemmsPerRun;
+  };
+  ZINF_ASSIGN_OR_RETURN(const double best_seconds, best_of_three(gemms));
   ComputePeak peak;
   peak.kind = fmt::format("{} matmul", dtype_name(dtype));
   peak.matrix_size = static_cast<int>(n);

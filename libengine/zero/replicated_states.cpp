@@ -138,6 +138,16 @@ Result<device::DeviceBuffer> ReplicatedStates::take_workspace(std::size_t bytes,
   return buffer;
 }
 
+Result<Tensor> ReplicatedStates::widen_into_workspace(const Tensor& stored, model::ParamId id,
+                                                      device::DeviceBuffer& slot) {
+  ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer workspace,
+                        take_workspace(static_cast<std::size_t>(stored.numel()) * 4, id));
+  const Tensor values(workspace.data(), DType::kF32, stored.shape(), &device_);
+  device_.ops().copy(values, stored);
+  slot = std::move(workspace);
+  return values;
+}
+
 void ReplicatedStates::return_workspace(device::DeviceBuffer buffer) {
   // Reuse is safe without waiting: every user of a workspace runs on the compute stream, in order.
   const std::size_t bytes = buffer.bytes();
@@ -154,11 +164,7 @@ Result<Tensor> ReplicatedStates::acquire(model::ParamId id) {
     acquired_[index] = true;
     return stored;
   }
-  ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer workspace,
-                        take_workspace(static_cast<std::size_t>(info.numel) * 4, id));
-  const Tensor values(workspace.data(), DType::kF32, info.shape, &device_);
-  device_.ops().copy(values, stored);
-  param_workspaces_[index] = std::move(workspace);
+  ZINF_ASSIGN_OR_RETURN(Tensor values, widen_into_workspace(stored, id, param_workspaces_[index]));
   acquired_[index] = true;
   return values;
 }
@@ -175,23 +181,17 @@ Result<Tensor> ReplicatedStates::grad_buffer(model::ParamId id) {
   ZINF_CHECK(id >= 0 && id < table_.size(), "grad_buffer: parameter id out of range");
   const auto index = static_cast<std::size_t>(id);
   const model::ParamInfo& info = table_[id];
-  if (grad_out_[index]) {
-    // Handed out already in this backward (a tied weight: the head, then the embedding): the same
-    // buffer, so both contributions land in it before the one commit.
-    if (!mixed()) return flat_view(grads_, DType::kF32, offsets_[index], info.shape);
-    return Tensor(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
-  }
+  // Asked again before the commit (a tied weight: the head, then the embedding), the same buffer is
+  // handed out, so both contributions land in it before the one commit.
   if (!mixed()) {
     grad_out_[index] = true;
     return flat_view(grads_, DType::kF32, offsets_[index], info.shape);
   }
-  ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer workspace,
-                        take_workspace(static_cast<std::size_t>(info.numel) * 4, id));
-  const Tensor values(workspace.data(), DType::kF32, info.shape, &device_);
+  if (grad_out_[index]) return Tensor(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
   // The gradient so far, not zeros: a parameter used twice in one backward (or over several
   // micro-batches) accumulates instead of the second commit overwriting the first.
-  device_.ops().copy(values, flat_view(grads_, precision_, offsets_[index], info.shape));
-  grad_workspaces_[index] = std::move(workspace);
+  ZINF_ASSIGN_OR_RETURN(Tensor values, widen_into_workspace(flat_view(grads_, precision_, offsets_[index], info.shape),
+                                                            id, grad_workspaces_[index]));
   grad_out_[index] = true;
   return values;
 }
@@ -226,17 +226,19 @@ std::vector<std::pair<std::string, std::uint64_t>> ReplicatedStates::state_bytes
   };
 }
 
+std::array<const device::DeviceBuffer*, 3> ReplicatedStates::checkpointed_states() const {
+  return {mixed() ? &master_ : &params_, &adam_m_, &adam_v_};
+}
+
 Result<std::vector<NamedArray>> ReplicatedStates::checkpoint_arrays() {
-  const device::DeviceBuffer& master = mixed() ? master_ : params_;
-  const auto fp32_bytes = static_cast<std::size_t>(padded_numel_) * 4;
+  const std::array<const device::DeviceBuffer*, 3> states = checkpointed_states();
   std::array<float*, 3> bases{};
   if (host_addressable()) {
-    bases = {static_cast<float*>(master.data()), static_cast<float*>(adam_m_.data()),
-             static_cast<float*>(adam_v_.data())};
+    for (std::size_t kind = 0; kind < 3; ++kind) bases[kind] = static_cast<float*>(states[kind]->data());
   } else {
     if (checkpoint_mirror_.empty()) {
-      ZINF_ASSIGN_OR_RETURN(checkpoint_mirror_,
-                            device_.allocate_host(3 * fp32_bytes, "host copy of the states for checkpoints"));
+      ZINF_ASSIGN_OR_RETURN(checkpoint_mirror_, device_.allocate_host(3 * states[0]->bytes(),
+                                                                      "host copy of the states for checkpoints"));
     }
     auto* mirror = static_cast<float*>(checkpoint_mirror_.data());
     bases = {mirror, mirror + padded_numel_, mirror + 2 * padded_numel_};
@@ -259,13 +261,10 @@ Status ReplicatedStates::pull_checkpoint_arrays() {
   device::Stream& compute = device_.stream(device::StreamRole::kCompute);
   if (host_addressable()) return compute.synchronize();
   ZINF_CHECK(!checkpoint_mirror_.empty(), "pull_checkpoint_arrays: checkpoint_arrays() was not called");
-  const device::DeviceBuffer& master = mixed() ? master_ : params_;
-  const auto fp32_bytes = static_cast<std::size_t>(padded_numel_) * 4;
   auto* mirror = static_cast<std::byte*>(checkpoint_mirror_.data());
-  const std::array<const device::DeviceBuffer*, 3> sources{&master, &adam_m_, &adam_v_};
-  for (std::size_t kind = 0; kind < 3; ++kind) {
-    device_.copy(mirror + kind * fp32_bytes, sources[kind]->data(), fp32_bytes, device::CopyKind::kDeviceToHost,
-                 compute);
+  for (const device::DeviceBuffer* state : checkpointed_states()) {
+    device_.copy(mirror, state->data(), state->bytes(), device::CopyKind::kDeviceToHost, compute);
+    mirror += state->bytes();
   }
   return compute.synchronize();
 }
@@ -274,13 +273,10 @@ Status ReplicatedStates::push_checkpoint_arrays() {
   device::Stream& compute = device_.stream(device::StreamRole::kCompute);
   if (!host_addressable()) {
     ZINF_CHECK(!checkpoint_mirror_.empty(), "push_checkpoint_arrays: checkpoint_arrays() was not called");
-    const device::DeviceBuffer& master = mixed() ? master_ : params_;
-    const auto fp32_bytes = static_cast<std::size_t>(padded_numel_) * 4;
     const auto* mirror = static_cast<const std::byte*>(checkpoint_mirror_.data());
-    const std::array<const device::DeviceBuffer*, 3> targets{&master, &adam_m_, &adam_v_};
-    for (std::size_t kind = 0; kind < 3; ++kind) {
-      device_.copy(targets[kind]->data(), mirror + kind * fp32_bytes, fp32_bytes, device::CopyKind::kHostToDevice,
-                   compute);
+    for (const device::DeviceBuffer* state : checkpointed_states()) {
+      device_.copy(state->data(), mirror, state->bytes(), device::CopyKind::kHostToDevice, compute);
+      mirror += state->bytes();
     }
   }
   refresh_working_copy();

@@ -25,6 +25,7 @@
 // thread running the model or the optimizer.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -127,6 +128,9 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   Status allocate_states();
   Status initialise_params();
   bool host_addressable() const { return device_.kind() == device::DeviceKind::kCpu; }
+  // What a checkpoint holds, in checkpoint_arrays() order: the fp32 master params, Adam m, Adam v
+  // (flat buffers of padded_numel_ fp32 each).
+  std::array<const device::DeviceBuffer*, 3> checkpointed_states() const;
   // A view of `count` elements of `dtype` at element `offset` of a flat state buffer.
   Tensor flat_view(const device::DeviceBuffer& buffer, DType dtype, std::int64_t offset, Shape shape) const;
   bool mixed() const { return precision_ != DType::kF32; }
@@ -134,6 +138,9 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   // (contents unspecified). Fails with OutOfMemory naming the workspace and parameter `id`.
   Result<device::DeviceBuffer> take_workspace(std::size_t bytes, model::ParamId id);
   void return_workspace(device::DeviceBuffer buffer);
+  // An fp32 copy of `stored` (a parameter's half params or grads) in a pooled workspace, which
+  // `slot` keeps until it is returned. Fails as take_workspace() does (nothing taken then).
+  Result<Tensor> widen_into_workspace(const Tensor& stored, model::ParamId id, device::DeviceBuffer& slot);
 
   const model::ParamTable& table_;
   device::Device& device_;
