@@ -131,9 +131,9 @@ json make_train_record(const TrainRun& run) {
 
   json states = json::object();
   std::uint64_t state_total = 0;
-  for (const auto& [kind, bytes] : run.state_bytes) {
-    states[kind] = bytes;
-    state_total += bytes;
+  for (const zero::StateBytes& state : run.state_bytes) {
+    states[state.state] = state.bytes;
+    state_total += state.bytes;
   }
   record["memory"] = {{"device", tier_json(run.device_memory)},
                       {"host", {{"peak_rss_bytes", run.host_peak_rss_bytes}}},

@@ -19,6 +19,7 @@
 #include "libengine/train/compute_peak.h"
 #include "libengine/train/step_metrics.h"
 #include "libengine/train/trainer.h"
+#include "libengine/zero/model_states.h"
 
 namespace zinf::cli {
 
@@ -41,7 +42,7 @@ struct TrainRun {
   train::TrainOutcome outcome;
   memory::TierUsage device_memory;
   std::uint64_t host_peak_rss_bytes = 0;
-  std::vector<std::pair<std::string, std::uint64_t>> state_bytes;
+  std::vector<zero::StateBytes> state_bytes;
   std::uint64_t activation_bytes = 0;
   double setup_seconds = 0;
   double train_seconds = 0;

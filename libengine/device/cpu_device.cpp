@@ -51,7 +51,10 @@ std::uint64_t last_target(EventState& state) {
 class CpuEvent final : public Event {
  public:
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
-  void synchronize() override { state->wait_for(last_target(*state)); }
+  Status synchronize() override {
+    state->wait_for(last_target(*state));
+    return Status::ok();
+  }
   bool query() override {
     std::lock_guard lock(state->mutex);
     return state->reached >= state->recorded;
@@ -163,6 +166,11 @@ class CpuDevice final : public Device {
     streams_[3] = std::make_unique<WorkerStream>(StreamRole::kCollective);
   }
 
+  // Pending stream-ordered frees return their bytes to tiers this object owns: drain them first.
+  ~CpuDevice() override { reclaim_released(true); }
+  CpuDevice(const CpuDevice&) = delete;
+  CpuDevice& operator=(const CpuDevice&) = delete;
+
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   std::string describe() const override {
     const std::uint64_t budget = tier_.capacity_bytes();
@@ -172,11 +180,11 @@ class CpuDevice final : public Device {
   memory::MemoryTier& memory() override { return tier_; }
 
   Result<DeviceBuffer> allocate(std::size_t bytes, std::string_view what) override {
-    return allocate_on(tier_, bytes, 64, what);
+    return allocate_reclaiming([&] { return allocate_on(tier_, bytes, 64, what); });
   }
   memory::MemoryTier& host_memory() override { return host_tier_; }
   Result<DeviceBuffer> allocate_host(std::size_t bytes, std::string_view what) override {
-    return allocate_on(host_tier_, bytes, 4096, what);
+    return allocate_reclaiming([&] { return allocate_on(host_tier_, bytes, 4096, what); });
   }
 
   Stream& stream(StreamRole role) override { return *streams_[static_cast<std::size_t>(role)]; }

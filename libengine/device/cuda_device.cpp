@@ -79,11 +79,12 @@ class CudaEvent final : public Event {
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
 
-  void synchronize() override {
-    if (handle_ == nullptr) return;
+  Status synchronize() override {
+    if (handle_ == nullptr) return Status::ok();
     Status status = ZINF_CUDA_STATUS(cudaSetDevice(device_index_));
     if (status.is_ok()) status = ZINF_CUDA_STATUS(cudaEventSynchronize(handle_));
-    errors_->report(std::move(status));
+    errors_->report(status);
+    return status;
   }
   bool query() override {
     if (handle_ == nullptr) return true;
@@ -313,6 +314,7 @@ class CudaDevice final : public Device {
 
   ~CudaDevice() override {
     (void)cudaSetDevice(index_);
+    reclaim_released(true);  // pending stream-ordered frees go back to the pool and tiers owned here
     ops_.reset();  // waits for the compute stream, then returns its scratch and workspace to the pool
     for (auto& stream : streams_) stream.reset();  // each waits for its own work
     (void)cudaFree(pool_->arena());
@@ -338,6 +340,10 @@ class CudaDevice final : public Device {
   memory::MemoryTier& memory() override { return pool_->tier; }
 
   Result<DeviceBuffer> allocate(std::size_t bytes, std::string_view what) override {
+    return allocate_reclaiming([&] { return allocate_now(bytes, what); });
+  }
+
+  Result<DeviceBuffer> allocate_now(std::size_t bytes, std::string_view what) {
     ZINF_RETURN_IF_ERROR(pool_->tier.reserve(bytes, what));
     if (bytes == 0) return DeviceBuffer();
     Result<void*> block = pool_->take(bytes, what);
@@ -367,6 +373,10 @@ class CudaDevice final : public Device {
   memory::MemoryTier& host_memory() override { return *host_tier_; }
 
   Result<DeviceBuffer> allocate_host(std::size_t bytes, std::string_view what) override {
+    return allocate_reclaiming([&] { return allocate_host_now(bytes, what); });
+  }
+
+  Result<DeviceBuffer> allocate_host_now(std::size_t bytes, std::string_view what) {
     ZINF_RETURN_IF_ERROR(host_tier_->reserve(bytes, what));
     if (bytes == 0) return DeviceBuffer();
     void* data = nullptr;

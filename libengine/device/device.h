@@ -18,8 +18,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "libengine/core/status.h"
 #include "libengine/device/ops.h"
@@ -38,8 +41,10 @@ class Event {
  public:
   virtual ~Event() = default;
   // Blocks the calling host thread until every piece of work enqueued before the last record()
-  // has finished. Returns at once when never recorded.
-  virtual void synchronize() = 0;
+  // has finished. Returns at once (ok) when never recorded. Reports the backend's error when the
+  // wait itself fails (CUDA: a failed kernel before the event surfaces here); the error is also
+  // kept for the device's synchronize(). On the CPU backend the wait cannot fail.
+  virtual Status synchronize() = 0;
   // True when synchronize() would not block.
   virtual bool query() = 0;
 };
@@ -122,6 +127,18 @@ class Device {
   // Waits for every stream; the first error any reported.
   virtual Status synchronize() = 0;
 
+  // Stream-ordered free: `buffer` is returned to its tier only once `stream` has passed every piece
+  // of work enqueued on it before this call (a kernel or copy that still reads or writes it), never
+  // at once. Use it for any buffer that work in flight may touch. Thread-safe. The bytes stay
+  // counted on the tier until then; allocate()/allocate_host() reclaim finished frees first and,
+  // before failing with OutOfMemory, wait for the pending ones and try again.
+  void release_after(DeviceBuffer buffer, Stream& stream);
+  // Returns every pending stream-ordered free whose stream point is reached (all of them, waiting,
+  // when `wait` is true). Returns how many buffers were freed. Thread-safe.
+  std::size_t reclaim_released(bool wait);
+  // Buffers waiting for their stream point.
+  std::size_t pending_releases() const;
+
   // The compute operations of this backend (device/ops.h), running on the compute stream over
   // tensors in this device's memory. Lives as long as the device.
   virtual Ops& ops() = 0;
@@ -130,6 +147,26 @@ class Device {
   // popped in reverse order by the thread that pushed them; see ProfilerRange below.
   virtual void push_range(const char* name) { (void)name; }
   virtual void pop_range() {}
+
+ protected:
+  // For backends: allocate `bytes` with `try_allocate`, and when it fails with OutOfMemory while
+  // stream-ordered frees are pending, wait for them and try once more.
+  template <typename TryAllocate>
+  Result<DeviceBuffer> allocate_reclaiming(TryAllocate&& try_allocate) {
+    reclaim_released(false);
+    Result<DeviceBuffer> first = try_allocate();
+    if (first.is_ok() || first.status().code() != ErrorCode::kOutOfMemory || pending_releases() == 0) return first;
+    reclaim_released(true);
+    return try_allocate();
+  }
+
+ private:
+  struct PendingRelease {
+    std::unique_ptr<Event> reached;
+    DeviceBuffer buffer;
+  };
+  mutable std::mutex release_mutex_;
+  std::vector<PendingRelease> pending_;  // in release order
 };
 
 // A profiler range for the length of a scope.

@@ -179,6 +179,7 @@ Status Gpt::upload(std::span<const std::int32_t> tokens, std::span<const std::in
 
 Status Gpt::run_forward(ParamSource& params) {
   const device::ProfilerRange range(device_, "forward");
+  params.begin_phase(Phase::kForward);
   device::Ops& ops = device_.ops();
   const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
   ZINF_RETURN_IF_ERROR(embedding_.forward(ops, params, inputs_[0], {tokens_, r}));
@@ -208,6 +209,7 @@ Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::
   const std::span<const std::int32_t> targets_on_device(targets_, r);
   const double loss = ops.cross_entropy_forward(logits_, targets_on_device);
   const device::ProfilerRange range(device_, "backward");
+  params.begin_phase(Phase::kBackward);
   // The gradient replaces the logits in place: no second [B,T,V] buffer.
   ops.cross_entropy_backward(logits_, logits_, targets_on_device, loss_scale);
 

@@ -6,6 +6,14 @@
 //
 // Parameters are named by ParamId, an index into the model's ParamTable (model/param_table.h).
 // Every call is made by the thread running the model's forward/backward.
+//
+// Timing (stream order, DESIGN §7): a view acquire() returns is ready for work enqueued on the
+// device's compute stream after acquire() returns — the source has ordered its own transfers
+// (NVMe read, host→device copy, all-gather) before that point with events, and may have blocked
+// the caller until then. release(id) may come while compute-stream work that reads the view is
+// still in flight (on CUDA it usually is): the source reuses or frees that memory only after the
+// compute stream has passed the release point (Device::release_after), never at once. The same
+// holds for a gradient buffer after commit(id): work already enqueued may still write it.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +26,20 @@ namespace zinf::model {
 
 using ParamId = std::int32_t;
 
+// Where a pass over the model is; the hooks let a prefetching source learn and follow the order
+// in which parameters are acquired.
+enum class Phase {
+  kForward,   // a forward pass starts (training or evaluation)
+  kBackward,  // the backward pass of the forward just run starts
+};
+
 class ParamSource {
  public:
   virtual ~ParamSource() = default;
+  // Called by the model at the start of each phase, before the phase's first acquire(). A source
+  // that prefetches uses it to match acquires against the order recorded for that phase. Never
+  // fails; the default does nothing.
+  virtual void begin_phase(Phase phase) { (void)phase; }
   // Makes parameter `id` resident on the compute device and returns its view, shaped as the
   // ParamTable says, in the model's compute dtype (GptConfig::compute_dtype; the source is created
   // for it). The view stays valid, and its contents unchanged, until release(id).

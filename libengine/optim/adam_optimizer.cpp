@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "kernels/adam.h"
-#include "libengine/device/device.h"
 
 namespace zinf::optim {
 namespace {
@@ -48,28 +47,16 @@ Status AdamOptimizer::set_step_count(std::int64_t count) {
   return Status::ok();
 }
 
-Result<StepReport> AdamOptimizer::step(zero::ReplicatedStates& states, double lr, LossScaler& scaler) {
+Result<StepPlan> AdamOptimizer::begin_step(double lr, double sum_squares, LossScaler& scaler) {
   if (!(std::isfinite(lr) && lr >= 0)) {
     return Status::invalid_argument(fmt::format("optimizer step {}: learning rate {} is not a finite number >= 0",
                                                 step_count_ + 1, lr));
   }
-  const model::ParamTable& table = states.table();
   const double loss_scale = scaler.scale();
-
-  device::Device& device = states.device();
-  const device::ProfilerRange range(device, "optimizer");
-  device::Ops& ops = device.ops();
-  std::vector<Tensor> grads;
-  grads.reserve(static_cast<std::size_t>(table.size()));
-  for (model::ParamId id = 0; id < table.size(); ++id) grads.push_back(states.param_states(id).grad);
-  const double sum_squares = ops.sum_squares(grads);
-  StepReport report;
-  report.loss_scale_used = loss_scale;
-  report.grad_norm = std::sqrt(sum_squares) / loss_scale;
-
+  StepPlan plan;
+  plan.report.loss_scale_used = loss_scale;
+  plan.report.grad_norm = std::sqrt(sum_squares) / loss_scale;
   if (!std::isfinite(sum_squares)) {
-    // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
-    ZINF_RETURN_IF_ERROR(device.synchronize());
     if (!scaler.dynamic() || loss_scale <= scaler.min_scale()) {
       return Status::internal(fmt::format(
           "gradients became non-finite (NaN/inf) at step {}{}; the run diverged — lower the learning rate "
@@ -78,28 +65,34 @@ Result<StepReport> AdamOptimizer::step(zero::ReplicatedStates& states, double lr
           scaler.dynamic() ? fmt::format(" even at the minimum loss scale {}", scaler.min_scale()) : ""));
     }
     scaler.update(true);
-    report.skipped = true;
-    report.clip_coef = 0;
-    return report;
+    plan.report.skipped = true;
+    plan.report.clip_coef = 0;
+    return plan;
   }
-
-  report.clip_coef = config_.grad_clip > 0 ? std::min(1.0, config_.grad_clip / (report.grad_norm + kClipEpsilon)) : 1.0;
+  plan.report.clip_coef =
+      config_.grad_clip > 0 ? std::min(1.0, config_.grad_clip / (plan.report.grad_norm + kClipEpsilon)) : 1.0;
   ++step_count_;
-  kernels::AdamHyper hyper;
-  hyper.lr = lr;
-  hyper.beta1 = config_.beta1;
-  hyper.beta2 = config_.beta2;
-  hyper.eps = config_.eps;
-  hyper.step = step_count_;
-  hyper.decoupled_weight_decay = config_.decoupled;
-  hyper.grad_scale = report.clip_coef / loss_scale;
-  for (model::ParamId id = 0; id < table.size(); ++id) {
-    const zero::ParamStates p = states.param_states(id);
-    hyper.weight_decay = table[id].weight_decay ? config_.weight_decay : 0.0;
-    ops.adam_step(hyper, p.master, p.exp_avg, p.exp_avg_sq, p.grad, p.param_half.data() != nullptr ? &p.param_half : nullptr);
-  }
-  scaler.update(false);
-  return report;
+  plan.apply = true;
+  plan.hyper.lr = lr;
+  plan.hyper.beta1 = config_.beta1;
+  plan.hyper.beta2 = config_.beta2;
+  plan.hyper.eps = config_.eps;
+  plan.hyper.step = step_count_;
+  plan.hyper.decoupled_weight_decay = config_.decoupled;
+  plan.hyper.grad_scale = plan.report.clip_coef / loss_scale;
+  return plan;
+}
+
+void AdamOptimizer::step_slice(device::Ops& ops, const StepPlan& plan, bool decays, Tensor master, Tensor exp_avg,
+                               Tensor exp_avg_sq, Tensor grad, const Tensor* param_half) const {
+  ZINF_CHECK(plan.apply, "step_slice on a skipped step");
+  kernels::AdamHyper hyper = plan.hyper;
+  hyper.weight_decay = decays ? config_.weight_decay : 0.0;
+  ops.adam_step(hyper, master, exp_avg, exp_avg_sq, grad, param_half);
+}
+
+void AdamOptimizer::end_step(const StepPlan& plan, LossScaler& scaler) {
+  if (plan.apply) scaler.update(false);
 }
 
 }  // namespace zinf::optim

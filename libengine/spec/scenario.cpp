@@ -166,7 +166,7 @@ constexpr std::array kDeviceNames{std::pair{std::string_view("cpu"), DeviceKind:
 const std::vector<std::string_view> kTopKeys{
     "name",      "model",      "data",       "batch",  "seq",           "steps",   "precision",
     "optimizer", "loss_scale", "seed",       "device", "device_memory", "threads", "activation_checkpointing",
-    "tiling",    "eval",       "checkpoint", "output"};
+    "tiling",    "eval",       "checkpoint", "output",        "zero"};
 const std::vector<std::string_view> kShapeKeys{"layers",        "hidden",          "heads", "vocab",
                                                "max_positions", "tied_embeddings", "bias"};
 const std::vector<std::string_view> kShapeOnlyKeys{"layers",        "hidden",          "heads",
@@ -430,7 +430,7 @@ bool operator==(const Scenario& a, const Scenario& b) {
          a.optimizer == b.optimizer && a.loss_scale == b.loss_scale && a.seed == b.seed && a.device == b.device &&
          a.device_memory_bytes == b.device_memory_bytes && a.threads == b.threads &&
          a.activation_checkpointing == b.activation_checkpointing && a.tiling == b.tiling && a.eval == b.eval &&
-         a.checkpoint == b.checkpoint && a.output == b.output;
+         a.checkpoint == b.checkpoint && a.output == b.output && a.zero == b.zero;
 }
 
 Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view source_name,
@@ -481,6 +481,10 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
                                                 root.field_path("tiling"), out.tiling, out.shape.ffn_hidden));
   }
   ZINF_RETURN_IF_ERROR(parse_runtime_sections(root, out));
+  if (given(root, "zero")) {
+    ZINF_ASSIGN_OR_RETURN(const JsonObject zero, root.object("zero"));
+    ZINF_ASSIGN_OR_RETURN(out.zero, parse_zero_config(zero));
+  }
 
   if (out.device_memory_bytes) {
     const OneLayerDeviceBytes need = one_layer_device_bytes_breakdown(out);
@@ -537,6 +541,7 @@ nlohmann::json to_json(const Scenario& s) {
                              {"keep_last", s.checkpoint.keep_last},
                              {"resume", s.checkpoint.resume}};
   }
+  if (s.zero != ZeroConfig{}) out["zero"] = to_json(s.zero);
   json output{{"log_every", s.output.log_every}};
   if (!s.output.record.empty()) output["record"] = s.output.record;
   out["output"] = std::move(output);
@@ -546,7 +551,12 @@ nlohmann::json to_json(const Scenario& s) {
 OneLayerDeviceBytes one_layer_device_bytes_breakdown(const Scenario& scenario) {
   const StateAccounting accounting =
       scenario.precision == DType::kF32 ? StateAccounting::kFp32 : StateAccounting::kZero;
-  const double per_param = state_bytes_per_param(accounting).total();
+  const StateBytesPerParam state_bytes = state_bytes_per_param(accounting);
+  // Only the kinds of state that live on the device count against it.
+  double per_param = 0;
+  if (scenario.zero.params == Tier::kDevice) per_param += state_bytes.params;
+  if (scenario.zero.grads == Tier::kDevice) per_param += state_bytes.grads;
+  if (scenario.zero.optimizer == Tier::kDevice) per_param += state_bytes.optimizer();
   const double layer_params = static_cast<double>(count_parameters(scenario.shape).per_layer);
   const double tokens = static_cast<double>(scenario.batch) * static_cast<double>(scenario.seq);
   const double values_per_token =

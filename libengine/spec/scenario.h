@@ -21,6 +21,7 @@
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 #include "libengine/spec/model_shape.h"
+#include "libengine/spec/zero_config.h"
 
 namespace zinf::spec {
 
@@ -116,6 +117,7 @@ struct Scenario {
   std::int64_t threads = 0;                          // compute threads; 0 = all cores
   bool activation_checkpointing = false;
   std::int64_t tiling = 1;  // memory-centric tiling factor; divides shape.ffn_hidden
+  ZeroConfig zero;          // the engine: ZeRO stage and where each kind of state lives ("zero" section)
   EvalConfig eval;
   CheckpointConfig checkpoint;
   OutputConfig output;
@@ -144,8 +146,9 @@ Result<Scenario> load_scenario(const std::string& path, const ShapeResolver& res
 // checkpoint only when it has a dir, device_memory only when set.
 nlohmann::json to_json(const Scenario& scenario);
 
-// Device bytes the smallest unit of work needs: one transformer layer's model states (params +
-// grads + fp32 master + Adam m, v: 16 B/param in every precision) plus one block's saved
+// Device bytes the smallest unit of work needs: one transformer layer's model states that live on
+// the device (params + grads + fp32 master + Adam m, v: 16 B/param in every precision when all are
+// there; only the kinds zero places on the device otherwise) plus one block's saved
 // activations for B×T tokens in fp32: per token 18·C values (ln1, qkv 3C, attention out, attention
 // projection, residual, ln2, MLP 4C before and 4C after GELU, MLP projection, residual) + NH
 // (attention log-sum-exp) + 4 (layer-norm mean and rstd). parse_scenario refuses a device_memory
@@ -166,7 +169,8 @@ std::uint64_t one_layer_device_bytes(const Scenario& scenario);
 // A stable hash (16 hex digits) of what must match for a checkpoint to be resumed: the resolved
 // model shape, data, batch, seq, precision, optimizer (schedule included), loss_scale (fp16 only)
 // and seed. Not steps, output, checkpoint, threads, eval, device, device_memory, tiling,
-// activation_checkpointing or name: changing those keeps a checkpoint usable.
+// activation_checkpointing, zero (stage and placement) or name: changing those keeps a checkpoint
+// usable (every state owner writes the same arrays).
 std::string fingerprint(const Scenario& scenario);
 
 }  // namespace zinf::spec

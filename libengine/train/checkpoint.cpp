@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <string_view>
@@ -58,15 +59,17 @@ class FileDescriptor {
   int fd_;
 };
 
-Status write_all(int fd, const void* data, std::size_t bytes, const fs::path& path) {
+// Writes exactly `bytes` at `offset`.
+Status pwrite_all(int fd, const void* data, std::size_t bytes, std::uint64_t offset, const fs::path& path) {
   const auto* at = static_cast<const std::byte*>(data);
   while (bytes > 0) {
-    const ssize_t written = ::write(fd, at, std::min(bytes, kMaxIoBytes));
+    const ssize_t written = ::pwrite(fd, at, std::min(bytes, kMaxIoBytes), static_cast<off_t>(offset));
     if (written < 0) {
       if (errno == EINTR) continue;
       return os_error("write", path, errno);
     }
     at += written;
+    offset += static_cast<std::uint64_t>(written);
     bytes -= static_cast<std::size_t>(written);
   }
   return Status::ok();
@@ -121,9 +124,9 @@ std::uint32_t crc_of(std::span<const float> values) { return io::crc32c(std::as_
 void put_u32(char* out, std::uint32_t value) { std::memcpy(out, &value, 4); }
 void put_u64(char* out, std::uint64_t value) { std::memcpy(out, &value, 8); }
 
-Status validate_arrays(std::span<const NamedArray> arrays, std::string_view where) {
+Status validate_layout(std::span<const zero::CheckpointArrayInfo> arrays, std::string_view where) {
   std::set<std::string_view> seen;
-  for (const NamedArray& array : arrays) {
+  for (const zero::CheckpointArrayInfo& array : arrays) {
     if (array.name.empty()) {
       return Status::invalid_argument(fmt::format("{}: an array has an empty name", where));
     }
@@ -131,50 +134,6 @@ Status validate_arrays(std::span<const NamedArray> arrays, std::string_view wher
       return Status::invalid_argument(fmt::format("{}: array name '{}' appears twice", where, array.name));
     }
   }
-  return Status::ok();
-}
-
-// Writes the whole checkpoint to the open descriptor `fd` (the .tmp file) and syncs it.
-Status write_checkpoint_file(int fd, const fs::path& tmp, const CheckpointMeta& meta,
-                             std::span<const NamedArray> arrays) {
-  nlohmann::json table = nlohmann::json::array();
-  std::uint64_t data_bytes = 0;
-  for (const NamedArray& array : arrays) {
-    table.push_back({{"name", array.name},
-                     {"numel", array.values.size()},
-                     {"offset", data_bytes},
-                     {"crc32c", crc_of(array.values)}});
-    data_bytes = align_up(data_bytes + array.values.size_bytes());
-  }
-  nlohmann::json header = {{"step", meta.step}, {"fingerprint", meta.fingerprint}, {"extra", meta.extra},
-                           {"arrays", std::move(table)}};
-  // file_bytes depends on the header's own length, which depends on file_bytes' digits: fix the
-  // point by recomputing until the length stops changing (twice at most in practice).
-  std::string text;
-  std::uint64_t file_bytes = 0;
-  for (;;) {
-    header["file_bytes"] = file_bytes;
-    text = header.dump();
-    const std::uint64_t needed = align_up(kPrefixBytes + text.size()) + data_bytes;
-    if (needed == file_bytes) break;
-    file_bytes = needed;
-  }
-  const std::uint64_t data_start = align_up(kPrefixBytes + text.size());
-  std::string head(data_start, '\0');
-  std::memcpy(head.data(), kMagic, sizeof(kMagic));
-  put_u32(head.data() + 8, kCheckpointFormatVersion);
-  put_u32(head.data() + 12, io::crc32c(std::as_bytes(std::span<const char>(text.data(), text.size()))));
-  put_u64(head.data() + 16, text.size());
-  std::memcpy(head.data() + kPrefixBytes, text.data(), text.size());
-  ZINF_RETURN_IF_ERROR(write_all(fd, head.data(), head.size(), tmp));
-
-  static constexpr char kZeros[kAlignBytes] = {};
-  for (const NamedArray& array : arrays) {
-    ZINF_RETURN_IF_ERROR(write_all(fd, array.values.data(), array.values.size_bytes(), tmp));
-    const std::uint64_t pad = align_up(array.values.size_bytes()) - array.values.size_bytes();
-    ZINF_RETURN_IF_ERROR(write_all(fd, kZeros, pad, tmp));
-  }
-  if (::fsync(fd) != 0) return os_error("fsync", tmp, errno);
   return Status::ok();
 }
 
@@ -212,50 +171,6 @@ fs::path checkpoint_path(const fs::path& dir, std::int64_t step) {
   return dir / fmt::format("step-{:08d}{}", step, kFileSuffix);
 }
 
-Status save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, std::span<const NamedArray> arrays,
-                       int keep_last) {
-  if (meta.step < 0) {
-    return Status::invalid_argument(fmt::format("checkpoint: step {} is negative", meta.step));
-  }
-  if (keep_last < 0) {
-    return Status::invalid_argument(
-        fmt::format("checkpoint.keep_last: {} is negative; expected 0 (keep all) or a count", keep_last));
-  }
-  ZINF_RETURN_IF_ERROR(validate_arrays(arrays, "checkpoint"));
-
-  std::error_code ec;
-  const bool existed = fs::is_directory(dir, ec);
-  if (!existed) {
-    fs::create_directories(dir, ec);
-    if (ec) return os_error("create directory", dir, ec.value());
-    // Make the new directory entry itself durable.
-    if (dir.has_parent_path()) ZINF_RETURN_IF_ERROR(fsync_directory(fs::absolute(dir).parent_path()));
-  }
-
-  const fs::path final_path = checkpoint_path(dir, meta.step);
-  fs::path tmp = final_path;
-  tmp += ".tmp";
-  {
-    FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return os_error("create", tmp, errno);
-    Status status = write_checkpoint_file(fd.get(), tmp, meta, arrays);
-    if (status.is_ok()) {
-      if (const int error = fd.close_now(); error != 0) status = os_error("close", tmp, error);
-    }
-    if (!status.is_ok()) {
-      ::unlink(tmp.c_str());
-      return status;
-    }
-  }
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(tmp.c_str());
-    return os_error(fmt::format("rename {} to", tmp.string()), final_path, error);
-  }
-  ZINF_RETURN_IF_ERROR(fsync_directory(dir));
-  return prune(dir, keep_last, meta.step);
-}
-
 Result<std::optional<fs::path>> latest_checkpoint(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
@@ -273,17 +188,135 @@ Result<std::optional<fs::path>> latest_checkpoint(const fs::path& dir) {
   return std::optional<fs::path>(best->second);
 }
 
-Result<CheckpointMeta> load_checkpoint(const fs::path& path, std::span<const NamedArray> into) {
-  ZINF_RETURN_IF_ERROR(validate_arrays(into, "checkpoint load"));
+Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::create(const fs::path& dir, const CheckpointMeta& meta,
+                                                                   std::vector<zero::CheckpointArrayInfo> layout) {
+  if (meta.step < 0) {
+    return Status::invalid_argument(fmt::format("checkpoint: step {} is negative", meta.step));
+  }
+  ZINF_RETURN_IF_ERROR(validate_layout(layout, "checkpoint"));
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) return os_error("create directory", dir, ec.value());
+    // Make the new directory entry itself durable.
+    if (dir.has_parent_path()) ZINF_RETURN_IF_ERROR(fsync_directory(fs::absolute(dir).parent_path()));
+  }
+  std::unique_ptr<CheckpointWriter> writer(new CheckpointWriter());
+  writer->dir_ = dir;
+  writer->meta_ = meta;
+  writer->layout_ = std::move(layout);
+  writer->final_path_ = checkpoint_path(dir, meta.step);
+  writer->tmp_path_ = writer->final_path_;
+  writer->tmp_path_ += ".tmp";
+  writer->crcs_.assign(writer->layout_.size(), 0);
+  writer->written_.assign(writer->layout_.size(), false);
+  // The header records every array's CRC, known only once the array is written: reserve room for
+  // the widest CRC now and pad the real header to that length with spaces (JSON whitespace) at
+  // commit, so the data offsets fixed here hold.
+  std::uint64_t data_bytes = 0;
+  for (const zero::CheckpointArrayInfo& array : writer->layout_) {
+    writer->offsets_.push_back(data_bytes);
+    data_bytes = align_up(data_bytes + array.numel * sizeof(float));
+  }
+  std::vector<std::uint32_t> widest(writer->layout_.size(), std::numeric_limits<std::uint32_t>::max());
+  std::uint64_t file_bytes = 0;
+  for (;;) {
+    writer->header_bytes_ = writer->header_text(widest, file_bytes).size();
+    const std::uint64_t needed = align_up(kPrefixBytes + writer->header_bytes_) + data_bytes;
+    if (needed == file_bytes) break;
+    file_bytes = needed;
+  }
+  writer->file_bytes_ = file_bytes;
+  writer->data_start_ = align_up(kPrefixBytes + writer->header_bytes_);
+  writer->fd_ = ::open(writer->tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (writer->fd_ < 0) return os_error("create", writer->tmp_path_, errno);
+  return writer;
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !tmp_path_.empty()) ::unlink(tmp_path_.c_str());
+}
+
+std::string CheckpointWriter::header_text(std::span<const std::uint32_t> crcs, std::uint64_t file_bytes) const {
+  nlohmann::json table = nlohmann::json::array();
+  for (std::size_t i = 0; i < layout_.size(); ++i) {
+    table.push_back({{"name", layout_[i].name}, {"numel", layout_[i].numel}, {"offset", offsets_[i]},
+                     {"crc32c", crcs[i]}});
+  }
+  const nlohmann::json header = {{"step", meta_.step},       {"fingerprint", meta_.fingerprint},
+                                 {"extra", meta_.extra},     {"arrays", std::move(table)},
+                                 {"file_bytes", file_bytes}};
+  return header.dump();
+}
+
+Status CheckpointWriter::write(std::size_t index, std::span<const float> values) {
+  ZINF_CHECK(index < layout_.size(), "checkpoint write: array index out of range");
+  ZINF_CHECK(!committed_ && fd_ >= 0, "checkpoint write after commit");
+  if (written_[index]) {
+    return Status::invalid_argument(fmt::format("checkpoint: array '{}' written twice", layout_[index].name));
+  }
+  if (values.size() != layout_[index].numel) {
+    return Status::invalid_argument(fmt::format("checkpoint: array '{}' has {} elements, the layout says {}",
+                                                layout_[index].name, values.size(), layout_[index].numel));
+  }
+  ZINF_RETURN_IF_ERROR(pwrite_all(fd_, values.data(), values.size_bytes(), data_start_ + offsets_[index], tmp_path_));
+  crcs_[index] = crc_of(values);
+  written_[index] = true;
+  return Status::ok();
+}
+
+Result<fs::path> CheckpointWriter::commit(int keep_last) {
+  if (keep_last < 0) {
+    return Status::invalid_argument(
+        fmt::format("checkpoint.keep_last: {} is negative; expected 0 (keep all) or a count", keep_last));
+  }
+  for (std::size_t i = 0; i < layout_.size(); ++i) {
+    if (!written_[i]) {
+      return Status::invalid_argument(fmt::format("checkpoint: array '{}' was never written", layout_[i].name));
+    }
+  }
+  std::string text = header_text(crcs_, file_bytes_);
+  ZINF_CHECK(text.size() <= header_bytes_, "checkpoint header grew beyond its reserved length");
+  text.resize(header_bytes_, ' ');
+  std::string head(data_start_, '\0');
+  std::memcpy(head.data(), kMagic, sizeof(kMagic));
+  put_u32(head.data() + 8, kCheckpointFormatVersion);
+  put_u32(head.data() + 12, io::crc32c(std::as_bytes(std::span<const char>(text.data(), text.size()))));
+  put_u64(head.data() + 16, text.size());
+  std::memcpy(head.data() + kPrefixBytes, text.data(), text.size());
+  ZINF_RETURN_IF_ERROR(pwrite_all(fd_, head.data(), head.size(), 0, tmp_path_));
+  // The padding after the last array: the file has exactly file_bytes.
+  if (::ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0) return os_error("extend", tmp_path_, errno);
+  if (::fsync(fd_) != 0) return os_error("fsync", tmp_path_, errno);
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0) return os_error("close", tmp_path_, errno);
+  if (::rename(tmp_path_.c_str(), final_path_.c_str()) != 0) {
+    return os_error(fmt::format("rename {} to", tmp_path_.string()), final_path_, errno);
+  }
+  committed_ = true;
+  ZINF_RETURN_IF_ERROR(fsync_directory(dir_));
+  ZINF_RETURN_IF_ERROR(prune(dir_, keep_last, meta_.step));
+  return final_path_;
+}
+
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path& path,
+                                                                 std::vector<zero::CheckpointArrayInfo> layout) {
+  ZINF_RETURN_IF_ERROR(validate_layout(layout, "checkpoint load"));
+  std::unique_ptr<CheckpointReader> reader(new CheckpointReader());
+  reader->path_ = path;
+  reader->layout_ = std::move(layout);
   const std::string file = path.string();
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
+  reader->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader->fd_ < 0) {
     const int error = errno;
     if (error == ENOENT) return Status::not_found(fmt::format("checkpoint {} does not exist", file));
     return os_error("open", path, error);
   }
+  const int fd = reader->fd_;
   struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) return os_error("stat", path, errno);
+  if (::fstat(fd, &info) != 0) return os_error("stat", path, errno);
   const auto size_bytes = static_cast<std::uint64_t>(info.st_size);
 
   char prefix[kPrefixBytes];
@@ -291,7 +324,7 @@ Result<CheckpointMeta> load_checkpoint(const fs::path& path, std::span<const Nam
     return Status::io_error(fmt::format("checkpoint {}: truncated: {} bytes is shorter than the {}-byte file prefix",
                                         file, size_bytes, kPrefixBytes));
   }
-  ZINF_RETURN_IF_ERROR(read_all(fd.get(), prefix, kPrefixBytes, 0, path, "the file prefix"));
+  ZINF_RETURN_IF_ERROR(read_all(fd, prefix, kPrefixBytes, 0, path, "the file prefix"));
   if (std::memcmp(prefix, kMagic, sizeof(kMagic)) != 0) {
     return Status::invalid_argument(
         fmt::format("checkpoint {}: not a zinf checkpoint (the file does not start with \"ZINFCKPT\")", file));
@@ -311,26 +344,20 @@ Result<CheckpointMeta> load_checkpoint(const fs::path& path, std::span<const Nam
                                         file, header_bytes, size_bytes - kPrefixBytes));
   }
   std::string text(header_bytes, '\0');
-  ZINF_RETURN_IF_ERROR(read_all(fd.get(), text.data(), text.size(), kPrefixBytes, path, "the header"));
+  ZINF_RETURN_IF_ERROR(read_all(fd, text.data(), text.size(), kPrefixBytes, path, "the header"));
   const std::uint32_t computed_header_crc = io::crc32c(std::as_bytes(std::span<const char>(text.data(), text.size())));
   if (computed_header_crc != header_crc) {
     return Status::io_error(fmt::format("checkpoint {}: the header failed its CRC-32C check (stored {}, computed {}); "
                                         "the file is corrupt", file, hex32(header_crc), hex32(computed_header_crc)));
   }
 
-  CheckpointMeta meta;
-  struct Entry {
-    std::uint64_t numel;
-    std::uint64_t offset;
-    std::uint32_t crc;
-  };
   std::map<std::string, Entry, std::less<>> entries;
   std::uint64_t file_bytes = 0;
   try {
     const nlohmann::json header = nlohmann::json::parse(text);
-    meta.step = header.at("step").get<std::int64_t>();
-    meta.fingerprint = header.at("fingerprint").get<std::string>();
-    meta.extra = header.at("extra");
+    reader->meta_.step = header.at("step").get<std::int64_t>();
+    reader->meta_.fingerprint = header.at("fingerprint").get<std::string>();
+    reader->meta_.extra = header.at("extra");
     file_bytes = header.at("file_bytes").get<std::uint64_t>();
     for (const nlohmann::json& array : header.at("arrays")) {
       entries[array.at("name").get<std::string>()] = Entry{array.at("numel").get<std::uint64_t>(),
@@ -348,24 +375,30 @@ Result<CheckpointMeta> load_checkpoint(const fs::path& path, std::span<const Nam
     return Status::io_error(fmt::format("checkpoint {}: {} bytes, but the header records {}; the file is corrupt",
                                         file, size_bytes, file_bytes));
   }
-
   const std::uint64_t data_start = align_up(kPrefixBytes + header_bytes);
-  for (const NamedArray& array : into) {
+  for (const zero::CheckpointArrayInfo& array : reader->layout_) {
     const auto it = entries.find(array.name);
     if (it == entries.end()) {
       return Status::invalid_argument(fmt::format(
           "checkpoint {}: has no array '{}'; it was saved from a different model or configuration", file,
           array.name));
     }
-    if (it->second.numel != array.values.size()) {
+    if (it->second.numel != array.numel) {
       return Status::invalid_argument(fmt::format(
           "checkpoint {}: array '{}' holds {} elements, but this run's has {}; it was saved from a different model",
-          file, array.name, it->second.numel, array.values.size()));
+          file, array.name, it->second.numel, array.numel));
     }
+    const std::uint64_t begin = data_start + it->second.offset;
+    if (it->second.offset > file_bytes || begin + array.numel * sizeof(float) > file_bytes) {
+      return Status::io_error(fmt::format("checkpoint {}: array '{}' lies beyond the end of the file; the file is "
+                                          "corrupt", file, array.name));
+    }
+    reader->entries_.push_back(Entry{it->second.numel, begin, it->second.crc});
   }
-  if (entries.size() != into.size()) {
+  if (entries.size() != reader->layout_.size()) {
     for (const auto& [name, entry] : entries) {
-      const bool wanted = std::any_of(into.begin(), into.end(), [&](const NamedArray& a) { return a.name == name; });
+      const bool wanted = std::any_of(reader->layout_.begin(), reader->layout_.end(),
+                                      [&](const zero::CheckpointArrayInfo& a) { return a.name == name; });
       if (!wanted) {
         return Status::invalid_argument(fmt::format(
             "checkpoint {}: holds array '{}' that this run does not have; it was saved from a different model", file,
@@ -373,22 +406,57 @@ Result<CheckpointMeta> load_checkpoint(const fs::path& path, std::span<const Nam
       }
     }
   }
-  for (const NamedArray& array : into) {
-    const Entry& entry = entries.find(array.name)->second;
-    const std::uint64_t begin = data_start + entry.offset;
-    if (entry.offset > file_bytes || begin + array.values.size_bytes() > file_bytes) {
-      return Status::io_error(fmt::format("checkpoint {}: array '{}' lies beyond the end of the file; the file is "
-                                          "corrupt", file, array.name));
-    }
-    ZINF_RETURN_IF_ERROR(read_all(fd.get(), array.values.data(), array.values.size_bytes(), begin, path,
-                                  fmt::format("array '{}'", array.name)));
-    const std::uint32_t crc = crc_of(array.values);
-    if (crc != entry.crc) {
-      return Status::io_error(fmt::format("checkpoint {}: array '{}' failed its CRC-32C check (stored {}, computed {}); "
-                                          "the file is corrupt", file, array.name, hex32(entry.crc), hex32(crc)));
-    }
+  return reader;
+}
+
+CheckpointReader::~CheckpointReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status CheckpointReader::read(std::size_t index, std::span<float> into) {
+  ZINF_CHECK(index < layout_.size(), "checkpoint read: array index out of range");
+  const zero::CheckpointArrayInfo& array = layout_[index];
+  const Entry& entry = entries_[index];
+  if (into.size() != entry.numel) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: array '{}' holds {} elements, {} asked for",
+                                                path_.string(), array.name, entry.numel, into.size()));
   }
-  return meta;
+  ZINF_RETURN_IF_ERROR(read_all(fd_, into.data(), into.size_bytes(), entry.offset, path_,
+                                fmt::format("array '{}'", array.name)));
+  const std::uint32_t crc = crc_of(into);
+  if (crc != entry.crc) {
+    return Status::io_error(fmt::format("checkpoint {}: array '{}' failed its CRC-32C check (stored {}, computed {}); "
+                                        "the file is corrupt", path_.string(), array.name, hex32(entry.crc), hex32(crc)));
+  }
+  return Status::ok();
+}
+
+namespace {
+
+std::vector<zero::CheckpointArrayInfo> layout_of(std::span<const NamedArray> arrays) {
+  std::vector<zero::CheckpointArrayInfo> layout;
+  layout.reserve(arrays.size());
+  for (const NamedArray& array : arrays) layout.push_back({array.name, array.values.size()});
+  return layout;
+}
+
+}  // namespace
+
+Status save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, std::span<const NamedArray> arrays,
+                       int keep_last) {
+  if (keep_last < 0) {
+    return Status::invalid_argument(
+        fmt::format("checkpoint.keep_last: {} is negative; expected 0 (keep all) or a count", keep_last));
+  }
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer, CheckpointWriter::create(dir, meta, layout_of(arrays)));
+  for (std::size_t i = 0; i < arrays.size(); ++i) ZINF_RETURN_IF_ERROR(writer->write(i, arrays[i].values));
+  return writer->commit(keep_last).status();
+}
+
+Result<CheckpointMeta> load_checkpoint(const fs::path& path, std::span<const NamedArray> into) {
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::open(path, layout_of(into)));
+  for (std::size_t i = 0; i < into.size(); ++i) ZINF_RETURN_IF_ERROR(reader->read(i, into[i].values));
+  return reader->meta();
 }
 
 }  // namespace zinf::train

@@ -15,6 +15,12 @@
 // crash or a full disk leaves either the new checkpoint complete or no trace of it — never a torn
 // file under the final name, and never a damaged earlier checkpoint.
 //
+// Streaming: CheckpointWriter and CheckpointReader move one array at a time (zero::CheckpointSink
+// and CheckpointSource), so a state owner whose states live on NVMe never holds all of them in
+// host memory. The header is written last, padded with JSON whitespace to the length reserved for
+// the widest CRCs, so the data offsets are fixed before the first array is written. The span-based
+// save_checkpoint/load_checkpoint below are the same format for arrays already in memory.
+//
 // What it is not: a comparison of run configurations (load returns the fingerprint; whether it
 // matches is the caller's decision), a sharded multi-rank format, or thread-safe against two
 // writers on one directory.
@@ -22,14 +28,17 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "libengine/core/status.h"
 #include "libengine/tensor/named_array.h"
+#include "libengine/zero/model_states.h"
 
 namespace zinf::train {
 
@@ -39,6 +48,72 @@ struct CheckpointMeta {
   std::int64_t step = 0;           // the number of optimizer steps the saved states have taken
   std::string fingerprint;         // identifies the run configuration the states belong to
   nlohmann::json extra = nlohmann::json::object();  // the trainer's own state, free-form
+};
+
+// One checkpoint being written: `<dir>/step-<meta.step>.zckpt.tmp` until commit(). Not thread-safe.
+class CheckpointWriter final : public zero::CheckpointSink {
+ public:
+  // Creates `dir` when missing and the .tmp file for `layout` (unique, non-empty names).
+  // InvalidArgument for a negative step or a bad name; IoError naming the path otherwise.
+  static Result<std::unique_ptr<CheckpointWriter>> create(const std::filesystem::path& dir, const CheckpointMeta& meta,
+                                                          std::vector<zero::CheckpointArrayInfo> layout);
+  // Without a successful commit() the .tmp file is removed: nothing of this save remains.
+  ~CheckpointWriter() override;
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Writes array `index` (any order, each once, of the layout's size) at its place in the file.
+  Status write(std::size_t index, std::span<const float> values) override;
+  // Every array written: writes the header, fsyncs, renames over the final name, fsyncs the
+  // directory and prunes as save_checkpoint() does. Returns the final path. On failure before the
+  // rename the .tmp file is removed (by the destructor) and earlier checkpoints are untouched.
+  Result<std::filesystem::path> commit(int keep_last);
+
+ private:
+  CheckpointWriter() = default;
+  std::string header_text(std::span<const std::uint32_t> crcs, std::uint64_t file_bytes) const;
+
+  std::filesystem::path dir_;
+  std::filesystem::path final_path_;
+  std::filesystem::path tmp_path_;
+  CheckpointMeta meta_;
+  std::vector<zero::CheckpointArrayInfo> layout_;
+  std::vector<std::uint64_t> offsets_;  // bytes from the data section, per array
+  std::vector<std::uint32_t> crcs_;
+  std::vector<bool> written_;
+  std::uint64_t header_bytes_ = 0;      // reserved JSON header length
+  std::uint64_t data_start_ = 0;
+  std::uint64_t file_bytes_ = 0;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// One checkpoint opened for reading: the header is read and checked against `layout` at open().
+class CheckpointReader final : public zero::CheckpointSource {
+ public:
+  // Every check of load_checkpoint() except the arrays' CRCs, which read() verifies.
+  static Result<std::unique_ptr<CheckpointReader>> open(const std::filesystem::path& path,
+                                                        std::vector<zero::CheckpointArrayInfo> layout);
+  ~CheckpointReader() override;
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const CheckpointMeta& meta() const { return meta_; }
+  // Reads array `index` of the layout and verifies its CRC-32C (IoError naming the file and array).
+  Status read(std::size_t index, std::span<float> into) override;
+
+ private:
+  struct Entry {
+    std::uint64_t numel;
+    std::uint64_t offset;  // from the start of the file, for read(); from the data section in the header
+    std::uint32_t crc;
+  };
+  CheckpointReader() = default;
+  std::filesystem::path path_;
+  std::vector<zero::CheckpointArrayInfo> layout_;
+  std::vector<Entry> entries_;  // by layout index
+  CheckpointMeta meta_;
+  int fd_ = -1;
 };
 
 // `<dir>/step-<step as %08d>.zckpt`.

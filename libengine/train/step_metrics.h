@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "libengine/zero/engine_stats.h"
+
 namespace zinf::train {
 
 struct StepMetrics {
@@ -21,6 +23,7 @@ struct StepMetrics {
   double data_seconds = 0;
   double forward_backward_seconds = 0;
   double optimizer_seconds = 0;
+  zero::EngineStats engine;    // this step's traffic per link, stalls and prefetch hits (levels: now)
   double tokens_per_s() const { return step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0.0; }
 };
 

@@ -5,6 +5,8 @@
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/device/device_factory.h"
+#include "libengine/zero/partitioned_states.h"
+#include "libengine/zero/replicated_states.h"
 
 namespace zinf::train {
 namespace {
@@ -13,6 +15,12 @@ namespace {
 // the field to change, not a runtime failure.
 Status as_budget_error(const Status& status, const spec::Scenario& scenario) {
   if (status.code() != ErrorCode::kOutOfMemory) return status;
+  if (status.message().find("on the host tier") != std::string::npos) {
+    return Status::invalid_argument(fmt::format("scenario.zero.host_memory: {} is too small for this plan: {}; raise "
+                                                "it or move states to \"nvme\"",
+                                                format_bytes(static_cast<double>(scenario.zero.host_memory_bytes)),
+                                                status.message()));
+  }
   const std::string budget = scenario.device_memory_bytes
                                  ? format_bytes(static_cast<double>(*scenario.device_memory_bytes))
                                  : std::string("unbounded");
@@ -42,7 +50,9 @@ optim::LrScheduleKind schedule_kind(spec::ScheduleKind kind) {
 }  // namespace
 
 Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario& scenario, bool resume,
-                                                           std::int64_t stop_after) {
+                                                           std::int64_t stop_after,
+                                                           std::function<void(const std::string&)> on_warning,
+                                                           std::unique_ptr<io::IoEngine> io_engine) {
   const spec::LrScheduleConfig& sched = scenario.optimizer.schedule;
   if (sched.kind != spec::ScheduleKind::kConstant && scenario.steps <= sched.warmup_steps) {
     // Checked here as well as by the parser because --steps may shorten a run after parsing.
@@ -56,6 +66,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   device::DeviceOptions device_options;
   device_options.kind = scenario.device == spec::DeviceKind::kCuda ? device::DeviceKind::kCuda : device::DeviceKind::kCpu;
   device_options.memory_budget_bytes = scenario.device_memory_bytes.value_or(0);
+  device_options.host_memory_budget_bytes = scenario.zero.host_memory_bytes;
   Result<std::unique_ptr<device::Device>> device = device::make_device(device_options);
   if (!device.is_ok()) {
     const std::string& message = device.status().message();
@@ -94,14 +105,28 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   if (!model.is_ok()) return as_budget_error(model.status(), scenario);
   session->model_ = std::move(model).value();
 
-  zero::ReplicatedStatesOptions state_options;
-  state_options.precision = scenario.precision;
-  state_options.compute_dtype = compute_dtype;
-  state_options.seed = scenario.seed;
-  Result<std::unique_ptr<zero::ReplicatedStates>> states =
-      zero::ReplicatedStates::create(session->model_->params(), *session->device_, state_options);
-  if (!states.is_ok()) return as_budget_error(states.status(), scenario);
-  session->states_ = std::move(states).value();
+  if (scenario.zero.partitioned()) {
+    zero::PartitionedStatesOptions state_options;
+    state_options.precision = scenario.precision;
+    state_options.compute_dtype = compute_dtype;
+    state_options.seed = scenario.seed;
+    state_options.zero = scenario.zero;
+    state_options.io_engine = std::move(io_engine);
+    state_options.on_warning = on_warning;
+    Result<std::unique_ptr<zero::PartitionedStates>> states =
+        zero::PartitionedStates::create(session->model_->params(), *session->device_, std::move(state_options));
+    if (!states.is_ok()) return as_budget_error(states.status(), scenario);
+    session->states_ = std::move(states).value();
+  } else {
+    zero::ReplicatedStatesOptions state_options;
+    state_options.precision = scenario.precision;
+    state_options.compute_dtype = compute_dtype;
+    state_options.seed = scenario.seed;
+    Result<std::unique_ptr<zero::ReplicatedStates>> states =
+        zero::ReplicatedStates::create(session->model_->params(), *session->device_, state_options);
+    if (!states.is_ok()) return as_budget_error(states.status(), scenario);
+    session->states_ = std::move(states).value();
+  }
 
   optim::AdamConfig adam;
   adam.beta1 = scenario.optimizer.beta1;

@@ -1,15 +1,19 @@
 // TrainSession: everything one training run is made of, built from a validated scenario — the
-// budgeted compute device, the batch source, the GPT model, its ZeRO-0 states, the optimizer with its
-// schedule and loss scaler, and the Trainer that drives them. `zinf train` and `zinf bench train`
+// budgeted compute device (and host tier), the batch source, the GPT model, its states (ZeRO-0, or
+// partitioned and offloaded as scenario.zero says), the optimizer with its schedule and loss
+// scaler, and the Trainer that drives them. `zinf train` and `zinf bench train`
 // build the same session, so a benchmark times exactly what training runs.
 // Building sets the process-wide compute thread count (kernels/threads.h) to scenario.threads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "libengine/core/status.h"
 #include "libengine/device/device.h"
+#include "libengine/io/io_engine.h"
 #include "libengine/model/gpt.h"
 #include "libengine/optim/adam_optimizer.h"
 #include "libengine/optim/loss_scaler.h"
@@ -17,7 +21,7 @@
 #include "libengine/spec/scenario.h"
 #include "libengine/train/batch_source.h"
 #include "libengine/train/trainer.h"
-#include "libengine/zero/replicated_states.h"
+#include "libengine/zero/model_states.h"
 
 namespace zinf::train {
 
@@ -28,14 +32,19 @@ class TrainSession {
   // the model or its states do not fit the budget (the OutOfMemory message says what did not fit).
   // `resume`: whether the trainer may continue from a checkpoint in scenario.checkpoint.dir.
   // `stop_after`: end this invocation after that step (TrainerOptions::stop_after); 0: run to the end.
+  // "scenario.zero.*" for an engine plan that cannot work in the budgets. `on_warning` receives
+  // one line per warning (buffered I/O fallback, a changed parameter order); may be empty.
+  // `io_engine`: tests pass a fault-injecting engine for the NVMe tier; null: io_uring.
   static Result<std::unique_ptr<TrainSession>> create(const spec::Scenario& scenario, bool resume,
-                                                      std::int64_t stop_after = 0);
+                                                      std::int64_t stop_after = 0,
+                                                      std::function<void(const std::string&)> on_warning = {},
+                                                      std::unique_ptr<io::IoEngine> io_engine = nullptr);
 
   const spec::Scenario& scenario() const { return scenario_; }
   device::Device& device() { return *device_; }
   const BatchSource& data() const { return *data_; }
   model::Gpt& model() { return *model_; }
-  zero::ReplicatedStates& states() { return *states_; }
+  zero::ModelStates& states() { return *states_; }
   Trainer& trainer() { return *trainer_; }
 
  private:
@@ -46,7 +55,7 @@ class TrainSession {
   std::unique_ptr<device::Device> device_;
   std::optional<BatchSource> data_;
   std::unique_ptr<model::Gpt> model_;
-  std::unique_ptr<zero::ReplicatedStates> states_;
+  std::unique_ptr<zero::ModelStates> states_;
   std::unique_ptr<optim::AdamOptimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;

@@ -19,13 +19,32 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+zero::LinkBytes minus(const zero::LinkBytes& a, const zero::LinkBytes& b) {
+  return {a.forward_backward - b.forward_backward, a.optimizer - b.optimizer, a.other - b.other};
+}
+
+// What moved during one step: counters are differences, levels (bytes on NVMe) are the current ones.
+zero::EngineStats difference(const zero::EngineStats& after, const zero::EngineStats& before) {
+  zero::EngineStats d = after;
+  d.nvme_read = minus(after.nvme_read, before.nvme_read);
+  d.nvme_write = minus(after.nvme_write, before.nvme_write);
+  d.host_to_device = minus(after.host_to_device, before.host_to_device);
+  d.device_to_host = minus(after.device_to_host, before.device_to_host);
+  d.stall_seconds = after.stall_seconds - before.stall_seconds;
+  d.acquires = after.acquires - before.acquires;
+  d.prefetch_hits = after.prefetch_hits - before.prefetch_hits;
+  d.sync_nvme_reads = after.sync_nvme_reads - before.sync_nvme_reads;
+  d.trace_mismatches = after.trace_mismatches - before.trace_mismatches;
+  return d;
+}
+
 bool due(std::int64_t completed_steps, std::int64_t every, std::int64_t total_steps) {
   return every > 0 && (completed_steps % every == 0 || completed_steps == total_steps);
 }
 
 }  // namespace
 
-Trainer::Trainer(model::Gpt& model, zero::ReplicatedStates& states, optim::AdamOptimizer& optimizer,
+Trainer::Trainer(model::Gpt& model, zero::ModelStates& states, optim::AdamOptimizer& optimizer,
                  const optim::LrSchedule& schedule, optim::LossScaler& scaler, const BatchSource& data,
                  TrainerOptions options)
     : model_(model),
@@ -65,8 +84,9 @@ Result<double> Trainer::evaluate(std::int64_t batches) {
 Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
   ZINF_ASSIGN_OR_RETURN(std::optional<std::filesystem::path> latest, latest_checkpoint(options_.checkpoint_dir));
   if (!latest) return Status::ok();
-  ZINF_ASSIGN_OR_RETURN(std::vector<NamedArray> arrays, states_.checkpoint_arrays());
-  ZINF_ASSIGN_OR_RETURN(CheckpointMeta meta, load_checkpoint(*latest, arrays));
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
+                        CheckpointReader::open(*latest, states_.checkpoint_layout()));
+  const CheckpointMeta& meta = reader->meta();
   if (meta.fingerprint != options_.fingerprint) {
     return Status::invalid_argument(fmt::format(
         "checkpoint {} was written by a different run configuration (fingerprint {} vs this scenario's {}); "
@@ -82,9 +102,9 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
   } catch (const nlohmann::json::exception& e) {
     return Status::invalid_argument(fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
   }
+  ZINF_RETURN_IF_ERROR(states_.load_checkpoint(*reader));
   ZINF_RETURN_IF_ERROR(optimizer_.set_step_count(optimizer_steps));
   ZINF_RETURN_IF_ERROR(scaler_.set_state(scaler_state));
-  ZINF_RETURN_IF_ERROR(states_.push_checkpoint_arrays());
   first_step = meta.step;
   outcome.resumed_from = *latest;
   return Status::ok();
@@ -99,10 +119,10 @@ Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcom
   meta.extra = {{"optimizer_step", optimizer_.step_count()},
                 {"loss_scale", scaler_state.scale},
                 {"loss_scale_clean_steps", scaler_state.clean_steps}};
-  ZINF_ASSIGN_OR_RETURN(std::vector<NamedArray> arrays, states_.checkpoint_arrays());
-  ZINF_RETURN_IF_ERROR(states_.pull_checkpoint_arrays());
-  ZINF_RETURN_IF_ERROR(save_checkpoint(options_.checkpoint_dir, meta, arrays, options_.checkpoint_keep_last));
-  const std::filesystem::path path = checkpoint_path(options_.checkpoint_dir, next_step);
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer,
+                        CheckpointWriter::create(options_.checkpoint_dir, meta, states_.checkpoint_layout()));
+  ZINF_RETURN_IF_ERROR(states_.save_checkpoint(*writer));
+  ZINF_ASSIGN_OR_RETURN(const std::filesystem::path path, writer->commit(options_.checkpoint_keep_last));
   outcome.last_checkpoint = path;
   observer.on_checkpoint(next_step, path, seconds_since(start));
   return Status::ok();
@@ -128,8 +148,9 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     split_rows(rows_);
     metrics.data_seconds = seconds_since(step_start);
 
+    const zero::EngineStats before = states_.stats();
     const Clock::time_point fb_start = Clock::now();
-    states_.zero_grads();
+    ZINF_RETURN_IF_ERROR(states_.zero_grads());
     metrics.loss_scale = scaler_.scale();
     ZINF_ASSIGN_OR_RETURN(metrics.loss,
                           model_.forward_backward(tokens_, targets_, states_, states_, static_cast<float>(metrics.loss_scale)));
@@ -145,9 +166,10 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
 
     const Clock::time_point opt_start = Clock::now();
     metrics.lr = schedule_.lr_at(step);
-    ZINF_ASSIGN_OR_RETURN(optim::StepReport report, optimizer_.step(states_, metrics.lr, scaler_));
+    ZINF_ASSIGN_OR_RETURN(optim::StepReport report, states_.optimizer_step(optimizer_, metrics.lr, scaler_));
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
     metrics.optimizer_seconds = seconds_since(opt_start);
+    metrics.engine = difference(states_.stats(), before);
     metrics.grad_norm = report.grad_norm;
     metrics.clip_coef = report.clip_coef;
     metrics.skipped = report.skipped;

@@ -7,6 +7,7 @@
 // Determinism: step s always trains on batch s, every kernel is deterministic for a thread count,
 // and a checkpoint holds every fp32 state (master params, m, v) plus the optimizer step and the
 // loss scaler — so a resumed run reproduces the uninterrupted run's losses bit for bit.
+// The states are any zero::ModelStates (ZeRO-0, or partitioned and offloaded): the loop is the same.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@
 #include "libengine/optim/lr_schedule.h"
 #include "libengine/train/batch_source.h"
 #include "libengine/train/step_metrics.h"
-#include "libengine/zero/replicated_states.h"
+#include "libengine/zero/model_states.h"
 
 namespace zinf::train {
 
@@ -49,7 +50,7 @@ struct TrainOutcome {
 class Trainer {
  public:
   // Every reference must outlive the Trainer.
-  Trainer(model::Gpt& model, zero::ReplicatedStates& states, optim::AdamOptimizer& optimizer,
+  Trainer(model::Gpt& model, zero::ModelStates& states, optim::AdamOptimizer& optimizer,
           const optim::LrSchedule& schedule, optim::LossScaler& scaler, const BatchSource& data,
           TrainerOptions options);
 
@@ -68,7 +69,7 @@ class Trainer {
   void split_rows(const std::vector<std::int32_t>& rows);
 
   model::Gpt& model_;
-  zero::ReplicatedStates& states_;
+  zero::ModelStates& states_;
   optim::AdamOptimizer& optimizer_;
   const optim::LrSchedule& schedule_;
   optim::LossScaler& scaler_;

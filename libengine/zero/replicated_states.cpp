@@ -1,6 +1,7 @@
 #include "libengine/zero/replicated_states.h"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -209,21 +210,67 @@ Status ReplicatedStates::commit(model::ParamId id) {
   return Status::ok();
 }
 
-void ReplicatedStates::zero_grads() {
+Status ReplicatedStates::zero_grads() {
   ZINF_CHECK(std::none_of(grad_out_.begin(), grad_out_.end(), [](bool out) { return out; }),
              "zero_grads: a gradient buffer is still handed out");
   device_.zero(grads_.data(), grads_.bytes(), device_.stream(device::StreamRole::kCompute));
+  return Status::ok();
 }
 
-std::vector<std::pair<std::string, std::uint64_t>> ReplicatedStates::state_bytes() const {
+std::vector<StateBytes> ReplicatedStates::state_bytes() const {
+  constexpr spec::Tier kDevice = spec::Tier::kDevice;
   return {
-      {"params", params_.bytes()},
-      {"grads", grads_.bytes()},
-      {"master_params", mixed() ? master_.bytes() : 0},
-      {"adam_m", adam_m_.bytes()},
-      {"adam_v", adam_v_.bytes()},
-      {"workspace", workspace_bytes_},
+      {"params", kDevice, params_.bytes()},
+      {"grads", kDevice, grads_.bytes()},
+      {"master_params", kDevice, mixed() ? master_.bytes() : 0},
+      {"adam_m", kDevice, adam_m_.bytes()},
+      {"adam_v", kDevice, adam_v_.bytes()},
+      {"workspace", kDevice, workspace_bytes_},
   };
+}
+
+Result<optim::StepReport> ReplicatedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+                                                           optim::LossScaler& scaler) {
+  const device::ProfilerRange range(device_, "optimizer");
+  device::Ops& ops = device_.ops();
+  std::vector<Tensor> grads;
+  grads.reserve(static_cast<std::size_t>(table_.size()));
+  for (model::ParamId id = 0; id < table_.size(); ++id) grads.push_back(param_states(id).grad);
+  const double sum_squares = ops.sum_squares(grads);
+  // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
+  if (!std::isfinite(sum_squares)) ZINF_RETURN_IF_ERROR(device_.synchronize());
+  ZINF_ASSIGN_OR_RETURN(const optim::StepPlan plan, optimizer.begin_step(lr, sum_squares, scaler));
+  if (!plan.apply) return plan.report;
+  for (model::ParamId id = 0; id < table_.size(); ++id) {
+    const ParamStates p = param_states(id);
+    optimizer.step_slice(ops, plan, table_[id].weight_decay, p.master, p.exp_avg, p.exp_avg_sq, p.grad,
+                         p.param_half.data() != nullptr ? &p.param_half : nullptr);
+  }
+  optim::AdamOptimizer::end_step(plan, scaler);
+  return plan.report;
+}
+
+std::vector<CheckpointArrayInfo> ReplicatedStates::checkpoint_layout() const {
+  std::vector<CheckpointArrayInfo> layout;
+  for (const char* prefix : {"master/", "adam_m/", "adam_v/"}) {
+    for (const model::ParamInfo& info : table_.params()) {
+      layout.push_back({prefix + info.name, static_cast<std::uint64_t>(info.numel)});
+    }
+  }
+  return layout;
+}
+
+Status ReplicatedStates::save_checkpoint(CheckpointSink& sink) {
+  ZINF_ASSIGN_OR_RETURN(const std::vector<NamedArray> arrays, checkpoint_arrays());
+  ZINF_RETURN_IF_ERROR(pull_checkpoint_arrays());
+  for (std::size_t i = 0; i < arrays.size(); ++i) ZINF_RETURN_IF_ERROR(sink.write(i, arrays[i].values));
+  return Status::ok();
+}
+
+Status ReplicatedStates::load_checkpoint(CheckpointSource& source) {
+  ZINF_ASSIGN_OR_RETURN(const std::vector<NamedArray> arrays, checkpoint_arrays());
+  for (std::size_t i = 0; i < arrays.size(); ++i) ZINF_RETURN_IF_ERROR(source.read(i, arrays[i].values));
+  return push_checkpoint_arrays();
 }
 
 std::array<const device::DeviceBuffer*, 3> ReplicatedStates::checkpointed_states() const {

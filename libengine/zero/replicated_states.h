@@ -1,7 +1,7 @@
 // ReplicatedStates: ZeRO stage 0 in one process — every model state (parameters, gradients, fp32
 // master weights, Adam m and v) resident on the compute device, nothing partitioned or offloaded.
-// It is both the model's ParamSource and its GradSink, and it owns the arrays the optimizer step and
-// the checkpoint writer work on.
+// It implements ModelStates (zero/model_states.h): the model's ParamSource and GradSink, the owner of
+// the arrays the optimizer step and the checkpoint writer work on.
 //
 // Storage, one flat device buffer per kind, each parameter's offset aligned to 32 elements:
 //   fp32:       params (master == working copy), grads, Adam m, Adam v — all fp32. acquire() returns
@@ -37,6 +37,7 @@
 #include "libengine/device/device.h"
 #include "libengine/model/param_source.h"
 #include "libengine/model/param_table.h"
+#include "libengine/zero/model_states.h"
 #include "libengine/tensor/named_array.h"
 #include "libengine/tensor/tensor.h"
 
@@ -59,7 +60,7 @@ struct ParamStates {
   Tensor param_half;  // [N] bf16/fp16 working copy; no data (data() == nullptr) under fp32
 };
 
-class ReplicatedStates final : public model::ParamSource, public model::GradSink {
+class ReplicatedStates final : public ModelStates {
  public:
   // Allocates every state of `table` on `device` and initialises the parameters from
   // ParamTable::init_values(options.seed, ...); gradients and moments start at zero. `table` and
@@ -89,20 +90,30 @@ class ReplicatedStates final : public model::ParamSource, public model::GradSink
   Result<Tensor> grad_buffer(model::ParamId id) override;
   Status commit(model::ParamId id) override;
 
-  // Sets every gradient to zero; call before each step's first backward. Precondition: no gradient
+  // Sets every gradient to zero (on the compute stream); never fails. Precondition: no gradient
   // buffer is handed out.
-  void zero_grads();
+  Status zero_grads() override;
+
+  // ModelStates: the optimizer step over every parameter through the device's Ops (the norm is the
+  // one value that comes back to the host), and checkpoints through the host view of
+  // checkpoint_arrays() (a host mirror on CUDA).
+  Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+                                           optim::LossScaler& scaler) override;
+  std::vector<CheckpointArrayInfo> checkpoint_layout() const override;
+  Status save_checkpoint(CheckpointSink& sink) override;
+  Status load_checkpoint(CheckpointSource& source) override;
+  spec::StatePlacement placement() const override { return {}; }
 
   DType precision() const { return precision_; }
   DType compute_dtype() const { return compute_dtype_; }
-  const model::ParamTable& table() const { return table_; }
-  device::Device& device() const { return device_; }
+  const model::ParamTable& table() const override { return table_; }
+  device::Device& device() const override { return device_; }
 
-  // Bytes per kind of state, in this order, for the run record: "params" (the compute-precision
+  // Bytes per kind of state, in this order, all on the device tier: "params" (the compute-precision
   // copy; fp32 under fp32), "grads", "master_params" (0 under fp32: the params are the master),
   // "adam_m", "adam_v", "workspace" (the pooled fp32 workspaces allocated so far). Padding for
   // alignment is included, so the sum equals what this object holds on the device tier.
-  std::vector<std::pair<std::string, std::uint64_t>> state_bytes() const;
+  std::vector<StateBytes> state_bytes() const override;
 
   // The fp32 arrays a checkpoint must hold, in host memory: "master/<param name>" for every
   // parameter in table order, then "adam_m/<name>", then "adam_v/<name>". On the CPU backend they

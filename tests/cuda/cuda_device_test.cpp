@@ -297,7 +297,7 @@ TEST_CASE("cuda device: an event orders a host-to-device copy before a compute-s
   device->ops().copy(to, from);  // the fp32 -> bf16 conversion kernel, on the compute stream
   device->copy(result.data(), converted.data(), bytes / 2, CopyKind::kDeviceToHost, compute);
   require_ok(compute.synchronize());
-  staged_ready->synchronize();
+  require_ok(staged_ready->synchronize());
   CHECK(staged_ready->query());
 
   std::vector<std::uint16_t> expected(static_cast<std::size_t>(kCount));

@@ -144,7 +144,7 @@ TEST_CASE("cpu device: event synchronize blocks the host until the stream reache
     return Status::ok();
   });
   comm.record(*event);
-  event->synchronize();
+  REQUIRE(event->synchronize().is_ok());
   CHECK(done);
   CHECK(event->query());
 }
@@ -164,6 +164,32 @@ TEST_CASE("cpu device: synchronize reports the first error a stream's work retur
   std::vector<char> bytes(64, 'x');
   device->zero(bytes.data(), bytes.size(), device->stream(StreamRole::kCompute));  // compute runs inline
   CHECK(std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0; }));
+}
+
+}  // namespace
+
+namespace {
+
+TEST_CASE("cpu device: release_after frees a buffer only once its stream has passed the work before it") {
+  auto device = make_cpu_device({.memory_budget_bytes = 1 << 20});
+  Stream& h2d = device->stream(StreamRole::kHostToDevice);
+  auto buffer = device->allocate(1 << 20, "in flight");
+  REQUIRE(buffer.is_ok());
+  std::atomic<bool> release{false};
+  h2d.enqueue([&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return Status::ok();
+  });
+  device->release_after(std::move(buffer).value(), h2d);
+  CHECK(device->pending_releases() == 1);
+  CHECK(device->memory().usage().current_bytes == (1u << 20));  // still counted: the stream has not passed
+  CHECK(device->reclaim_released(false) == 0);
+  release = true;
+  // The budget is full until the free happens: this allocation waits for it instead of failing.
+  auto again = device->allocate(1 << 20, "after the free");
+  REQUIRE(again.is_ok());
+  CHECK(device->pending_releases() == 0);
+  CHECK(device->memory().usage().current_bytes == (1u << 20));
 }
 
 }  // namespace

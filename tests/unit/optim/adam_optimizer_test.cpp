@@ -13,6 +13,7 @@
 
 #include "kernels/convert.h"
 #include "libengine/device/cpu_device.h"
+#include "libengine/zero/replicated_states.h"
 #include "tests/catch.h"
 
 namespace zinf::optim {
@@ -44,7 +45,7 @@ float gradient_value(int step, ParamId id, std::size_t i) {
 
 // zero_grads, then one backward that adds scale * gradient_value into every parameter's buffer.
 void write_gradients(ReplicatedStates& states, int step, float scale) {
-  states.zero_grads();
+  REQUIRE(states.zero_grads().is_ok());
   for (ParamId id = 0; id < states.table().size(); ++id) {
     Tensor grad = states.grad_buffer(id).value();
     for (std::int64_t i = 0; i < grad.numel(); ++i) {
@@ -170,7 +171,7 @@ TEST_CASE("AdamW in fp32 matches the fp64 reference over several steps, with cli
   for (int step = 0; step < 4; ++step) {
     write_gradients(*states, step, 1.0f);
     const auto [norm, clip] = ref.update(table, stored_gradients(*states), 1.0, rates[step]);
-    auto report = optimizer.step(*states, rates[step], scaler);
+    auto report = states->optimizer_step(optimizer, rates[step], scaler);
     REQUIRE(report.is_ok());
     CHECK_FALSE(report->skipped);
     CHECK(report->loss_scale_used == 1.0);
@@ -197,7 +198,7 @@ TEST_CASE("classic Adam (L2 in the gradient) in fp32 matches the fp64 reference"
   for (int step = 0; step < 3; ++step) {
     write_gradients(*states, step, 1.0f);
     ref.update(table, stored_gradients(*states), 1.0, 3e-3);
-    REQUIRE(optimizer.step(*states, 3e-3, scaler).is_ok());
+    REQUIRE(states->optimizer_step(optimizer, 3e-3, scaler).is_ok());
   }
   check_against_reference(*states, ref, 2e-5);
 }
@@ -213,7 +214,7 @@ TEST_CASE("bf16 mixed precision: fp32 master follows the reference, the working 
   for (int step = 0; step < 3; ++step) {
     write_gradients(*states, step, 1.0f);
     const auto [norm, clip] = ref.update(table, stored_gradients(*states), 1.0, 1e-2);
-    auto report = optimizer.step(*states, 1e-2, scaler);
+    auto report = states->optimizer_step(optimizer, 1e-2, scaler);
     REQUIRE(report.is_ok());
     CHECK(report->grad_norm == Approx(norm).epsilon(1e-12));
   }
@@ -239,7 +240,7 @@ TEST_CASE("fp16 with dynamic loss scaling: unscaled updates, overflow skips with
   // A clean step under scale 1024: the update is that of the unscaled gradients.
   write_gradients(*states, 0, scaler.scale());
   ref.update(table, stored_gradients(*states), 1024.0, 1e-2);
-  auto first = optimizer.step(*states, 1e-2, scaler);
+  auto first = states->optimizer_step(optimizer, 1e-2, scaler);
   REQUIRE(first.is_ok());
   CHECK_FALSE(first->skipped);
   CHECK(first->loss_scale_used == 1024.0);
@@ -247,7 +248,7 @@ TEST_CASE("fp16 with dynamic loss scaling: unscaled updates, overflow skips with
 
   // An overflow: one gradient element beyond fp16's range becomes inf on commit.
   const Snapshot before(*states);
-  states->zero_grads();
+  REQUIRE(states->zero_grads().is_ok());
   for (ParamId id = 0; id < table.size(); ++id) {
     Tensor grad = states->grad_buffer(id).value();
     for (std::int64_t i = 0; i < grad.numel(); ++i) grad.f32()[i] += 1024.0f * gradient_value(1, id, i);
@@ -255,7 +256,7 @@ TEST_CASE("fp16 with dynamic loss scaling: unscaled updates, overflow skips with
     REQUIRE(states->commit(id).is_ok());
   }
   CHECK(scaler.state().clean_steps == 1);
-  auto skipped = optimizer.step(*states, 1e-2, scaler);
+  auto skipped = states->optimizer_step(optimizer, 1e-2, scaler);
   REQUIRE(skipped.is_ok());
   CHECK(skipped->skipped);
   CHECK_FALSE(std::isfinite(skipped->grad_norm));
@@ -269,7 +270,7 @@ TEST_CASE("fp16 with dynamic loss scaling: unscaled updates, overflow skips with
   for (int step = 2; step < 4; ++step) {
     write_gradients(*states, step, scaler.scale());
     ref.update(table, stored_gradients(*states), 512.0, 1e-2);
-    auto report = optimizer.step(*states, 1e-2, scaler);
+    auto report = states->optimizer_step(optimizer, 1e-2, scaler);
     REQUIRE(report.is_ok());
     CHECK_FALSE(report->skipped);
     CHECK(report->loss_scale_used == 512.0);
@@ -287,13 +288,13 @@ TEST_CASE("non-finite gradients without dynamic scaling, or at the minimum scale
     AdamOptimizer optimizer = AdamOptimizer::create({}).value();
     LossScaler scaler;
     write_gradients(*states, 0, 1.0f);
-    REQUIRE(optimizer.step(*states, 1e-3, scaler).is_ok());
-    states->zero_grads();
+    REQUIRE(states->optimizer_step(optimizer, 1e-3, scaler).is_ok());
+    REQUIRE(states->zero_grads().is_ok());
     Tensor grad = states->grad_buffer(0).value();
     grad.f32()[4] = std::numeric_limits<float>::quiet_NaN();
     REQUIRE(states->commit(0).is_ok());
     const Snapshot before(*states);
-    auto report = optimizer.step(*states, 1e-3, scaler);
+    auto report = states->optimizer_step(optimizer, 1e-3, scaler);
     REQUIRE_FALSE(report.is_ok());
     CHECK(report.status().message().starts_with("gradients became non-finite (NaN/inf) at step 2"));
     CHECK(Snapshot(*states) == before);
@@ -304,11 +305,11 @@ TEST_CASE("non-finite gradients without dynamic scaling, or at the minimum scale
     AdamOptimizer optimizer = AdamOptimizer::create({}).value();
     LossScaler scaler = LossScaler::create({.kind = LossScaling::kDynamic, .initial_scale = 1}).value();
     write_gradients(*states, 0, 1.0f);
-    states->zero_grads();
+    REQUIRE(states->zero_grads().is_ok());
     Tensor grad = states->grad_buffer(2).value();
     grad.f32()[0] = 1e9f;
     REQUIRE(states->commit(2).is_ok());
-    auto report = optimizer.step(*states, 1e-3, scaler);
+    auto report = states->optimizer_step(optimizer, 1e-3, scaler);
     REQUIRE_FALSE(report.is_ok());
     CHECK(report.status().message().find("at step 1 even at the minimum loss scale 1") != std::string::npos);
   }
@@ -333,7 +334,7 @@ TEST_CASE("invalid optimizer settings and rates are refused naming the field") {
   AdamOptimizer optimizer = AdamOptimizer::create({}).value();
   LossScaler scaler;
   write_gradients(*states, 0, 1.0f);
-  auto bad_lr = optimizer.step(*states, std::numeric_limits<double>::infinity(), scaler);
+  auto bad_lr = states->optimizer_step(optimizer, std::numeric_limits<double>::infinity(), scaler);
   REQUIRE_FALSE(bad_lr.is_ok());
   CHECK(bad_lr.status().message().starts_with("optimizer step 1: learning rate inf "));
   CHECK_FALSE(optimizer.set_step_count(-1).is_ok());

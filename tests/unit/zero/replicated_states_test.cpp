@@ -65,7 +65,7 @@ std::vector<float> init_values(const ParamTable& table, std::uint64_t seed, Para
 
 std::uint64_t sum_state_bytes(const ReplicatedStates& states) {
   std::uint64_t total = 0;
-  for (const auto& [kind, bytes] : states.state_bytes()) total += bytes;
+  for (const auto& state : states.state_bytes()) total += state.bytes;
   return total;
 }
 
@@ -99,7 +99,7 @@ TEST_CASE("fp32 gradients: the model adds into the storage, a second use accumul
   const ParamTable table = make_table();
   auto device = device::make_cpu_device({});
   auto states = ReplicatedStates::create(table, *device, {.precision = DType::kF32}).value();
-  states->zero_grads();
+  REQUIRE(states->zero_grads().is_ok());
   auto grad = states->grad_buffer(3);
   REQUIRE(grad.is_ok());
   CHECK(reinterpret_cast<std::uintptr_t>(grad->data()) % 64 == 0);
@@ -115,7 +115,7 @@ TEST_CASE("fp32 gradients: the model adds into the storage, a second use accumul
   REQUIRE(p.grad.dtype() == DType::kF32);
   CHECK(p.param_half.data() == nullptr);
   for (std::int64_t i = 0; i < p.grad.numel(); ++i) CHECK(p.grad.f32()[i] == 0.25f * static_cast<float>(i) + 1.0f);
-  states->zero_grads();
+  REQUIRE(states->zero_grads().is_ok());
   for (std::int64_t i = 0; i < p.grad.numel(); ++i) CHECK(p.grad.f32()[i] == 0.0f);
 }
 
@@ -149,7 +149,7 @@ TEST_CASE("mixed precision: commit rounds the gradient into half storage and a s
   const ParamTable table = make_table();
   auto device = device::make_cpu_device({});
   auto states = ReplicatedStates::create(table, *device, {.precision = precision}).value();
-  states->zero_grads();
+  REQUIRE(states->zero_grads().is_ok());
   // Ties, values just off ties, a subnormal of each format, and values around the fp16 maximum.
   const std::vector<float> first = {1.0f + 0x1p-8f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -2.7182818f, 0x1p-20f,
                                     65519.0f,       65520.0f,        70000.0f,            1e-3f,       -0.1f};
@@ -183,7 +183,7 @@ TEST_CASE("mixed precision: commit rounds the gradient into half storage and a s
   REQUIRE(states->commit(3).is_ok());
   kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16, p.grad.half(), stored.data(), stored.size());
   CHECK(stored[3] == half_reference(precision, half_reference(precision, values[3]) + 1.0f));
-  states->zero_grads();
+  REQUIRE(states->zero_grads().is_ok());
   kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16, p.grad.half(), stored.data(), stored.size());
   for (float x : stored) CHECK(x == 0.0f);
 }
@@ -201,17 +201,17 @@ TEST_CASE("the device tier holds exactly state_bytes(), and the workspace pool s
   const std::uint64_t storage = padded * dtype_size_bytes(precision);
   const auto bytes = states->state_bytes();
   REQUIRE(bytes.size() == 6);
-  CHECK(bytes[0] == std::pair<std::string, std::uint64_t>{"params", storage});
-  CHECK(bytes[1] == std::pair<std::string, std::uint64_t>{"grads", storage});
-  CHECK(bytes[2] == std::pair<std::string, std::uint64_t>{"master_params", precision == DType::kF32 ? 0 : padded * 4});
-  CHECK(bytes[3] == std::pair<std::string, std::uint64_t>{"adam_m", padded * 4});
-  CHECK(bytes[4] == std::pair<std::string, std::uint64_t>{"adam_v", padded * 4});
-  CHECK(bytes[5] == std::pair<std::string, std::uint64_t>{"workspace", 0});
+  CHECK((bytes[0].state == "params" && bytes[0].bytes == storage));
+  CHECK((bytes[1].state == "grads" && bytes[1].bytes == storage));
+  CHECK((bytes[2].state == "master_params" && bytes[2].bytes == (precision == DType::kF32 ? 0 : padded * 4)));
+  CHECK((bytes[3].state == "adam_m" && bytes[3].bytes == padded * 4));
+  CHECK((bytes[4].state == "adam_v" && bytes[4].bytes == padded * 4));
+  CHECK((bytes[5].state == "workspace" && bytes[5].bytes == 0));
   CHECK(device->memory().usage().current_bytes == sum_state_bytes(*states));
 
   // One "step": forward acquires every parameter (two at a time), backward hands out gradients.
   auto run_step = [&] {
-    states->zero_grads();
+    REQUIRE(states->zero_grads().is_ok());
     for (ParamId id = 0; id + 1 < table.size(); id += 2) {
       auto a = states->acquire(id);
       auto b = states->acquire(id + 1);
@@ -230,9 +230,9 @@ TEST_CASE("the device tier holds exactly state_bytes(), and the workspace pool s
   CHECK(warm_bytes == sum_state_bytes(*states));
   if (precision != DType::kF32) {
     // At most two parameters were ever widened at once: the pool is bounded by them.
-    CHECK(states->state_bytes()[5].second > 0);
+    CHECK(states->state_bytes()[5].bytes > 0);
   } else {
-    CHECK(states->state_bytes()[5].second == 0);
+    CHECK(states->state_bytes()[5].bytes == 0);
   }
   run_step();
   run_step();

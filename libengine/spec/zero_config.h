@@ -1,0 +1,50 @@
+// ZeroConfig: the engine configuration a scenario carries in its "zero" section and the planner can
+// produce — ZeRO stage, the tier of each kind of model state, NVMe paths, the host-memory budget,
+// the prefetch and live-parameter budgets in bytes and the small-parameter persistence threshold.
+// Pure data plus its strict parser (one line per bad value, naming "scenario.zero.<field>").
+//
+// Stages at one rank: 0 keeps every state replicated on the device (zero/replicated_states); 1, 2
+// and 3 partition states (zero/partitioned_states) — optimizer states (1), and gradients (2), and
+// parameters (3). Offloading parameters needs stage 3, offloading the optimizer needs stage >= 1,
+// as in DeepSpeed. Gradients live where the optimizer steps: on the device when the optimizer is
+// there, in CPU memory when the optimizer runs on the CPU (its states in CPU memory or on NVMe).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "libengine/core/status.h"
+#include "libengine/spec/json_input.h"
+#include "libengine/spec/state_placement.h"
+
+namespace zinf::spec {
+
+inline constexpr std::int64_t kDefaultPersistenceThreshold = 100000;  // elements; DeepSpeed's default
+
+struct ZeroConfig {
+  int stage = 0;
+  Tier params = Tier::kDevice;     // compute-precision parameters
+  Tier grads = Tier::kDevice;      // compute-precision gradients: kDevice or kCpu
+  Tier optimizer = Tier::kDevice;  // fp32 master parameters, Adam m and v
+  std::vector<std::string> nvme_paths;  // directories for swap files; required when a tier is nvme
+  std::uint64_t host_memory_bytes = 0;  // budget of the host (CPU) tier; 0: no budget
+  std::uint64_t prefetch_bytes = 0;     // NVMe read-ahead in flight; 0: derived from the host budget
+  std::uint64_t max_live_bytes = 0;     // device bytes of gathered parameters (and gradients in flight); 0: derived
+  std::int64_t persistence_threshold = kDefaultPersistenceThreshold;  // params with at most this many elements stay on the device
+  bool operator==(const ZeroConfig&) const = default;
+
+  bool partitioned() const { return stage > 0; }
+  bool uses_nvme() const { return params == Tier::kNvme || optimizer == Tier::kNvme; }
+  StatePlacement placement() const;
+};
+
+// Parses the "zero" object at `zero` (its path "scenario.zero"). Every error is InvalidArgument with
+// one line naming the field, the value and what is allowed.
+Result<ZeroConfig> parse_zero_config(const JsonObject& zero);
+// Every field, for the run record and round trips: parse_zero_config(to_json(c)) == c.
+nlohmann::json to_json(const ZeroConfig& config);
+
+}  // namespace zinf::spec

@@ -1,0 +1,34 @@
+// EngineStats: what a state owner moved between tiers and how long compute waited for it — the
+// counters behind the run record's per-link bytes and GB/s, stall time and prefetch hit rate.
+// Plain data, cumulative since the owner was created; the trainer takes differences per step.
+#pragma once
+
+#include <cstdint>
+
+namespace zinf::zero {
+
+// Bytes moved over one link, split by the phase that moved them, so GB/s can be computed against
+// the phase's wall time (the optimizer phase's NVMe traffic is what the drive's speed bounds).
+struct LinkBytes {
+  std::uint64_t forward_backward = 0;
+  std::uint64_t optimizer = 0;
+  std::uint64_t other = 0;  // checkpoints, set-up
+  std::uint64_t total() const { return forward_backward + optimizer + other; }
+};
+
+struct EngineStats {
+  LinkBytes nvme_read;       // NVMe -> host
+  LinkBytes nvme_write;      // host -> NVMe
+  LinkBytes host_to_device;  // host -> device
+  LinkBytes device_to_host;  // device -> host
+  double stall_seconds = 0;            // compute thread blocked in acquire() waiting for a transfer
+  std::uint64_t acquires = 0;          // acquires of parameters that are not persistent
+  std::uint64_t prefetch_hits = 0;     // of those, already on the device or in flight when asked for
+  std::uint64_t sync_nvme_reads = 0;   // NVMe reads issued by acquire() itself (not by the prefetcher)
+  std::uint64_t trace_mismatches = 0;  // acquires that differed from the recorded order
+  std::uint64_t nvme_bytes = 0;        // bytes of state on the NVMe tier now
+  std::uint64_t nvme_peak_bytes = 0;
+  std::uint64_t nvme_capacity_bytes = 0;  // swap files reserved
+};
+
+}  // namespace zinf::zero

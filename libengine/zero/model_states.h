@@ -1,0 +1,105 @@
+// ModelStates: the one interface for "the model's states" (DESIGN §7) — what the trainer, the
+// optimizer driver and checkpoints see, whatever ZeRO stage and placement hold them. ZeRO-0
+// (replicated_states: everything resident on the device) and the partitioned, offloaded states
+// (partitioned_states: each kind of state on device memory, CPU memory or NVMe) implement it.
+//
+// A state owner is the model's ParamSource and GradSink, zeroes gradients at the start of a step,
+// runs the optimizer over the slices it owns wherever they live (optim provides the math, the
+// owner drives it), streams what a checkpoint holds array by array, and reports its bytes per tier
+// and what it moved.
+//
+// Not thread-safe: every call comes from the thread running the training loop (an owner may run
+// its own I/O threads and streams behind these calls).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "libengine/core/status.h"
+#include "libengine/device/device.h"
+#include "libengine/model/param_source.h"
+#include "libengine/model/param_table.h"
+#include "libengine/optim/adam_optimizer.h"
+#include "libengine/optim/loss_scaler.h"
+#include "libengine/spec/state_placement.h"
+#include "libengine/zero/engine_stats.h"
+
+namespace zinf::zero {
+
+// One flat fp32 array of a checkpoint: "master/<param>", "adam_m/<param>", "adam_v/<param>".
+struct CheckpointArrayInfo {
+  std::string name;
+  std::uint64_t numel = 0;
+};
+
+// Where a save streams arrays to (train/checkpoint implements it over the checkpoint file).
+class CheckpointSink {
+ public:
+  virtual ~CheckpointSink() = default;
+  // Writes array `index` of the layout, whole; every array exactly once, in any order. `values`
+  // may be reused by the caller once this returns. IoError names the file and the OS error.
+  virtual Status write(std::size_t index, std::span<const float> values) = 0;
+};
+
+// Where a load streams arrays from.
+class CheckpointSource {
+ public:
+  virtual ~CheckpointSource() = default;
+  // Reads array `index` of the layout, whole, into `into` (its size must be the array's) and
+  // verifies its checksum. IoError names the file and the array.
+  virtual Status read(std::size_t index, std::span<float> into) = 0;
+};
+
+// Bytes of one kind of state on one tier ("params", "grads", "master_params", "adam_m", "adam_v",
+// "workspace", "staging" ...).
+struct StateBytes {
+  std::string state;
+  spec::Tier tier = spec::Tier::kDevice;
+  std::uint64_t bytes = 0;
+};
+
+class ModelStates : public model::ParamSource, public model::GradSink {
+ public:
+  ~ModelStates() override = default;
+
+  virtual device::Device& device() const = 0;
+  virtual const model::ParamTable& table() const = 0;
+
+  // Starts a training step: every gradient becomes zero (lazily or at once), and after the previous
+  // step's optimizer update every later acquire() sees the new parameters. Precondition: nothing is
+  // acquired and no gradient buffer is handed out.
+  virtual Status zero_grads() = 0;
+
+  // One optimizer step over every state this rank owns with learning rate `lr`, gradients produced
+  // under `scaler.scale()`, driving `optimizer`'s begin_step / step_slice / end_step where the
+  // states live. Precondition: the backward pass has committed every gradient; nothing acquired.
+  // Fails as AdamOptimizer::begin_step does (nothing changed then), or with the I/O or device error
+  // that stopped the step (IoError naming the state, the path and the errno for NVMe); a step that
+  // failed midway leaves the states undefined: resume from the last checkpoint.
+  virtual Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+                                                   optim::LossScaler& scaler) = 0;
+
+  // The fp32 arrays a checkpoint of this owner holds, in file order: "master/<name>" for every
+  // parameter in table order, then "adam_m/<name>", then "adam_v/<name>" — the same for every
+  // owner, so a checkpoint of one placement resumes under another.
+  virtual std::vector<CheckpointArrayInfo> checkpoint_layout() const = 0;
+  // Streams every array of checkpoint_layout() into `sink`, never holding all of them in host
+  // memory at once when the states are offloaded. Precondition as optimizer_step's.
+  virtual Status save_checkpoint(CheckpointSink& sink) = 0;
+  // Reads every array of checkpoint_layout() from `source` into the states (and rewrites the
+  // working copies of the parameters from the loaded master weights). On failure the states are
+  // undefined.
+  virtual Status load_checkpoint(CheckpointSource& source) = 0;
+
+  // Bytes held per kind of state and tier, padding included, for the run record.
+  virtual std::vector<StateBytes> state_bytes() const = 0;
+  // Where each kind of state lives.
+  virtual spec::StatePlacement placement() const = 0;
+  // What moved between tiers, how long the compute thread waited, and prefetch hits since creation.
+  virtual EngineStats stats() const { return {}; }
+};
+
+}  // namespace zinf::zero

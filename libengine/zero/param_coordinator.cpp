@@ -1,0 +1,404 @@
+#include "libengine/zero/param_coordinator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "libengine/core/check.h"
+#include "libengine/core/units.h"
+
+namespace zinf::zero {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
+
+const char* phase_name(model::Phase phase) { return phase == model::Phase::kForward ? "forward" : "backward"; }
+
+constexpr std::size_t kForward = static_cast<std::size_t>(model::Phase::kForward);
+constexpr std::size_t kBackward = static_cast<std::size_t>(model::Phase::kBackward);
+
+}  // namespace
+
+ParamCoordinator::ParamCoordinator(const model::ParamTable& table, device::Device& device,
+                                   std::vector<ParamHome> homes, NvmeStateStore* nvme,
+                                   const ParamCoordinatorOptions& options)
+    : table_(table),
+      device_(device),
+      homes_(std::move(homes)),
+      nvme_(nvme),
+      options_(options),
+      slots_(static_cast<std::size_t>(table.size())),
+      live_(device, BufferPool::Memory::kDevice, options.max_live_bytes, "scenario.zero.max_live_bytes"),
+      staging_(device, BufferPool::Memory::kHost, options.prefetch_bytes, "scenario.zero.prefetch_bytes"),
+      workspaces_(device, BufferPool::Memory::kDevice, std::numeric_limits<std::uint64_t>::max(),
+                  "device memory") {}
+
+ParamCoordinator::~ParamCoordinator() {
+  for (model::ParamId id = 0; id < table_.size(); ++id) {
+    Slot& slot = slots_[static_cast<std::size_t>(id)];
+    // A read still in flight writes into its staging buffer: wait before that buffer goes.
+    if (slot.state == State::kReading) (void)nvme_->wait(homes_[static_cast<std::size_t>(id)].extent);
+  }
+  (void)device_.synchronize();
+}
+
+Result<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(const model::ParamTable& table,
+                                                                   device::Device& device,
+                                                                   std::vector<ParamHome> homes, NvmeStateStore* nvme,
+                                                                   const ParamCoordinatorOptions& options) {
+  ZINF_CHECK(homes.size() == static_cast<std::size_t>(table.size()), "coordinator: one home per parameter");
+  std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(table, device, std::move(homes), nvme, options));
+  // The two largest gathered parameters must fit at once (a linear's weight and bias, the
+  // embedding's two tables); the largest NVMe-resident one must fit the read staging.
+  std::uint64_t largest = 0, second = 0, largest_nvme = 0;
+  std::string largest_name, second_name;
+  for (model::ParamId id = 0; id < table.size(); ++id) {
+    const ParamHome& home = c->homes_[static_cast<std::size_t>(id)];
+    if (home.tier == spec::Tier::kDevice) continue;
+    if (table[id].numel <= options.persistence_threshold) {
+      ZINF_ASSIGN_OR_RETURN(c->slots_[static_cast<std::size_t>(id)].resident,
+                            device.allocate(home.bytes, fmt::format("persistent copy of {}", table[id].name)));
+      c->persistent_bytes_ += home.bytes;
+      continue;
+    }
+    if (home.tier == spec::Tier::kNvme) largest_nvme = std::max<std::uint64_t>(largest_nvme, home.bytes);
+    if (home.bytes > largest) {
+      second = largest;
+      second_name = largest_name;
+      largest = home.bytes;
+      largest_name = table[id].name;
+    } else if (home.bytes > second) {
+      second = home.bytes;
+      second_name = table[id].name;
+    }
+  }
+  if (largest + second > options.max_live_bytes) {
+    return Status::invalid_argument(fmt::format(
+        "scenario.zero.max_live_bytes: {} cannot hold the two largest gathered parameters at once ({} and {}: {}); "
+        "raise it to at least {}",
+        bytes_text(options.max_live_bytes), largest_name, second_name.empty() ? "-" : second_name,
+        bytes_text(largest + second), bytes_text(largest + second)));
+  }
+  if (largest_nvme > options.prefetch_bytes) {
+    return Status::invalid_argument(fmt::format(
+        "scenario.zero.prefetch_bytes: {} cannot stage the largest NVMe-resident parameter ({}); raise it to at least {}",
+        bytes_text(options.prefetch_bytes), bytes_text(largest_nvme), bytes_text(largest_nvme)));
+  }
+  return c;
+}
+
+bool ParamCoordinator::persistent(model::ParamId id) const {
+  return !slots_[static_cast<std::size_t>(id)].resident.empty();
+}
+
+void* ParamCoordinator::persistent_copy(model::ParamId id) const {
+  return slots_[static_cast<std::size_t>(id)].resident.data();
+}
+
+bool ParamCoordinator::resident(model::ParamId id) const {
+  return homes_[static_cast<std::size_t>(id)].tier == spec::Tier::kDevice || persistent(id);
+}
+
+void ParamCoordinator::add_stats(EngineStats& stats) const {
+  stats.host_to_device.forward_backward += stats_.host_to_device.forward_backward;
+  stats.stall_seconds += stats_.stall_seconds;
+  stats.acquires += stats_.acquires;
+  stats.prefetch_hits += stats_.prefetch_hits;
+  stats.sync_nvme_reads += stats_.sync_nvme_reads;
+  stats.trace_mismatches += stats_.trace_mismatches;
+}
+
+template <typename Visit>
+void ParamCoordinator::for_each_upcoming(Visit&& visit) const {
+  const auto walk = [&](const Trace& trace, std::size_t from) {
+    for (std::size_t i = from; i < trace.order.size(); ++i) {
+      if (!visit(trace.order[i])) return false;
+    }
+    return true;
+  };
+  if (!in_pass_) {
+    // Between steps: the next forward pass, from its start.
+    if (traces_[kForward].known && walk(traces_[kForward], 0) && traces_[kBackward].known) {
+      walk(traces_[kBackward], 0);
+    }
+    return;
+  }
+  const Trace& current = traces_[static_cast<std::size_t>(phase_)];
+  if (!walk(current, recording_ ? current.order.size() : cursor_)) return;
+  if (phase_ == model::Phase::kForward && traces_[kBackward].known) walk(traces_[kBackward], 0);
+}
+
+void ParamCoordinator::follow_trace(model::ParamId id) {
+  if (!in_pass_) return;
+  Trace& trace = traces_[static_cast<std::size_t>(phase_)];
+  if (recording_) {
+    trace.order.push_back(id);
+    ++cursor_;
+    return;
+  }
+  if (cursor_ < trace.order.size() && trace.order[cursor_] == id) {
+    ++cursor_;
+    return;
+  }
+  ++stats_.trace_mismatches;
+  if (warnings_left_ > 0 && options_.on_warning) {
+    --warnings_left_;
+    options_.on_warning(fmt::format(
+        "prefetch: the {} pass acquired {} at position {} where the recorded order has {}; re-recording the order "
+        "from there (prefetching continues with the new order)",
+        phase_name(phase_), table_[id].name, cursor_,
+        cursor_ < trace.order.size() ? table_[trace.order[cursor_]].name : std::string("the end of the pass")));
+  }
+  trace.order.resize(cursor_);
+  trace.order.push_back(id);
+  trace.known = false;
+  recording_ = true;
+  ++cursor_;
+}
+
+void ParamCoordinator::close_pass() {
+  // A recorded order is complete; a followed one must have been used up.
+  if (in_pass_) {
+    Trace& trace = traces_[static_cast<std::size_t>(phase_)];
+    if (recording_) {
+      trace.known = true;
+    } else if (cursor_ != trace.order.size()) {
+      ++stats_.trace_mismatches;
+      if (warnings_left_ > 0 && options_.on_warning) {
+        --warnings_left_;
+        options_.on_warning(fmt::format("prefetch: the {} pass ended after {} of the {} recorded acquires; the order "
+                                        "is re-recorded",
+                                        phase_name(phase_), cursor_, trace.order.size()));
+      }
+      trace.order.resize(cursor_);
+    }
+  }
+  in_pass_ = false;
+  recording_ = false;
+}
+
+void ParamCoordinator::begin_phase(model::Phase phase) {
+  close_pass();
+  phase_ = phase;
+  in_pass_ = true;
+  cursor_ = 0;
+  Trace& next = traces_[static_cast<std::size_t>(phase)];
+  recording_ = !next.known;
+  if (recording_) next.order.clear();
+}
+
+Status ParamCoordinator::start_read(model::ParamId id) {
+  Slot& slot = slots_[static_cast<std::size_t>(id)];
+  const ParamHome& home = homes_[static_cast<std::size_t>(id)];
+  ZINF_ASSIGN_OR_RETURN(slot.host_copy, staging_.take(home.bytes, fmt::format("NVMe read of {}", table_[id].name)));
+  Status started = nvme_->start_read(
+      home.extent, std::span<std::byte>(static_cast<std::byte*>(slot.host_copy.data()), home.bytes));
+  if (!started.is_ok()) {
+    staging_.give_now(std::move(slot.host_copy));
+    return started;
+  }
+  slot.state = State::kReading;
+  return Status::ok();
+}
+
+Status ParamCoordinator::finish_read(model::ParamId id) {
+  Slot& slot = slots_[static_cast<std::size_t>(id)];
+  Status read = nvme_->wait(homes_[static_cast<std::size_t>(id)].extent);
+  if (!read.is_ok()) {
+    staging_.give_now(std::move(slot.host_copy));
+    slot.state = State::kNotAvailable;
+    return read;
+  }
+  slot.state = State::kHost;
+  return Status::ok();
+}
+
+Status ParamCoordinator::start_copy(model::ParamId id) {
+  Slot& slot = slots_[static_cast<std::size_t>(id)];
+  const ParamHome& home = homes_[static_cast<std::size_t>(id)];
+  ZINF_ASSIGN_OR_RETURN(slot.device_copy, live_.take(home.bytes, fmt::format("gathered {}", table_[id].name)));
+  const void* source = home.tier == spec::Tier::kCpu ? home.data : slot.host_copy.data();
+  device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
+  device_.copy(slot.device_copy.data(), source, home.bytes, device::CopyKind::kHostToDevice, h2d);
+  if (!slot.copied) slot.copied = device_.create_event();
+  h2d.record(*slot.copied);
+  stats_.host_to_device.forward_backward += home.bytes;
+  slot.state = State::kCopying;
+  return Status::ok();
+}
+
+void ParamCoordinator::drop(model::ParamId id) {
+  Slot& slot = slots_[static_cast<std::size_t>(id)];
+  device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  switch (slot.state) {
+    case State::kNotAvailable: break;
+    case State::kReading:
+      (void)nvme_->wait(homes_[static_cast<std::size_t>(id)].extent);  // the staging is written into until then
+      staging_.give_now(std::move(slot.host_copy));
+      break;
+    case State::kHost: staging_.give_now(std::move(slot.host_copy)); break;
+    case State::kCopying:
+      staging_.give(std::move(slot.host_copy), h2d);
+      live_.give(std::move(slot.device_copy), h2d);
+      break;
+    case State::kAvailable: live_.give(std::move(slot.device_copy), compute); break;
+  }
+  slot.state = State::kNotAvailable;
+}
+
+bool ParamCoordinator::needed_soon(model::ParamId id) const {
+  const std::uint64_t own = homes_[static_cast<std::size_t>(id)].bytes;
+  std::uint64_t window = 0;
+  bool found = false;
+  std::vector<bool> seen(slots_.size(), false);
+  for_each_upcoming([&](model::ParamId next) {
+    if (next == id) {
+      found = true;
+      return false;
+    }
+    const auto index = static_cast<std::size_t>(next);
+    if (resident(next) || seen[index]) return true;
+    seen[index] = true;
+    window += homes_[index].bytes;
+    return window + own <= options_.max_live_bytes;
+  });
+  return found;
+}
+
+void ParamCoordinator::evict_for(std::size_t bytes) {
+  while (!live_.can_take(bytes)) {
+    // Next use of every cached copy not in use; the farthest (or never) goes first.
+    std::vector<std::size_t> next_use(slots_.size(), std::numeric_limits<std::size_t>::max());
+    std::size_t position = 0;
+    for_each_upcoming([&](model::ParamId next) {
+      const auto index = static_cast<std::size_t>(next);
+      if (next_use[index] == std::numeric_limits<std::size_t>::max()) next_use[index] = position;
+      ++position;
+      return true;
+    });
+    model::ParamId victim = -1;
+    for (model::ParamId id = 0; id < table_.size(); ++id) {
+      const Slot& slot = slots_[static_cast<std::size_t>(id)];
+      const bool cached = slot.state == State::kAvailable || slot.state == State::kCopying;
+      if (!cached || slot.in_use) continue;
+      if (victim < 0 || next_use[static_cast<std::size_t>(id)] > next_use[static_cast<std::size_t>(victim)]) victim = id;
+    }
+    if (victim < 0) return;  // everything cached is in use: take() reports the budget
+    drop(victim);
+  }
+}
+
+Status ParamCoordinator::prefetch() {
+  std::uint64_t near = 0;
+  std::uint64_t far = 0;
+  bool near_open = true;
+  bool far_open = nvme_ != nullptr;
+  std::vector<bool> seen(slots_.size(), false);
+  Status status;
+  for_each_upcoming([&](model::ParamId id) {
+    const auto index = static_cast<std::size_t>(id);
+    if (resident(id) || seen[index]) return true;
+    seen[index] = true;
+    Slot& slot = slots_[index];
+    const ParamHome& home = homes_[index];
+    if (home.tier == spec::Tier::kNvme && far_open) {
+      far += home.bytes;
+      if (far > options_.prefetch_bytes) {
+        far_open = false;
+      } else if (slot.state == State::kNotAvailable && staging_.can_take(home.bytes)) {
+        status = start_read(id);
+      }
+      if (status.is_ok() && slot.state == State::kReading && nvme_->done(home.extent)) status = finish_read(id);
+    }
+    if (status.is_ok() && near_open) {
+      near += home.bytes;
+      if (near > options_.max_live_bytes) {
+        near_open = false;
+      } else {
+        const bool on_host = slot.state == State::kHost ||
+                             (slot.state == State::kNotAvailable && home.tier == spec::Tier::kCpu);
+        if (on_host && live_.can_take(home.bytes)) status = start_copy(id);
+      }
+    }
+    return status.is_ok() && (near_open || far_open);
+  });
+  return status;
+}
+
+Result<Tensor> ParamCoordinator::acquire(model::ParamId id) {
+  ZINF_CHECK(id >= 0 && id < table_.size(), "acquire: parameter id out of range");
+  const auto index = static_cast<std::size_t>(id);
+  Slot& slot = slots_[index];
+  ZINF_CHECK(!slot.in_use, "acquire: parameter is already acquired");
+  const model::ParamInfo& info = table_[id];
+  const ParamHome& home = homes_[index];
+  follow_trace(id);
+  void* data = nullptr;
+  if (resident(id)) {
+    data = home.tier == spec::Tier::kDevice ? home.data : slot.resident.data();
+  } else {
+    ++stats_.acquires;
+    if (slot.state != State::kNotAvailable) ++stats_.prefetch_hits;
+    const Clock::time_point start = Clock::now();
+    if (slot.state == State::kNotAvailable && home.tier == spec::Tier::kNvme) {
+      ++stats_.sync_nvme_reads;
+      ZINF_RETURN_IF_ERROR(start_read(id));
+    }
+    if (slot.state == State::kReading) ZINF_RETURN_IF_ERROR(finish_read(id));
+    if (slot.state == State::kHost || slot.state == State::kNotAvailable) {
+      evict_for(home.bytes);
+      ZINF_RETURN_IF_ERROR(start_copy(id));
+    }
+    if (slot.state == State::kCopying) {
+      device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+      compute.wait(*slot.copied);
+      staging_.give(std::move(slot.host_copy), device_.stream(device::StreamRole::kHostToDevice));
+      slot.state = State::kAvailable;
+    }
+    stats_.stall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    data = slot.device_copy.data();
+  }
+  ZINF_RETURN_IF_ERROR(prefetch());
+  const Tensor stored(data, options_.precision, info.shape, &device_);
+  if (options_.compute_dtype == options_.precision) {
+    slot.in_use = true;
+    return stored;
+  }
+  ZINF_ASSIGN_OR_RETURN(slot.workspace, workspaces_.take(static_cast<std::size_t>(info.numel) * 4,
+                                                         fmt::format("fp32 view of {}", info.name)));
+  const Tensor values(slot.workspace.data(), DType::kF32, info.shape, &device_);
+  device_.ops().copy(values, stored);
+  slot.in_use = true;
+  return values;
+}
+
+void ParamCoordinator::release(model::ParamId id) {
+  ZINF_CHECK(id >= 0 && id < table_.size(), "release: parameter id out of range");
+  Slot& slot = slots_[static_cast<std::size_t>(id)];
+  ZINF_CHECK(slot.in_use, "release: parameter is not acquired");
+  slot.in_use = false;
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  if (!slot.workspace.empty()) workspaces_.give(std::move(slot.workspace), compute);
+  if (resident(id) || needed_soon(id)) return;
+  drop(id);
+}
+
+void ParamCoordinator::invalidate() {
+  for (model::ParamId id = 0; id < table_.size(); ++id) {
+    ZINF_CHECK(!slots_[static_cast<std::size_t>(id)].in_use, "invalidate: a parameter is still acquired");
+    if (!resident(id)) drop(id);
+  }
+  close_pass();
+}
+
+Status ParamCoordinator::prefetch_next_forward() {
+  close_pass();
+  return prefetch();
+}
+
+}  // namespace zinf::zero

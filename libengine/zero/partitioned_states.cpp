@@ -1,0 +1,480 @@
+#include "libengine/zero/partitioned_states.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "libengine/core/check.h"
+#include "libengine/core/units.h"
+
+namespace zinf::zero {
+namespace {
+
+constexpr std::uint64_t kMiB = 1ull << 20;
+constexpr int kPipelineSets = 3;  // read ahead, step, write behind
+// Sub-group size without a host budget: large enough that one NVMe extent keeps every drive busy,
+// small enough that three of them stay well under a machine's memory.
+constexpr std::int64_t kDefaultSubGroupElements = std::int64_t{16} << 20;
+// Host memory the pipeline leaves for everything else the process allocates outside the tiers.
+constexpr std::uint64_t kHostSlackBytes = 64 * kMiB;
+
+std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
+
+std::string_view tier_word(spec::Tier tier) { return tier == spec::Tier::kDevice ? "device" : spec::tier_name(tier); }
+
+// A budget error found while allocating is the configuration's: it names the field to change.
+Status as_field_error(const Status& status, std::string_view field, std::string_view hint) {
+  if (status.code() != ErrorCode::kOutOfMemory) return status;
+  return Status::invalid_argument(fmt::format("{}: {}; {}", field, status.message(), hint));
+}
+
+}  // namespace
+
+PartitionedStates::PartitionedStates(const model::ParamTable& table, device::Device& device,
+                                     PartitionedStatesOptions& options)
+    : table_(table),
+      device_(device),
+      precision_(options.precision),
+      compute_dtype_(options.compute_dtype),
+      seed_(options.seed),
+      zero_(options.zero),
+      partition_(table, options.world_size, options.rank),
+      io_engine_(std::move(options.io_engine)),
+      on_warning_(options.on_warning) {
+  grad_workspaces_.resize(static_cast<std::size_t>(table.size()));
+  grad_out_.assign(static_cast<std::size_t>(table.size()), false);
+}
+
+PartitionedStates::~PartitionedStates() {
+  // Transfers in flight read or write buffers owned here: let them finish first.
+  (void)device_.synchronize();
+  if (nvme_) nvme_->drain();
+}
+
+Result<std::unique_ptr<PartitionedStates>> PartitionedStates::create(const model::ParamTable& table,
+                                                                     device::Device& device,
+                                                                     PartitionedStatesOptions options) {
+  if (table.size() == 0 || table.total_numel() == 0) {
+    return Status::invalid_argument("model states: the parameter table is empty; there is nothing to train");
+  }
+  if (!options.zero.partitioned()) {
+    return Status::invalid_argument("scenario.zero.stage: 0 is the replicated engine; partitioned states need 1, 2 or 3");
+  }
+  if (options.world_size != 1) {
+    return Status::invalid_argument(fmt::format(
+        "ranks: {} ranks need the communicator; this engine runs one rank", options.world_size));
+  }
+  if (options.compute_dtype != DType::kF32 && options.compute_dtype != options.precision) {
+    return Status::invalid_argument(fmt::format("model states: compute precision {} with {} storage is not supported",
+                                                dtype_name(options.compute_dtype), dtype_name(options.precision)));
+  }
+  std::unique_ptr<PartitionedStates> states(new PartitionedStates(table, device, options));
+  ZINF_RETURN_IF_ERROR(states->plan_and_allocate());
+  ZINF_RETURN_IF_ERROR(states->initialise());
+  return states;
+}
+
+std::size_t PartitionedStates::storage_bytes(model::ParamId id) const {
+  return static_cast<std::size_t>(partition_[id].owned) * dtype_size_bytes(precision_);
+}
+
+Tensor PartitionedStates::view(void* base, DType dtype, model::ParamId id, bool on_device) const {
+  auto* at = static_cast<std::byte*>(base) + static_cast<std::size_t>(partition_[id].flat_offset) * dtype_size_bytes(dtype);
+  return Tensor(at, dtype, Shape{partition_[id].owned}, on_device ? &device_ : nullptr);
+}
+
+Status PartitionedStates::plan_and_allocate() {
+  using spec::Tier;
+  const std::int64_t flat = partition_.flat_numel();
+  const std::size_t half = dtype_size_bytes(precision_);
+  const auto flat_bytes = [&](std::size_t element_bytes) { return static_cast<std::size_t>(flat) * element_bytes; };
+  const std::string storage_name(dtype_name(precision_));
+
+  std::uint64_t largest_storage = 0;
+  std::uint64_t offloaded_storage = 0;
+  std::int64_t largest_slice = 0;
+  for (model::ParamId id = 0; id < table_.size(); ++id) {
+    largest_storage = std::max<std::uint64_t>(largest_storage, storage_bytes(id));
+    largest_slice = std::max(largest_slice, partition_[id].slice_numel);
+    if (table_[id].numel > zero_.persistence_threshold) offloaded_storage += storage_bytes(id);
+  }
+  const std::uint64_t largest_fp32 = static_cast<std::uint64_t>(largest_slice) * 4;
+  if (zero_.params != Tier::kDevice && zero_.max_live_bytes == 0) {
+    zero_.max_live_bytes = std::min(std::max(offloaded_storage, 2 * largest_storage),
+                                    std::max<std::uint64_t>(4 * largest_storage, 256 * kMiB));
+  }
+  if (zero_.params == Tier::kNvme && zero_.prefetch_bytes == 0) zero_.prefetch_bytes = 2 * zero_.max_live_bytes;
+
+  const auto allocate_on = [&](Tier tier, std::size_t bytes, std::string what) -> Result<device::DeviceBuffer> {
+    Result<device::DeviceBuffer> buffer =
+        tier == Tier::kDevice ? device_.allocate(bytes, what) : device_.allocate_host(bytes, what);
+    if (buffer.is_ok()) return buffer;
+    return tier == Tier::kDevice
+               ? as_field_error(buffer.status(), "scenario.device_memory", "raise it or move states off the device")
+               : as_field_error(buffer.status(), "scenario.zero.host_memory",
+                                "raise it or move states to \"nvme\"");
+  };
+  if (zero_.params != Tier::kNvme) {
+    ZINF_ASSIGN_OR_RETURN(params_, allocate_on(zero_.params, flat_bytes(half), storage_name + " params"));
+  }
+  ZINF_ASSIGN_OR_RETURN(grads_, allocate_on(zero_.grads, flat_bytes(half), storage_name + " grads"));
+  if (zero_.optimizer != Tier::kNvme) {
+    ZINF_ASSIGN_OR_RETURN(master_, allocate_on(zero_.optimizer, flat_bytes(4), "fp32 master params"));
+    ZINF_ASSIGN_OR_RETURN(adam_m_, allocate_on(zero_.optimizer, flat_bytes(4), "Adam m"));
+    ZINF_ASSIGN_OR_RETURN(adam_v_, allocate_on(zero_.optimizer, flat_bytes(4), "Adam v"));
+  }
+  if (zero_.optimizer == Tier::kCpu && mixed() && zero_.params != Tier::kCpu) {
+    ZINF_ASSIGN_OR_RETURN(params_out_, allocate_on(Tier::kCpu, flat_bytes(half), "new params after the step"));
+  }
+
+  if (zero_.optimizer == Tier::kNvme) {
+    // Sub-groups sized so that three pipeline sets fit what the host budget leaves.
+    const std::uint64_t per_element = 12 + (mixed() ? half : 0);
+    std::int64_t target = kDefaultSubGroupElements;
+    const memory::TierUsage host = device_.host_memory().usage();
+    if (host.capacity_bytes > 0) {
+      const std::uint64_t reserved = host.current_bytes + zero_.prefetch_bytes + kHostSlackBytes;
+      const std::uint64_t left = host.capacity_bytes > reserved ? host.capacity_bytes - reserved : 0;
+      const std::uint64_t need = kPipelineSets * per_element * static_cast<std::uint64_t>(largest_slice);
+      if (left < need) {
+        return Status::invalid_argument(fmt::format(
+            "scenario.zero.host_memory: {} leaves {} for the optimizer's NVMe pipeline after {} of host-resident "
+            "states, {} of prefetch staging and {} of slack; its {} buffers of the largest parameter ({} elements) "
+            "need {}; raise host_memory to at least {}",
+            bytes_text(host.capacity_bytes), bytes_text(left), bytes_text(host.current_bytes),
+            bytes_text(zero_.prefetch_bytes), bytes_text(kHostSlackBytes), kPipelineSets, largest_slice,
+            bytes_text(need), bytes_text(host.capacity_bytes + need - left)));
+      }
+      target = std::min<std::int64_t>(std::int64_t{256} << 20,
+                                      static_cast<std::int64_t>(left / (kPipelineSets * per_element)));
+    }
+    target = std::max(target, largest_slice);
+    SubGroup group;
+    for (model::ParamId id = 0; id < table_.size(); ++id) {
+      const ParamSlice& slice = partition_[id];
+      if (id > group.first && slice.flat_offset + slice.slice_numel - group.flat_begin > target) {
+        groups_.push_back(group);
+        group = SubGroup{id, id, slice.flat_offset, slice.flat_offset, 0};
+      }
+      group.last = id;
+      group.flat_end = slice.flat_offset + slice.slice_numel;
+    }
+    groups_.push_back(group);
+    std::int64_t widest = 0;
+    for (const SubGroup& g : groups_) widest = std::max(widest, g.flat_end - g.flat_begin);
+    sets_.resize(std::min<std::size_t>(kPipelineSets, groups_.size()));
+    for (PipelineSet& set : sets_) {
+      ZINF_ASSIGN_OR_RETURN(set.states, allocate_on(Tier::kCpu, static_cast<std::size_t>(widest) * 12,
+                                                    "optimizer pipeline buffer (master, m, v)"));
+      if (mixed()) {
+        ZINF_ASSIGN_OR_RETURN(set.params_out, allocate_on(Tier::kCpu, static_cast<std::size_t>(widest) * half,
+                                                          "optimizer pipeline buffer (new params)"));
+      }
+      set.copies_done = device_.create_event();
+    }
+  }
+
+  if (zero_.uses_nvme()) {
+    NvmeStateStoreOptions nvme;
+    nvme.paths = zero_.nvme_paths;
+    std::uint64_t largest_transfer = 0;
+    if (zero_.params == Tier::kNvme) {
+      for (model::ParamId id = 0; id < table_.size(); ++id) nvme.planned_bytes += storage_bytes(id);
+      largest_transfer = largest_storage;
+    }
+    for (const SubGroup& g : groups_) {
+      const auto bytes = static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 12;
+      nvme.planned_bytes += bytes;
+      largest_transfer = std::max(largest_transfer, bytes);
+    }
+    nvme.largest_transfer_bytes = largest_transfer;
+    nvme.engine = std::move(io_engine_);
+    nvme.on_warning = on_warning_;
+    ZINF_ASSIGN_OR_RETURN(nvme_, NvmeStateStore::open(std::move(nvme)));
+  }
+
+  std::vector<ParamHome> homes(static_cast<std::size_t>(table_.size()));
+  for (model::ParamId id = 0; id < table_.size(); ++id) {
+    ParamHome& home = homes[static_cast<std::size_t>(id)];
+    home.tier = zero_.params;
+    home.bytes = storage_bytes(id);
+    if (zero_.params != Tier::kNvme) home.data = view(params_.data(), precision_, id, false).data();
+  }
+  ParamCoordinatorOptions coordination;
+  coordination.precision = precision_;
+  coordination.compute_dtype = compute_dtype_;
+  coordination.max_live_bytes = zero_.max_live_bytes;
+  coordination.prefetch_bytes = zero_.prefetch_bytes;
+  coordination.persistence_threshold = zero_.params == Tier::kDevice ? 0 : zero_.persistence_threshold;
+  coordination.on_warning = on_warning_;
+  Result<std::unique_ptr<ParamCoordinator>> coordinator =
+      ParamCoordinator::create(table_, device_, std::move(homes), nvme_.get(), coordination);
+  if (!coordinator.is_ok()) {
+    return as_field_error(coordinator.status(), "scenario.device_memory",
+                          "raise it or lower zero.persistence_threshold");
+  }
+  coordinator_ = std::move(coordinator).value();
+
+  // What the engine takes from the device budget while it runs: gathered parameters, fp32 gradient
+  // buffers and compute-precision views of the largest parameter. Refused now, not at step 1.
+  const memory::TierUsage dev = device_.memory().usage();
+  if (dev.capacity_bytes > 0) {
+    const std::uint64_t transient = (zero_.params == Tier::kDevice ? 0 : zero_.max_live_bytes) + 3 * largest_fp32;
+    const std::uint64_t left = dev.capacity_bytes > dev.current_bytes ? dev.capacity_bytes - dev.current_bytes : 0;
+    if (left < transient) {
+      return Status::invalid_argument(fmt::format(
+          "scenario.device_memory: {} leaves {} after the activations and the device-resident states ({}); the "
+          "engine's buffers need {} ({} of gathered parameters, zero.max_live_bytes, and {} of fp32 gradient and "
+          "view buffers of the largest parameter); raise device_memory to at least {} or lower zero.max_live_bytes",
+          bytes_text(dev.capacity_bytes), bytes_text(left), bytes_text(dev.current_bytes), bytes_text(transient),
+          bytes_text(zero_.params == Tier::kDevice ? 0 : zero_.max_live_bytes), bytes_text(3 * largest_fp32),
+          bytes_text(dev.current_bytes + transient)));
+    }
+  }
+  grad_pool_ = std::make_unique<BufferPool>(device_, BufferPool::Memory::kDevice,
+                                            std::numeric_limits<std::uint64_t>::max(), "scenario.device_memory");
+  computed_ = device_.create_event();
+  return Status::ok();
+}
+
+Status PartitionedStates::initialise() {
+  using spec::Tier;
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  if (!grads_.empty()) {
+    if (zero_.grads == Tier::kDevice) {
+      device_.zero(grads_.data(), grads_.bytes(), compute);
+    } else {
+      std::memset(grads_.data(), 0, grads_.bytes());
+    }
+  }
+  if (nvme_) nvme_->set_phase(TrafficPhase::kOther);
+  std::vector<float> values;
+  std::vector<std::byte> stored;
+  std::size_t group = 0;
+  PipelineSet* set = sets_.empty() ? nullptr : &sets_[0];
+  for (model::ParamId id = 0; id < table_.size(); ++id) {
+    const ParamSlice& slice = partition_[id];
+    values.assign(static_cast<std::size_t>(slice.owned), 0.0f);
+    table_.init_values(seed_, id, slice.begin, std::span<float>(values));
+    const Tensor fp32(values.data(), DType::kF32, Shape{slice.owned});
+    // The master weights.
+    if (zero_.optimizer == Tier::kNvme) {
+      if (id == groups_[group].first) {
+        std::memset(set->states.data(), 0, set->states.bytes());
+        set->group = static_cast<int>(group);
+      }
+      std::memcpy(set_states(*set, id).master.data(), values.data(), fp32.bytes());
+    } else if (zero_.optimizer == Tier::kDevice) {
+      device_.copy(view(master_.data(), DType::kF32, id, true).data(), values.data(), fp32.bytes(),
+                   device::CopyKind::kHostToDevice, compute);
+      device_.zero(view(adam_m_.data(), DType::kF32, id, true).data(), fp32.bytes(), compute);
+      device_.zero(view(adam_v_.data(), DType::kF32, id, true).data(), fp32.bytes(), compute);
+    } else {
+      std::memcpy(host_states(id).master.data(), values.data(), fp32.bytes());
+    }
+    // The parameters in storage precision, where they live.
+    const void* source = values.data();
+    if (mixed()) {
+      stored.resize(storage_bytes(id));
+      host_ops_.copy(Tensor(stored.data(), precision_, Shape{slice.owned}), fp32);
+      source = stored.data();
+    }
+    if (zero_.params == Tier::kNvme) {
+      ZINF_ASSIGN_OR_RETURN(const NvmeStateStore::ExtentId extent,
+                            nvme_->create(fmt::format("{} params of {}", dtype_name(precision_), table_[id].name),
+                                          std::span<const std::byte>(static_cast<const std::byte*>(source),
+                                                                     storage_bytes(id))));
+      param_extents_.push_back(extent);
+      coordinator_->set_extent(id, extent);
+    } else {
+      device_.copy(view(params_.data(), precision_, id, false).data(), source, storage_bytes(id),
+                   zero_.params == Tier::kDevice ? device::CopyKind::kHostToDevice : device::CopyKind::kHostToHost,
+                   compute);
+    }
+    if (void* resident = coordinator_->persistent_copy(id); resident != nullptr) {
+      device_.copy(resident, source, storage_bytes(id), device::CopyKind::kHostToDevice, compute);
+    }
+    // The host vectors are reused for the next parameter: wait for these copies first.
+    ZINF_RETURN_IF_ERROR(compute.synchronize());
+    if (zero_.optimizer == Tier::kNvme && id == groups_[group].last) {
+      const SubGroup& g = groups_[group];
+      ZINF_ASSIGN_OR_RETURN(groups_[group].extent,
+                            nvme_->create(fmt::format("optimizer states of sub-group {} ({}..{})", group,
+                                                      table_[g.first].name, table_[g.last].name),
+                                          std::span<const std::byte>(static_cast<const std::byte*>(set->states.data()),
+                                                                     static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12)));
+      ++group;
+    }
+  }
+  if (set != nullptr) set->group = -1;
+  if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
+  return device_.synchronize();
+}
+
+PartitionedStates::HostStates PartitionedStates::set_states(const PipelineSet& set, model::ParamId id) const {
+  const SubGroup& group = groups_[static_cast<std::size_t>(set.group < 0 ? 0 : set.group)];
+  const std::int64_t width = group.flat_end - group.flat_begin;
+  const std::int64_t at = partition_[id].flat_offset - group.flat_begin;
+  auto* base = static_cast<float*>(set.states.data());
+  const Shape shape{partition_[id].owned};
+  return {Tensor(base + at, DType::kF32, shape), Tensor(base + width + at, DType::kF32, shape),
+          Tensor(base + 2 * width + at, DType::kF32, shape)};
+}
+
+PartitionedStates::HostStates PartitionedStates::host_states(model::ParamId id) const {
+  return {view(master_.data(), DType::kF32, id, false), view(adam_m_.data(), DType::kF32, id, false),
+          view(adam_v_.data(), DType::kF32, id, false)};
+}
+
+void PartitionedStates::begin_phase(model::Phase phase) {
+  if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
+  coordinator_->begin_phase(phase);
+}
+
+Result<Tensor> PartitionedStates::grad_buffer(model::ParamId id) {
+  ZINF_CHECK(id >= 0 && id < table_.size(), "grad_buffer: parameter id out of range");
+  const auto index = static_cast<std::size_t>(id);
+  const model::ParamInfo& info = table_[id];
+  if (zero_.grads == spec::Tier::kDevice && !mixed()) {
+    grad_out_[index] = true;
+    return view(grads_.data(), DType::kF32, id, true).view(info.shape);
+  }
+  // Asked again before the commit (a tied weight), the same buffer: both contributions land in it.
+  if (grad_out_[index]) return Tensor(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
+  ZINF_ASSIGN_OR_RETURN(grad_workspaces_[index],
+                        grad_pool_->take(static_cast<std::size_t>(info.numel) * 4,
+                                         fmt::format("fp32 gradient of {}", info.name)));
+  const Tensor values(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
+  if (zero_.grads == spec::Tier::kDevice) {
+    // The gradient so far (zero after zero_grads()), as ZeRO-0 hands it out.
+    device_.ops().copy(values, view(grads_.data(), precision_, id, true).view(info.shape));
+  } else {
+    device_.ops().zero(values);
+  }
+  grad_out_[index] = true;
+  return values;
+}
+
+Status PartitionedStates::track_d2h(std::size_t bytes) {
+  // At most max_live_bytes of gradients travel to the host at once (at least one).
+  const std::uint64_t cap = std::max<std::uint64_t>(zero_.max_live_bytes, 64 * kMiB);
+  while (!d2h_in_flight_.empty() &&
+         (d2h_in_flight_.front().done->query() || d2h_in_flight_bytes_ + bytes > cap)) {
+    ZINF_RETURN_IF_ERROR(d2h_in_flight_.front().done->synchronize());
+    d2h_in_flight_bytes_ -= d2h_in_flight_.front().bytes;
+    d2h_in_flight_.erase(d2h_in_flight_.begin());
+  }
+  return Status::ok();
+}
+
+Status PartitionedStates::commit(model::ParamId id) {
+  ZINF_CHECK(id >= 0 && id < table_.size(), "commit: parameter id out of range");
+  const auto index = static_cast<std::size_t>(id);
+  ZINF_CHECK(grad_out_[index], "commit: the gradient buffer was not handed out");
+  grad_out_[index] = false;
+  if (zero_.grads == spec::Tier::kDevice && !mixed()) return Status::ok();
+  const model::ParamInfo& info = table_[id];
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  const Tensor values(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
+  if (zero_.grads == spec::Tier::kDevice) {
+    device_.ops().copy(view(grads_.data(), precision_, id, true).view(info.shape), values);
+    grad_pool_->give(std::move(grad_workspaces_[index]), compute);
+    return Status::ok();
+  }
+  // Rounded on the device (as ZeRO-0 rounds), then copied down behind the rest of the backward pass.
+  device::Stream& d2h = device_.stream(device::StreamRole::kDeviceToHost);
+  const std::size_t bytes = storage_bytes(id);
+  ZINF_RETURN_IF_ERROR(track_d2h(bytes));
+  device::DeviceBuffer staging;
+  const void* source = values.data();
+  if (mixed()) {
+    ZINF_ASSIGN_OR_RETURN(staging, grad_pool_->take(bytes, fmt::format("{} gradient of {}", dtype_name(precision_), info.name)));
+    device_.ops().copy(Tensor(staging.data(), precision_, info.shape, &device_), values);
+    source = staging.data();
+  }
+  compute.record(*computed_);
+  d2h.wait(*computed_);
+  device_.copy(view(grads_.data(), precision_, id, false).data(), source, bytes, device::CopyKind::kDeviceToHost, d2h);
+  std::unique_ptr<device::Event> done = device_.create_event();
+  d2h.record(*done);
+  d2h_in_flight_.push_back({std::move(done), bytes});
+  d2h_in_flight_bytes_ += bytes;
+  device_to_host_.forward_backward += bytes;
+  grad_staging_peak_ = std::max(grad_staging_peak_, grad_pool_->peak_owned_bytes());
+  grad_pool_->give(std::move(grad_workspaces_[index]), d2h);
+  grad_pool_->give(std::move(staging), d2h);
+  return Status::ok();
+}
+
+Status PartitionedStates::zero_grads() {
+  ZINF_CHECK(std::none_of(grad_out_.begin(), grad_out_.end(), [](bool out) { return out; }),
+             "zero_grads: a gradient buffer is still handed out");
+  // Host gradients are overwritten whole by each commit; device ones are accumulated into.
+  if (zero_.grads == spec::Tier::kDevice) {
+    device_.zero(grads_.data(), grads_.bytes(), device_.stream(device::StreamRole::kCompute));
+  }
+  return Status::ok();
+}
+
+std::vector<StateBytes> PartitionedStates::state_bytes() const {
+  using spec::Tier;
+  std::vector<StateBytes> out;
+  const auto param_bytes = [&] {
+    std::uint64_t sum = 0;
+    for (model::ParamId id = 0; id < table_.size(); ++id) sum += storage_bytes(id);
+    return sum;
+  };
+  out.push_back({"params", zero_.params, zero_.params == Tier::kNvme ? param_bytes() : params_.bytes()});
+  out.push_back({"grads", zero_.grads, grads_.bytes()});
+  std::uint64_t optimizer_nvme = 0;
+  for (const SubGroup& g : groups_) optimizer_nvme += static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 4;
+  for (const auto& [name, buffer] : {std::pair{"master_params", &master_}, std::pair{"adam_m", &adam_m_},
+                                     std::pair{"adam_v", &adam_v_}}) {
+    out.push_back({name, zero_.optimizer, zero_.optimizer == Tier::kNvme ? optimizer_nvme : buffer->bytes()});
+  }
+  if (!params_out_.empty()) out.push_back({"params_staging", Tier::kCpu, params_out_.bytes()});
+  std::uint64_t pipeline = 0;
+  for (const PipelineSet& set : sets_) pipeline += set.states.bytes() + set.params_out.bytes();
+  if (pipeline > 0) out.push_back({"optimizer_pipeline", Tier::kCpu, pipeline});
+  if (coordinator_->persistent_bytes() > 0) out.push_back({"persistent_params", Tier::kDevice, coordinator_->persistent_bytes()});
+  if (zero_.params != Tier::kDevice) out.push_back({"gathered_params_peak", Tier::kDevice, coordinator_->live_peak_bytes()});
+  if (coordinator_->staging_peak_bytes() > 0) out.push_back({"nvme_read_staging_peak", Tier::kCpu, coordinator_->staging_peak_bytes()});
+  out.push_back({"gradient_buffers_peak", Tier::kDevice, grad_pool_->peak_owned_bytes()});
+  return out;
+}
+
+EngineStats PartitionedStates::stats() const {
+  EngineStats stats;
+  coordinator_->add_stats(stats);
+  stats.device_to_host = device_to_host_;
+  stats.host_to_device.optimizer += host_to_device_.optimizer;
+  stats.host_to_device.other += host_to_device_.other;
+  if (nvme_) {
+    stats.nvme_read = nvme_->bytes_read();
+    stats.nvme_write = nvme_->bytes_written();
+    stats.nvme_bytes = nvme_->extent_bytes();
+    stats.nvme_peak_bytes = nvme_->extent_bytes();
+    stats.nvme_capacity_bytes = nvme_->capacity_bytes();
+  }
+  return stats;
+}
+
+std::string PartitionedStates::describe() const {
+  std::string line = fmt::format("ZeRO-{}: params on {}, grads on {}, optimizer on {}", zero_.stage,
+                                 tier_word(zero_.params), tier_word(zero_.grads), tier_word(zero_.optimizer));
+  if (zero_.params != spec::Tier::kDevice) {
+    line += fmt::format("; live params {}, persistent <= {} elements ({})", bytes_text(zero_.max_live_bytes),
+                        zero_.persistence_threshold, bytes_text(coordinator_->persistent_bytes()));
+  }
+  if (zero_.params == spec::Tier::kNvme) line += fmt::format(", prefetch {}", bytes_text(zero_.prefetch_bytes));
+  if (!groups_.empty()) {
+    line += fmt::format("; optimizer in {} sub-groups through {} host buffers of {}", groups_.size(), sets_.size(),
+                        bytes_text(sets_[0].states.bytes() + sets_[0].params_out.bytes()));
+  }
+  if (nvme_) line += "; " + nvme_->describe();
+  return line;
+}
+
+}  // namespace zinf::zero

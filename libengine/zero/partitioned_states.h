@@ -1,0 +1,175 @@
+// PartitionedStates: ZeRO stages 1-3 with ZeRO-Infinity's placement — every kind of model state
+// partitioned over the ranks (partition.h) and placed on its own tier: parameters (storage
+// precision) on the device, in CPU memory or on NVMe; gradients (storage precision) on the device or
+// in CPU memory; the optimizer's fp32 master weights and Adam moments on the device, in CPU memory
+// or on NVMe. It implements ModelStates (model_states.h): the trainer cannot tell it from ZeRO-0,
+// and at one rank with the same arithmetic it gives the same bits.
+//
+// - Parameters reach the model through the ParamCoordinator (param_coordinator.h): resident on the
+//   device tier, otherwise brought in ahead of use by the prefetcher under zero.max_live_bytes.
+// - Gradients (GradSink): the model accumulates into an fp32 device buffer; commit() rounds it to
+//   the storage precision and moves it to the gradient tier (device → host on the device-to-host
+//   stream, at most max_live_bytes in flight). The reduce-scatter over ranks is the identity at one
+//   rank.
+// - The optimizer step runs where the optimizer states live: the device's Ops on the device tier,
+//   CPU Adam over host memory otherwise; NVMe-resident states stream through a three-buffer
+//   pipeline of sub-groups (read ahead, step, write behind) whose size comes from the host budget.
+//   New parameter values go back to their tier (and to resident device copies) after the step.
+// - Checkpoints stream array by array (at most one sub-group of NVMe states in host memory).
+//
+// Everything is allocated at create(): a plan that cannot work in the device or host budget is
+// refused there, naming the scenario field to change. Not thread-safe (the training loop's thread
+// makes every call; NVMe I/O and transfers run on their own threads and streams behind them).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "libengine/core/dtype.h"
+#include "libengine/core/status.h"
+#include "libengine/device/cpu_ops.h"
+#include "libengine/device/device.h"
+#include "libengine/io/io_engine.h"
+#include "libengine/spec/zero_config.h"
+#include "libengine/zero/buffer_pool.h"
+#include "libengine/zero/model_states.h"
+#include "libengine/zero/nvme_state_store.h"
+#include "libengine/zero/param_coordinator.h"
+#include "libengine/zero/partition.h"
+
+namespace zinf::zero {
+
+struct PartitionedStatesOptions {
+  DType precision = DType::kF32;      // storage precision of params and grads
+  DType compute_dtype = DType::kF32;  // of the views acquire() hands out: fp32, or `precision`
+  std::uint64_t seed = 0;             // initial values: ParamTable::init_values(seed, ...)
+  spec::ZeroConfig zero;              // stage >= 1; tiers, paths and budgets (0 budgets are derived)
+  int world_size = 1;                 // ranks; only 1 until the communicator lands
+  int rank = 0;
+  std::unique_ptr<io::IoEngine> io_engine;  // tests: a fault-injecting engine for the NVMe tier
+  std::function<void(const std::string&)> on_warning;
+};
+
+class PartitionedStates final : public ModelStates {
+ public:
+  // Allocates every state on its tier and initialises the parameters as ZeRO-0 does. Fails with
+  // InvalidArgument naming the scenario field for a plan that cannot work (a budget too small for
+  // the resident states, the prefetch buffers or the optimizer pipeline; a world size above 1),
+  // with the NVMe store's error for unusable paths, and with OutOfMemory naming the state that did
+  // not fit. Nothing stays allocated or on disk then.
+  static Result<std::unique_ptr<PartitionedStates>> create(const model::ParamTable& table, device::Device& device,
+                                                           PartitionedStatesOptions options);
+  ~PartitionedStates() override;
+  PartitionedStates(const PartitionedStates&) = delete;
+  PartitionedStates& operator=(const PartitionedStates&) = delete;
+
+  Result<Tensor> acquire(model::ParamId id) override { return coordinator_->acquire(id); }
+  void release(model::ParamId id) override { coordinator_->release(id); }
+  void begin_phase(model::Phase phase) override;
+  Result<Tensor> grad_buffer(model::ParamId id) override;
+  Status commit(model::ParamId id) override;
+
+  Status zero_grads() override;
+  Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+                                           optim::LossScaler& scaler) override;
+  std::vector<CheckpointArrayInfo> checkpoint_layout() const override;
+  Status save_checkpoint(CheckpointSink& sink) override;
+  Status load_checkpoint(CheckpointSource& source) override;
+  std::vector<StateBytes> state_bytes() const override;
+  spec::StatePlacement placement() const override { return zero_.placement(); }
+  EngineStats stats() const override;
+
+  device::Device& device() const override { return device_; }
+  const model::ParamTable& table() const override { return table_; }
+  // The resolved budgets (derived where the configuration left 0) and the optimizer's sub-groups.
+  const spec::ZeroConfig& resolved() const { return zero_; }
+  std::size_t sub_group_count() const { return groups_.size(); }
+  // One line for the start of a run: placement, budgets, NVMe store.
+  std::string describe() const;
+
+ private:
+  // A run of whole parameters [first, last] whose optimizer states move as one NVMe extent.
+  struct SubGroup {
+    model::ParamId first = 0;
+    model::ParamId last = 0;
+    std::int64_t flat_begin = 0;  // element range of the flat per-kind arrays
+    std::int64_t flat_end = 0;
+    NvmeStateStore::ExtentId extent = 0;
+  };
+  // Host buffers of one sub-group in the optimizer pipeline: [master | m | v] fp32, and the new
+  // parameters in storage precision (mixed precision).
+  struct PipelineSet {
+    device::DeviceBuffer states;
+    device::DeviceBuffer params_out;
+    std::unique_ptr<device::Event> copies_done;  // host→device copies out of this set
+    int group = -1;                               // the sub-group it holds, -1: none
+  };
+
+  PartitionedStates(const model::ParamTable& table, device::Device& device, PartitionedStatesOptions& options);
+  Status plan_and_allocate();
+  Status initialise();
+  bool mixed() const { return precision_ != DType::kF32; }
+  std::size_t storage_bytes(model::ParamId id) const;
+  Tensor view(void* base, DType dtype, model::ParamId id, bool on_device) const;
+  // The host copy of parameter id's storage-precision values after an update (`source`, host
+  // memory) goes to the parameter's tier and its resident device copy.
+  Status publish(model::ParamId id, const void* source);
+  Status wait_param_writes();
+  // Sum over the gradients of g^2, per parameter in table order (ZeRO-0's order).
+  double grad_sum_squares();
+  Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
+  Status step_on_host(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
+  Status step_streamed(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
+  Status read_group(std::size_t group, PipelineSet& set);
+  Status finish_set(PipelineSet& set);
+  // Views of parameter id's states inside a pipeline set holding its sub-group.
+  struct HostStates {
+    Tensor master, exp_avg, exp_avg_sq;
+  };
+  HostStates set_states(const PipelineSet& set, model::ParamId id) const;
+  HostStates host_states(model::ParamId id) const;  // optimizer on the cpu tier
+  Status after_step();
+  Status track_d2h(std::size_t bytes);
+
+  const model::ParamTable& table_;
+  device::Device& device_;
+  DType precision_;
+  DType compute_dtype_;
+  std::uint64_t seed_;
+  spec::ZeroConfig zero_;
+  Partition partition_;
+  std::unique_ptr<io::IoEngine> io_engine_;
+  std::function<void(const std::string&)> on_warning_;
+  device::CpuOps host_ops_;
+
+  std::unique_ptr<NvmeStateStore> nvme_;
+  device::DeviceBuffer params_;  // flat, storage precision: device memory (tier device) or host (tier cpu)
+  std::vector<NvmeStateStore::ExtentId> param_extents_;  // tier nvme: one extent per parameter
+  device::DeviceBuffer grads_;   // flat, storage precision: device or host memory
+  device::DeviceBuffer master_;  // flat fp32 on the device or host tier (optimizer not on NVMe)
+  device::DeviceBuffer adam_m_;
+  device::DeviceBuffer adam_v_;
+  device::DeviceBuffer params_out_;  // optimizer on the cpu tier, mixed, params not on cpu: new half values
+  std::vector<SubGroup> groups_;     // optimizer on NVMe
+  std::vector<PipelineSet> sets_;
+  std::unique_ptr<ParamCoordinator> coordinator_;
+
+  std::unique_ptr<BufferPool> grad_pool_;         // fp32 gradient buffers and half staging on the device
+  std::vector<device::DeviceBuffer> grad_workspaces_;
+  std::vector<bool> grad_out_;
+  std::unique_ptr<device::Event> computed_;       // the compute stream's point a transfer waits for
+  struct InFlight {
+    std::unique_ptr<device::Event> done;
+    std::size_t bytes;
+  };
+  std::vector<InFlight> d2h_in_flight_;
+  std::uint64_t d2h_in_flight_bytes_ = 0;
+  std::uint64_t grad_staging_peak_ = 0;
+  LinkBytes device_to_host_;
+  LinkBytes host_to_device_;
+};
+
+}  // namespace zinf::zero
