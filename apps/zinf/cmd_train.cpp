@@ -119,8 +119,13 @@ Status TrainCommand::run(const Io& io) {
   if (threads_) scenario.threads = *threads_;
   if (!record_path_.empty()) scenario.output.record = record_path_;
 
+  const bool quiet = quiet_;
+  std::ostream& err = io.err;
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                        train::TrainSession::create(scenario, /*resume=*/!no_resume_, stop_after_.value_or(0)));
+                        train::TrainSession::create(scenario, /*resume=*/!no_resume_, stop_after_.value_or(0),
+                                                    [quiet, &err](const std::string& line) {
+                                                      if (!quiet) err << "warning: " << line << '\n';
+                                                    }));
   device::Device& device = session->device();
   const train::BatchSource& data = session->data();
   model::Gpt& model = session->model();
@@ -132,6 +137,8 @@ Status TrainCommand::run(const Io& io) {
   run.entropy_rate_nats = data.entropy_rate_nats();
   run.unigram_entropy_nats = data.unigram_entropy_nats();
   run.device_description = device.describe();
+  run.engine.description = session->states().describe();
+  run.engine.zero = spec::to_json(session->zero());
   run.threads = kernels::cpu::compute_threads();
   const spec::ModelShape& shape = scenario.shape;
   run.model_shape = {{"layers", shape.layers},       {"hidden", shape.hidden},
@@ -149,6 +156,7 @@ Status TrainCommand::run(const Io& io) {
     io.err << fmt::format("training {} ({} parameters) on {}, {} threads; {}\n", scenario.name,
                           format_count(static_cast<double>(run.params)), run.device_description, run.threads,
                           run.data_description);
+    io.err << fmt::format("engine: {}\n", run.engine.description);
   }
   if (!quiet_ && data.eval_overlaps_training(static_cast<std::uint64_t>(scenario.steps),
                                              scenario.eval.every > 0 ? static_cast<std::uint64_t>(scenario.eval.batches) : 0)) {
@@ -164,6 +172,7 @@ Status TrainCommand::run(const Io& io) {
   run.train_seconds = std::chrono::duration<double>(Clock::now() - train_start).count();
   run.outcome = outcome.value();
   run.device_memory = device.memory().usage();
+  run.host_memory = device.host_memory().usage();
   run.host_peak_rss_bytes = peak_rss_bytes();
   run.state_bytes = session->states().state_bytes();
 

@@ -41,11 +41,16 @@ void TrainProgress::step(const train::StepMetrics& m) {
   smoothed_tokens_per_s_ = smoothed_tokens_per_s_ == 0 ? rate : 0.8 * smoothed_tokens_per_s_ + 0.2 * rate;
   const std::int64_t done = m.step + 1;
   const std::string skipped = m.skipped ? fmt::format(" (skipped: inf/NaN grads, scale {:g})", m.loss_scale) : "";
+  // NVMe traffic of the step over its wall time, when states live there.
+  const double nvme_bytes = static_cast<double>(m.engine.nvme_read.total() + m.engine.nvme_write.total());
+  const std::string nvme = nvme_bytes > 0 && m.step_seconds > 0
+                               ? fmt::format(" nvme {:.2f} GB/s", nvme_bytes / m.step_seconds / 1e9)
+                               : std::string();
   if (mode_ == ProgressMode::kLines) {
     if (done % log_every_ != 0 && done != total_steps_ && m.step != first_step_ && !m.skipped) return;
-    err_ << fmt::format("step {:>{}}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} {} {:.1f} ms/step{}\n", done,
+    err_ << fmt::format("step {:>{}}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} {} {:.1f} ms/step{}{}\n", done,
                         std::to_string(total_steps_).size(), total_steps_, m.loss, m.lr, m.grad_norm,
-                        tokens_rate(rate), m.step_seconds * 1e3, skipped);
+                        tokens_rate(rate), m.step_seconds * 1e3, nvme, skipped);
     err_.flush();
     return;
   }
@@ -54,7 +59,7 @@ void TrainProgress::step(const train::StepMetrics& m) {
   const std::int64_t run_done = done - first_step_;
   const std::int64_t left = total_steps_ - done;
   const double eta_s = run_done > 0 ? elapsed / static_cast<double>(run_done) * static_cast<double>(left) : 0.0;
-  const std::string tail = fmt::format("  loss {:.4f}  {}  ETA {}", m.loss, tokens_rate(smoothed_tokens_per_s_),
+  const std::string tail = fmt::format("  loss {:.4f}  {}{}  ETA {}", m.loss, tokens_rate(smoothed_tokens_per_s_), nvme,
                                        left == 0 ? std::string("0 s") : format_duration(eta_s));
   const std::string head = fmt::format("step {:>{}}/{} ", done, std::to_string(total_steps_).size(), total_steps_);
   const int bar_width = std::clamp(width_ - static_cast<int>(head.size() + tail.size()) - 3, 10, 40);

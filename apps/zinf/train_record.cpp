@@ -76,7 +76,8 @@ json make_train_record(const TrainRun& run) {
                      {"forward_backward_ms", m.forward_backward_seconds * 1e3},
                      {"optimizer_ms", m.optimizer_seconds * 1e3},
                      {"tokens_per_s", m.tokens_per_s()},
-                     {"warmup", is_warmup}});
+                     {"warmup", is_warmup},
+                     {"engine", engine_step_json(m)}});
     if (!is_warmup) {
       step_s.push_back(m.step_seconds);
       data_s.push_back(m.data_seconds);
@@ -135,10 +136,16 @@ json make_train_record(const TrainRun& run) {
     states[state.state] = state.bytes;
     state_total += state.bytes;
   }
+  json state_tiers = json::object();
+  for (const zero::StateBytes& state : run.state_bytes) state_tiers[state.state] = spec::tier_name(state.tier);
+  record["engine"] = make_engine_record(run.engine, run.steps, warmup);
+  json host = tier_json(run.host_memory);
+  host["peak_rss_bytes"] = run.host_peak_rss_bytes;
   record["memory"] = {{"device", tier_json(run.device_memory)},
-                      {"host", {{"peak_rss_bytes", run.host_peak_rss_bytes}}},
-                      {"nvme", {{"peak_bytes", 0}}},
+                      {"host", std::move(host)},
+                      {"nvme", record["engine"].at("nvme")},
                       {"model_states_bytes", states},
+                      {"model_states_tier", state_tiers},
                       {"model_states_total_bytes", state_total},
                       {"activations_bytes", run.activation_bytes}};
   record["checkpoint"] = {
@@ -212,16 +219,35 @@ Rendered render_train_record(const json& record) {
   mem.title = "Memory";
   mem.table.columns = {{"tier"}, {"peak", reports::Align::kRight}, {"budget", reports::Align::kRight}, {"holds"}};
   const json& device = memory.at("device");
+  // Bytes of the model states that live on one tier ("gpu" is the device tier's name).
+  const auto states_on = [&](const std::string& tier) {
+    double bytes = 0;
+    for (const auto& [state, value] : memory.at("model_states_bytes").items()) {
+      if (memory.at("model_states_tier").value(state, std::string("gpu")) == tier) bytes += value.get<double>();
+    }
+    return bytes;
+  };
   mem.table.rows.push_back({"device", format_bytes(device.at("peak_bytes").get<double>()),
                             device.at("capacity_bytes").is_null() ? std::string("none")
                                                                   : format_bytes(device.at("capacity_bytes").get<double>()),
-                            fmt::format("model states {} + activations {}",
-                                        format_bytes(memory.at("model_states_total_bytes").get<double>()),
+                            fmt::format("model states {} + activations {}", format_bytes(states_on("gpu")),
                                         format_bytes(memory.at("activations_bytes").get<double>()))});
-  mem.table.rows.push_back({"host", format_bytes(memory.at("host").at("peak_rss_bytes").get<double>()), "none",
-                            "process peak RSS (includes the device arena on the CPU backend)"});
-  mem.table.rows.push_back({"nvme", format_bytes(0), "none", "not used (ZeRO-0, no offload)"});
+  const json& host = memory.at("host");
+  mem.table.rows.push_back({"host", format_bytes(host.at("peak_bytes").get<double>()),
+                            host.at("capacity_bytes").is_null() ? std::string("none")
+                                                                : format_bytes(host.at("capacity_bytes").get<double>()),
+                            fmt::format("model states {}; process peak RSS {} (includes the device arena on the CPU "
+                                        "backend)",
+                                        format_bytes(states_on("cpu")), format_bytes(host.at("peak_rss_bytes").get<double>()))});
+  const json& nvme = memory.at("nvme");
+  const double nvme_peak = nvme.at("peak_bytes").get<double>();
+  mem.table.rows.push_back({"nvme", format_bytes(nvme_peak),
+                            nvme_peak > 0 ? format_bytes(nvme.at("capacity_bytes").get<double>()) : std::string("none"),
+                            nvme_peak > 0 ? fmt::format("model states {} (swap files, removed at exit)",
+                                                        format_bytes(states_on("nvme")))
+                                          : std::string("not used")});
   out.document.sections.push_back(std::move(mem));
+  out.document.sections.push_back(render_engine_section(record.at("engine")));
 
   // CSV: one row per step, base units.
   out.csv.columns = {{"step"}, {"loss"}, {"lr"}, {"grad_norm"}, {"step_ms"}, {"tokens_per_s"}, {"skipped"}, {"warmup"}};

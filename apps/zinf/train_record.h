@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/zinf/engine_record.h"
 #include "apps/zinf/output.h"
 #include "libengine/memory/memory_tier.h"
 #include "libengine/train/compute_peak.h"
@@ -41,7 +42,9 @@ struct TrainRun {
   std::vector<train::EvalMetrics> evals;
   train::TrainOutcome outcome;
   memory::TierUsage device_memory;
+  memory::TierUsage host_memory;              // the host tier's accounting (pinned/staging/offloaded states)
   std::uint64_t host_peak_rss_bytes = 0;
+  EngineRun engine;
   std::vector<zero::StateBytes> state_bytes;
   std::uint64_t activation_bytes = 0;
   double setup_seconds = 0;

@@ -116,8 +116,10 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     Result<std::unique_ptr<zero::PartitionedStates>> states =
         zero::PartitionedStates::create(session->model_->params(), *session->device_, std::move(state_options));
     if (!states.is_ok()) return as_budget_error(states.status(), scenario);
+    session->zero_ = states.value()->resolved();
     session->states_ = std::move(states).value();
   } else {
+    session->zero_ = scenario.zero;
     zero::ReplicatedStatesOptions state_options;
     state_options.precision = scenario.precision;
     state_options.compute_dtype = compute_dtype;

@@ -45,11 +45,14 @@ class TrainSession {
   const BatchSource& data() const { return *data_; }
   model::Gpt& model() { return *model_; }
   zero::ModelStates& states() { return *states_; }
+  // The engine configuration as run: the scenario's, with the budgets the engine derived filled in.
+  const spec::ZeroConfig& zero() const { return zero_; }
   Trainer& trainer() { return *trainer_; }
 
  private:
   explicit TrainSession(const spec::Scenario& scenario) : scenario_(scenario) {}
   spec::Scenario scenario_;
+  spec::ZeroConfig zero_;
   // Declaration order is destruction order reversed: everything that holds device memory dies
   // before the device.
   std::unique_ptr<device::Device> device_;

@@ -100,6 +100,8 @@ class ModelStates : public model::ParamSource, public model::GradSink {
   virtual spec::StatePlacement placement() const = 0;
   // What moved between tiers, how long the compute thread waited, and prefetch hits since creation.
   virtual EngineStats stats() const { return {}; }
+  // One line for the start of a run: stage, placement, budgets.
+  virtual std::string describe() const = 0;
 };
 
 }  // namespace zinf::zero

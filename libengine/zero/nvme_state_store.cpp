@@ -1,5 +1,7 @@
 #include "libengine/zero/nvme_state_store.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "libengine/core/check.h"
@@ -7,6 +9,15 @@
 namespace zinf::zero {
 
 Result<std::unique_ptr<NvmeStateStore>> NvmeStateStore::open(NvmeStateStoreOptions options) {
+  // Like checkpoint directories, swap directories are created when missing.
+  for (std::size_t i = 0; i < options.paths.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.paths[i], ec);
+    if (ec) {
+      return Status::invalid_argument(fmt::format("scenario.zero.nvme_paths[{}]: cannot create directory {}: {}", i,
+                                                  options.paths[i], ec.message()));
+    }
+  }
   io::SwapStoreOptions swap;
   swap.paths = options.paths;
   swap.planned_bytes = options.planned_bytes;

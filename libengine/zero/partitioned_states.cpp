@@ -17,8 +17,9 @@ constexpr int kPipelineSets = 3;  // read ahead, step, write behind
 // Sub-group size without a host budget: large enough that one NVMe extent keeps every drive busy,
 // small enough that three of them stay well under a machine's memory.
 constexpr std::int64_t kDefaultSubGroupElements = std::int64_t{16} << 20;
-// Host memory the pipeline leaves for everything else the process allocates outside the tiers.
-constexpr std::uint64_t kHostSlackBytes = 64 * kMiB;
+// Host memory the pipeline leaves for what else the engine allocates on the host tier later
+// (checkpoint and staging buffers): a sixteenth of the budget, at most 64 MiB.
+std::uint64_t host_slack_bytes(std::uint64_t capacity) { return std::min<std::uint64_t>(64 * kMiB, capacity / 16); }
 
 std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
 
@@ -135,7 +136,8 @@ Status PartitionedStates::plan_and_allocate() {
     std::int64_t target = kDefaultSubGroupElements;
     const memory::TierUsage host = device_.host_memory().usage();
     if (host.capacity_bytes > 0) {
-      const std::uint64_t reserved = host.current_bytes + zero_.prefetch_bytes + kHostSlackBytes;
+      const std::uint64_t slack = host_slack_bytes(host.capacity_bytes);
+      const std::uint64_t reserved = host.current_bytes + zero_.prefetch_bytes + slack;
       const std::uint64_t left = host.capacity_bytes > reserved ? host.capacity_bytes - reserved : 0;
       const std::uint64_t need = kPipelineSets * per_element * static_cast<std::uint64_t>(largest_slice);
       if (left < need) {
@@ -144,7 +146,7 @@ Status PartitionedStates::plan_and_allocate() {
             "states, {} of prefetch staging and {} of slack; its {} buffers of the largest parameter ({} elements) "
             "need {}; raise host_memory to at least {}",
             bytes_text(host.capacity_bytes), bytes_text(left), bytes_text(host.current_bytes),
-            bytes_text(zero_.prefetch_bytes), bytes_text(kHostSlackBytes), kPipelineSets, largest_slice,
+            bytes_text(zero_.prefetch_bytes), bytes_text(slack), kPipelineSets, largest_slice,
             bytes_text(need), bytes_text(host.capacity_bytes + need - left)));
       }
       target = std::min<std::int64_t>(std::int64_t{256} << 20,

@@ -88,7 +88,7 @@ class PartitionedStates final : public ModelStates {
   const spec::ZeroConfig& resolved() const { return zero_; }
   std::size_t sub_group_count() const { return groups_.size(); }
   // One line for the start of a run: placement, budgets, NVMe store.
-  std::string describe() const;
+  std::string describe() const override;
 
  private:
   // A run of whole parameters [first, last] whose optimizer states move as one NVMe extent.

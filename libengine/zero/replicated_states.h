@@ -103,6 +103,7 @@ class ReplicatedStates final : public ModelStates {
   Status save_checkpoint(CheckpointSink& sink) override;
   Status load_checkpoint(CheckpointSource& source) override;
   spec::StatePlacement placement() const override { return {}; }
+  std::string describe() const override { return "ZeRO-0: every state replicated on the device"; }
 
   DType precision() const { return precision_; }
   DType compute_dtype() const { return compute_dtype_; }

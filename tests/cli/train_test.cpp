@@ -204,3 +204,54 @@ TEST_CASE("train: \"device\": \"cuda\" with no usable GPU fails with one line na
   scenario["device"] = "cuda";
   check_usage_error(run_zinf({"train", dir.write("cuda.json", scenario.dump())}), "scenario.device");
 }
+
+namespace {
+
+TEST_CASE("train: the offloaded engine runs from the CLI, records its placement and traffic, leaves no swap files") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  scenario["steps"] = 6;
+  scenario["zero"] = {{"params", "nvme"},
+                      {"optimizer", "nvme"},
+                      {"nvme_paths", {dir.path() + "/swap"}},
+                      {"host_memory", "64MiB"},
+                      {"persistence_threshold", 64}};
+  scenario["output"] = {{"record", dir.path() + "/record.json"}, {"log_every", 1}};
+  const auto o = run_zinf({"train", dir.write("nvme.json", scenario.dump())});
+  INFO("stderr: " << o.err);
+  REQUIRE(o.code == 0);
+  CHECK(o.err.find("engine: ZeRO-3: params on nvme, grads on cpu, optimizer on nvme") != std::string::npos);
+  CHECK(o.err.find(" GB/s") != std::string::npos);  // the step lines show NVMe throughput
+  CHECK(o.out.find("Engine") != std::string::npos);
+  const json record = json::parse(read_text(dir.path() + "/record.json"));
+  const json& engine = record.at("engine");
+  CHECK(engine.at("zero").at("params") == "nvme");
+  CHECK(engine.at("zero").at("max_live_bytes").get<std::uint64_t>() > 0);  // derived budgets are recorded
+  CHECK(engine.at("links").at("nvme_read").at("optimizer_bytes_per_step").get<double>() > 0);
+  CHECK(engine.at("links").at("nvme_write").at("optimizer_bytes_per_step").get<double>() > 0);
+  CHECK(engine.at("prefetch").at("hit_rate").get<double>() == 1.0);
+  CHECK(record.at("memory").at("nvme").at("peak_bytes").get<std::uint64_t>() > 0);
+  CHECK(record.at("memory").at("model_states_tier").at("params") == "nvme");
+  CHECK(record.at("memory").at("host").at("capacity_bytes").get<std::uint64_t>() == (64u << 20));
+  CHECK(record.at("steps").at(3).at("engine").at("nvme_read_bytes").get<std::uint64_t>() > 0);
+  // The swap files are anonymous: nothing is left in the directory after the run.
+  CHECK(std::filesystem::is_empty(dir.path() + "/swap"));
+
+  // The same run on ZeRO-0 gives the same losses.
+  json plain = scenario;
+  plain.erase("zero");
+  plain["output"]["record"] = dir.path() + "/plain.json";
+  REQUIRE(run_zinf({"train", dir.write("plain.json", plain.dump())}).code == 0);
+  CHECK(losses_of(json::parse(read_text(dir.path() + "/plain.json"))) == losses_of(record));
+}
+
+TEST_CASE("train: a bad zero section or a plan that cannot fit exits 2 naming the field") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  scenario["zero"] = {{"params", "nvme"}, {"optimizer", "cpu"}};
+  check_usage_error(run_zinf({"train", dir.write("a.json", scenario.dump())}), "scenario.zero.nvme_paths:");
+  scenario["zero"] = {{"params", "cpu"}, {"optimizer", "cpu"}, {"host_memory", 1000}, {"persistence_threshold", 10}};
+  check_usage_error(run_zinf({"train", dir.write("b.json", scenario.dump())}), "scenario.zero.host_memory:");
+}
+
+}  // namespace

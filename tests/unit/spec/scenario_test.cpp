@@ -347,3 +347,89 @@ TEST_CASE("the fingerprint changes with what a checkpoint depends on, and only t
 
 }  // namespace
 }  // namespace zinf::spec
+
+namespace zinf::spec {
+namespace {
+
+TEST_CASE("the zero section: defaults, round trip, placement rules and one-line errors") {
+  const Scenario plain = parse_scenario(minimal(), "s.json", test_resolver).value();
+  CHECK(plain.zero == ZeroConfig{});
+  CHECK_FALSE(plain.zero.partitioned());
+  CHECK_FALSE(to_json(plain).contains("zero"));
+
+  json doc = minimal();
+  doc["zero"] = {{"params", "nvme"}, {"optimizer", "nvme"}, {"nvme_paths", {"/tmp/a", "/tmp/b"}},
+                 {"host_memory", "8GiB"}, {"max_live_bytes", "1GiB"}, {"prefetch_bytes", 1 << 20},
+                 {"persistence_threshold", 500}};
+  const Scenario offloaded = parse_scenario(doc, "s.json", test_resolver).value();
+  CHECK(offloaded.zero.stage == 3);  // a zero section without a stage is the partitioned engine
+  CHECK(offloaded.zero.params == Tier::kNvme);
+  CHECK(offloaded.zero.grads == Tier::kCpu);  // gradients follow the optimizer
+  CHECK(offloaded.zero.optimizer == Tier::kNvme);
+  CHECK(offloaded.zero.nvme_paths == std::vector<std::string>{"/tmp/a", "/tmp/b"});
+  CHECK(offloaded.zero.host_memory_bytes == (8ull << 30));
+  CHECK(offloaded.zero.max_live_bytes == (1ull << 30));
+  CHECK(offloaded.zero.prefetch_bytes == (1ull << 20));
+  CHECK(offloaded.zero.persistence_threshold == 500);
+  CHECK(parse_scenario(to_json(offloaded), "echo.json", test_resolver).value() == offloaded);
+  // The placement is not part of the fingerprint: a checkpoint resumes under another placement.
+  CHECK(fingerprint(offloaded) == fingerprint(plain));
+  // The memory wall counts only the states that stay on the device.
+  json tight = doc;
+  // One layer: 49,984 parameters x 16 B = 799,744 B of states, 512 tokens x 1160 fp32 values =
+  // 2,375,680 B of activations.
+  tight["device_memory"] = 2800000;
+  CHECK(parse_scenario(tight, "s.json", test_resolver).is_ok());
+  json device_only = minimal();
+  device_only["device_memory"] = 2800000;
+  CHECK_FALSE(parse_scenario(device_only, "s.json", test_resolver).is_ok());
+
+  struct Case {
+    json zero;
+    std::string expected_start;
+  };
+  const std::vector<Case> cases = {
+      {{{"stage", 4}}, "scenario.zero.stage: expected 0, 1, 2 or 3, found 4 (number)"},
+      {{{"stage", "3"}}, "scenario.zero.stage: expected 0, 1, 2 or 3, found \"3\" (string)"},
+      {{{"params", "disk"}}, "scenario.zero.params: expected \"device\", \"cpu\" or \"nvme\", found \"disk\" (string)"},
+      {{{"grads", "nvme"}, {"optimizer", "nvme"}, {"nvme_paths", {"/tmp"}}},
+       "scenario.zero.grads: \"nvme\" is not supported for gradients"},
+      {{{"grads", "device"}, {"optimizer", "cpu"}},
+       "scenario.zero.grads: \"device\" with optimizer on \"cpu\" is not supported; gradients live where the "
+       "optimizer steps: \"cpu\""},
+      {{{"stage", 0}, {"optimizer", "cpu"}}, "scenario.zero.stage: 0 keeps every state replicated on the device"},
+      {{{"stage", 2}, {"params", "cpu"}, {"optimizer", "cpu"}}, "scenario.zero.params: \"cpu\" needs zero.stage 3"},
+      {{{"params", "cpu"}}, "scenario.zero.params: \"cpu\" with optimizer on \"device\" is not supported"},
+      {{{"optimizer", "nvme"}}, "scenario.zero.nvme_paths: required when a state is on \"nvme\""},
+      {{{"optimizer", "cpu"}, {"nvme_paths", {"/tmp"}}}, "scenario.zero.nvme_paths: given, but no state is on \"nvme\""},
+      {{{"optimizer", "nvme"}, {"nvme_paths", json::array()}},
+       "scenario.zero.nvme_paths: expected a non-empty list of directories, found [] (array)"},
+      {{{"optimizer", "nvme"}, {"nvme_paths", {""}}}, "scenario.zero.nvme_paths[0]: expected a directory path"},
+      {{{"host_memory", "lots"}}, "scenario.zero.host_memory: 'lots'"},
+      {{{"max_live_bytes", -5}}, "scenario.zero.max_live_bytes:"},
+      {{{"persistence_threshold", -1}}, "scenario.zero.persistence_threshold: expected a number of elements"},
+      {{{"prefetch", 1}}, "scenario.zero.prefetch: unknown field"},
+  };
+  for (const Case& c : cases) {
+    json bad = minimal();
+    bad["zero"] = c.zero;
+    INFO(bad.dump());
+    const std::string message = error_of(bad);
+    CHECK(message.rfind(c.expected_start, 0) == 0);
+    if (message.rfind(c.expected_start, 0) != 0) WARN("got: " << message);
+  }
+  CHECK(error_of(with("/zero", "cpu")).rfind("scenario.zero: expected a JSON object", 0) == 0);
+}
+
+TEST_CASE("the offload scenarios parse with their placement") {
+  const Scenario cpu = load_scenario(kScenariosDir + "/offload-cpu.json", test_resolver).value();
+  CHECK(cpu.zero.params == Tier::kCpu);
+  CHECK(cpu.zero.optimizer == Tier::kCpu);
+  const Scenario nvme = load_scenario(kScenariosDir + "/offload-nvme.json", test_resolver).value();
+  CHECK(nvme.zero.params == Tier::kNvme);
+  CHECK(nvme.zero.optimizer == Tier::kNvme);
+  CHECK(nvme.zero.nvme_paths.size() == 1);
+}
+
+}  // namespace
+}  // namespace zinf::spec

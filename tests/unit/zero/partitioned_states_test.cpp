@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "libengine/io/fault_injecting_engine.h"
 #include "libengine/spec/scenario.h"
 #include "libengine/train/train_session.h"
 #include "libengine/zero/partitioned_states.h"
@@ -210,6 +211,93 @@ TEST_CASE("partitioned states: budgets too small for the plan are refused before
     CHECK(session.status().code() == ErrorCode::kInvalidArgument);
     CHECK(session.status().message().rfind(c.field, 0) == 0);
     CHECK(session.status().message().find('\n') == std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace zinf
+
+namespace zinf {
+namespace {
+
+// A fault-injecting engine over io_uring (or the posix engine where io_uring is unavailable), and
+// a pointer to add rules to it while the session owns it.
+std::unique_ptr<io::FaultInjectingEngine> fault_engine() {
+  Result<std::unique_ptr<io::IoEngine>> inner = io::make_io_engine(io::EngineKind::kUring, 64);
+  if (!inner.is_ok()) inner = io::make_io_engine(io::EngineKind::kPosix, 64);
+  REQUIRE(inner.is_ok());
+  return std::make_unique<io::FaultInjectingEngine>(std::move(inner).value());
+}
+
+bool directory_empty(const std::string& path) {
+  return std::filesystem::is_empty(path);
+}
+
+TEST_CASE("partitioned states: an NVMe read or write error fails the step with one line; the checkpoint still loads") {
+  const TempDir nvme;
+  const TempDir checkpoints;
+  json document = with_zero(tiny_scenario("bf16", false, 1), {"nvme", "nvme"}, nvme.path());
+  document["checkpoint"] = {{"dir", checkpoints.path()}, {"every", 3}, {"keep_last", 2}};
+  const std::vector<double> uninterrupted = [&] {
+    json plain = document;
+    plain.erase("checkpoint");
+    return train_losses(plain);
+  }();
+  {
+    auto session = train::TrainSession::create(parse(document), true, /*stop_after=*/3);
+    REQUIRE(session.is_ok());
+    LossRecorder first;
+    REQUIRE(session.value()->trainer().run(first).is_ok());
+  }
+
+  SECTION("a read error in the forward pass") {
+    auto engine = fault_engine();
+    io::FaultInjectingEngine* faults = engine.get();
+    auto session = train::TrainSession::create(parse(document), true, 0, {}, std::move(engine));
+    REQUIRE(session.is_ok());
+    faults->add_rule(io::FaultRule::fail(faults->counters().reads_seen + 3, EIO).counting_only(io::IoOpKind::kRead));
+    LossRecorder recorder;
+    const Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
+    REQUIRE_FALSE(outcome.is_ok());
+    const std::string& message = outcome.status().message();
+    INFO(message);
+    CHECK(outcome.status().code() == ErrorCode::kIoError);
+    CHECK(message.find("NVMe read of bf16 params of ") != std::string::npos);
+    CHECK(message.find(nvme.path()) != std::string::npos);
+    CHECK(message.find("EIO") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+    CHECK(recorder.losses.empty());
+  }
+  SECTION("a write error in the optimizer step") {
+    auto engine = fault_engine();
+    io::FaultInjectingEngine* faults = engine.get();
+    json fresh = document;
+    fresh["checkpoint"]["resume"] = false;
+    auto session = train::TrainSession::create(parse(fresh), true, 0, {}, std::move(engine));
+    REQUIRE(session.is_ok());
+    faults->add_rule(io::FaultRule::fail(faults->counters().writes_seen + 2, ENOSPC).counting_only(io::IoOpKind::kWrite));
+    LossRecorder recorder;
+    const Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
+    REQUIRE_FALSE(outcome.is_ok());
+    const std::string& message = outcome.status().message();
+    INFO(message);
+    CHECK(message.find("NVMe write of ") != std::string::npos);
+    CHECK(message.find(nvme.path()) != std::string::npos);
+    CHECK(message.find("ENOSPC") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+  // Nothing of the failed runs stays behind: the swap files are anonymous and gone with the session.
+  CHECK(directory_empty(nvme.path()));
+  // The checkpoint of step 3 still loads and the run continues the uninterrupted curve.
+  auto session = train::TrainSession::create(parse(document), true);
+  REQUIRE(session.is_ok());
+  LossRecorder rest;
+  auto outcome = session.value()->trainer().run(rest);
+  INFO(outcome.status().message());
+  REQUIRE(outcome.is_ok());
+  REQUIRE(rest.losses.size() == 17);
+  for (std::size_t i = 0; i < rest.losses.size(); ++i) {
+    CHECK(std::memcmp(&rest.losses[i], &uninterrupted[3 + i], sizeof(double)) == 0);
   }
 }
 
