@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/zinf/latency_stats.h"
+#include "apps/zinf/offload_bench.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/process.h"
 #include "kernels/threads.h"
@@ -83,6 +84,10 @@ class BenchTrainCommand final : public Subcommand {
     cmd_->add_option("--threads", threads_, "Compute threads for both sides (default: the scenario's; 0 = all cores)")
         ->type_name("N");
     cmd_->add_flag("--torch", torch_, "Also run PyTorch (scripts/bench/torch_train.py) and print zinf/PyTorch");
+    cmd_->add_flag("--zero0", zero0_,
+                   "For a scenario with a \"zero\" placement: run it next to ZeRO-0 on the same model (alternating), "
+                   "measure the swap store's sequential GB/s when a state is on NVMe, and print the offload targets "
+                   "(offload tax, NVMe bound, prefetch stall and hit rate, host memory flatness)");
     cmd_->add_option("--python", python_, "python3 with torch (default: $PYTHON, python3, /usr/bin/python3)")
         ->type_name("PATH");
     cmd_->add_option("--torch-script", torch_script_, "Path of torch_train.py (default: the source tree's)")
@@ -93,6 +98,7 @@ class BenchTrainCommand final : public Subcommand {
   Status run(const Io& io) override;
 
  private:
+  Status run_against_zero0(const spec::Scenario& scenario, const Io& io) const;
   Result<double> run_torch_once(const spec::Scenario& scenario, const std::string& python, const std::string& script,
                                 SideResult& side, json& info) const;
 
@@ -103,6 +109,7 @@ class BenchTrainCommand final : public Subcommand {
   std::int64_t repeat_ = 3;
   std::optional<std::int64_t> threads_;
   bool torch_ = false;
+  bool zero0_ = false;
   std::string python_;
   std::string torch_script_;
   OutputOptions output_;
@@ -160,6 +167,7 @@ Status BenchTrainCommand::run(const Io& io) {
   scenario.eval.every = 0;
   scenario.output.record.clear();
 
+  if (zero0_) return run_against_zero0(scenario, io);
   std::string python;
   std::string script = torch_script_;
   if (torch_) {
@@ -276,6 +284,79 @@ Status BenchTrainCommand::run(const Io& io) {
                             fmt::format("{:.3f}", t["step_ms_median"].get<double>()),
                             fmt::format("{:.4g}", flops_per_step * t["tokens_per_s_median"].get<double>() / tokens_per_step),
                             fmt::format("{:.4f}", t["mfu"].get<double>())});
+  }
+  return emit(output_, out, io);
+}
+
+Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, const Io& io) const {
+  if (!scenario.zero.partitioned()) {
+    return Status::invalid_argument(
+        "--zero0: the scenario has no \"zero\" placement to compare with ZeRO-0 (e.g. scenarios/offload-cpu.json)");
+  }
+  if (torch_) return Status::invalid_argument("--zero0: not together with --torch; run them separately");
+  ZINF_ASSIGN_OR_RETURN(OffloadBenchResult result,
+                        run_offload_bench(scenario, warmup_, repeat_,
+                                          [&io](const std::string& line) { io.err << "bench train: " << line << '\n'; }));
+  Rendered out;
+  out.record = reports::make_record_envelope("bench-train", 1);
+  out.record["scenario_path"] = scenario_path_;
+  out.record["scenario"] = spec::to_json(scenario);
+  out.record["steps_per_repetition"] = steps_;
+  out.record["warmup_steps"] = warmup_;
+  out.record["repetitions"] = repeat_;
+  out.record["engine"] = offload_side_json(result.engine);
+  out.record["zero0"] = offload_side_json(result.zero0);
+  if (result.nvme_read_gbps) {
+    out.record["swap_store_sequential_gbps"] = {
+        {"read", {{"median", result.nvme_read_gbps->median}, {"min", result.nvme_read_gbps->min}, {"max", result.nvme_read_gbps->max}}},
+        {"write", {{"median", result.nvme_write_gbps->median}, {"min", result.nvme_write_gbps->min}, {"max", result.nvme_write_gbps->max}}}};
+  }
+  out.record["targets"] = result.ratios;
+
+  out.document.title = "zinf bench train --zero0";
+  reports::Section setup;
+  setup.title = "Setup";
+  setup.fields.emplace_back("scenario", scenario_path_);
+  setup.fields.emplace_back("runs", fmt::format("{} repetitions x ({} warm-up + {} timed steps), engine and ZeRO-0 "
+                                                "alternating", repeat_, warmup_, steps_));
+  if (result.nvme_read_gbps) {
+    setup.fields.emplace_back("swap store", fmt::format("sequential read {:.2f} GB/s, write {:.2f} GB/s (median of 3, same run)",
+                                                        result.nvme_read_gbps->median, result.nvme_write_gbps->median));
+  }
+  out.document.sections.push_back(std::move(setup));
+  reports::Section sides;
+  sides.title = "Step time (ms)";
+  sides.table.columns = {{"states"}, {"median", reports::Align::kRight}, {"min", reports::Align::kRight},
+                         {"max", reports::Align::kRight}, {"fwd+bwd", reports::Align::kRight},
+                         {"optimizer", reports::Align::kRight}};
+  for (const auto& [name, side] : {std::pair{"engine", &result.engine}, std::pair{"ZeRO-0", &result.zero0}}) {
+    const json j = offload_side_json(*side);
+    sides.table.rows.push_back({name, fmt::format("{:.1f}", j["step_ms_median"].get<double>()),
+                                fmt::format("{:.1f}", j["step_ms_min"].get<double>()),
+                                fmt::format("{:.1f}", j["step_ms_max"].get<double>()),
+                                fmt::format("{:.1f}", j["forward_backward_ms_median"].get<double>()),
+                                fmt::format("{:.1f}", j["optimizer_ms_median"].get<double>())});
+  }
+  out.document.sections.push_back(std::move(sides));
+  reports::Section targets;
+  targets.title = "Targets";
+  targets.table.columns = {{"target"}, {"value", reports::Align::kRight}, {"bound", reports::Align::kRight}, {"met"}, {"what"}};
+  for (const auto& [name, t] : result.ratios.items()) {
+    const bool met = t["met"].get<bool>();
+    targets.table.rows.push_back({name, fmt::format("{:.3f}", t["value"].get<double>()), fmt::format("{:.2f}", t["bound"].get<double>()),
+                                  reports::Cell(met ? "yes" : "no", met ? reports::Emphasis::kGood : reports::Emphasis::kBad),
+                                  t["what"].get<std::string>()});
+  }
+  const json engine = offload_side_json(result.engine);
+  targets.notes.push_back(fmt::format("host memory over the timed steps: host tier varied by {}, process RSS by {} (peak {})",
+                                      format_bytes(engine["host_tier_bytes_range"].get<double>()),
+                                      format_bytes(engine["rss_bytes_range"].get<double>()),
+                                      format_bytes(engine["rss_bytes_max"].get<double>())));
+  out.document.sections.push_back(std::move(targets));
+  out.csv.columns = {{"target"}, {"value"}, {"bound"}, {"met"}};
+  for (const auto& [name, t] : result.ratios.items()) {
+    out.csv.rows.push_back({name, fmt::format("{:.4f}", t["value"].get<double>()), fmt::format("{:.2f}", t["bound"].get<double>()),
+                            t["met"].get<bool>() ? "true" : "false"});
   }
   return emit(output_, out, io);
 }

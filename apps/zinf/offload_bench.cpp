@@ -1,0 +1,168 @@
+#include "apps/zinf/offload_bench.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "apps/zinf/io_bench_runner.h"
+#include "libengine/io/swap_store.h"
+#include "libengine/train/train_session.h"
+
+namespace zinf::cli {
+namespace {
+
+using nlohmann::json;
+
+// Current resident set of this process (VmRSS), 0 where /proc is unavailable.
+double rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
+  }
+  return 0;
+}
+
+class SideRecorder final : public train::StepObserver {
+ public:
+  SideRecorder(OffloadSide& side, std::int64_t warmup, device::Device& device)
+      : side_(side), warmup_(warmup), device_(device) {}
+  void on_step(const train::StepMetrics& m) override {
+    if (m.step < warmup_) return;
+    side_.step_ms.push_back(m.step_seconds * 1e3);
+    side_.fb_ms.push_back(m.forward_backward_seconds * 1e3);
+    side_.optimizer_ms.push_back(m.optimizer_seconds * 1e3);
+    if (m.forward_backward_seconds > 0) side_.stall_fraction.push_back(m.engine.stall_seconds / m.forward_backward_seconds);
+    side_.acquires += m.engine.acquires;
+    side_.prefetch_hits += m.engine.prefetch_hits;
+    read_bytes_ += static_cast<double>(m.engine.nvme_read.optimizer);
+    write_bytes_ += static_cast<double>(m.engine.nvme_write.optimizer);
+    ++timed_;
+    side_.host_tier_bytes.push_back(static_cast<double>(device_.host_memory().usage().current_bytes));
+    side_.rss_bytes.push_back(rss_bytes());
+  }
+  void finish() {
+    if (timed_ == 0) return;
+    side_.optimizer_nvme_read_bytes = read_bytes_ / static_cast<double>(timed_);
+    side_.optimizer_nvme_write_bytes = write_bytes_ / static_cast<double>(timed_);
+  }
+
+ private:
+  OffloadSide& side_;
+  std::int64_t warmup_;
+  device::Device& device_;
+  double read_bytes_ = 0;
+  double write_bytes_ = 0;
+  std::size_t timed_ = 0;
+};
+
+double median_of(const std::vector<double>& values) { return spread_of(values).median; }
+
+double range_of(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  return *hi - *lo;
+}
+
+json ratio_json(double value, double bound, bool at_most, std::string what) {
+  return {{"value", value}, {"bound", bound}, {"met", at_most ? value <= bound : value >= bound}, {"what", std::move(what)}};
+}
+
+// Sequential write and read GB/s of the swap store on `path`, extents of `tensor_bytes`.
+Status measure_nvme(const std::string& path, std::uint64_t tensor_bytes, OffloadBenchResult& result) {
+  io::SwapStoreOptions options;
+  options.paths = {path};
+  const std::uint64_t size = std::max<std::uint64_t>(16 * tensor_bytes, 1ull << 30);
+  options.planned_bytes = size;
+  options.largest_transfer_bytes = tensor_bytes;
+  options.queue_depth = 64;
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<io::SwapStore> store, io::SwapStore::open(options));
+  IoBenchConfig config;
+  config.size_bytes = size;
+  config.tensor_bytes = tensor_bytes;
+  config.tests = {IoTest::kSeqWrite, IoTest::kSeqRead};
+  config.repeat = 3;
+  ZINF_ASSIGN_OR_RETURN(const IoBenchResult bench, run_io_bench(*store, config));
+  for (const IoTestResult& test : bench.tests) {
+    (test.test == IoTest::kSeqRead ? result.nvme_read_gbps : result.nvme_write_gbps) = test.gbps;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+json offload_side_json(const OffloadSide& side) {
+  const SampleSpread step = spread_of(side.step_ms);
+  return {{"step_ms", side.step_ms},
+          {"step_ms_median", step.median},
+          {"step_ms_min", step.min},
+          {"step_ms_max", step.max},
+          {"forward_backward_ms_median", median_of(side.fb_ms)},
+          {"optimizer_ms_median", median_of(side.optimizer_ms)},
+          {"stall_fraction_median", side.stall_fraction.empty() ? json(nullptr) : json(median_of(side.stall_fraction))},
+          {"acquires", side.acquires},
+          {"prefetch_hits", side.prefetch_hits},
+          {"optimizer_nvme_read_bytes_per_step", side.optimizer_nvme_read_bytes},
+          {"optimizer_nvme_write_bytes_per_step", side.optimizer_nvme_write_bytes},
+          {"host_tier_bytes_range", range_of(side.host_tier_bytes)},
+          {"rss_bytes_range", range_of(side.rss_bytes)},
+          {"rss_bytes_max", side.rss_bytes.empty() ? 0.0 : *std::max_element(side.rss_bytes.begin(), side.rss_bytes.end())}};
+}
+
+Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std::int64_t warmup,
+                                             std::int64_t repeat,
+                                             const std::function<void(const std::string&)>& progress) {
+  const auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  OffloadBenchResult result;
+  spec::Scenario baseline = scenario;
+  baseline.zero = spec::ZeroConfig{};
+  baseline.device_memory_bytes.reset();  // ZeRO-0 needs the whole model on the device
+  // The two sessions exist one at a time: each may need most of the machine's memory.
+  for (std::int64_t rep = 0; rep < repeat; ++rep) {
+    for (const bool engine : {true, false}) {
+      say(fmt::format("repetition {}/{}: {}", rep + 1, repeat, engine ? "engine" : "ZeRO-0"));
+      ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
+                            train::TrainSession::create(engine ? scenario : baseline, false));
+      SideRecorder recorder(engine ? result.engine : result.zero0, warmup, session->device());
+      ZINF_RETURN_IF_ERROR(session->trainer().run(recorder).status());
+      recorder.finish();
+    }
+  }
+  const bool nvme = scenario.zero.uses_nvme();
+  if (nvme) {
+    say("swap store: sequential write and read on " + scenario.zero.nvme_paths.front());
+    ZINF_RETURN_IF_ERROR(measure_nvme(scenario.zero.nvme_paths.front(), 64ull << 20, result));
+  }
+
+  const double engine_step = median_of(result.engine.step_ms);
+  const double zero0_step = median_of(result.zero0.step_ms);
+  json ratios = json::object();
+  ratios["offload_tax"] = ratio_json(engine_step / zero0_step, 1.15, true, "engine step / ZeRO-0 step");
+  if (result.engine.acquires > 0) {
+    ratios["prefetch_hit_rate"] = ratio_json(static_cast<double>(result.engine.prefetch_hits) /
+                                                 static_cast<double>(result.engine.acquires),
+                                             0.95, false, "acquires whose parameter was prefetched");
+    ratios["stall_fraction"] =
+        ratio_json(median_of(result.engine.stall_fraction), 0.10, true, "stall / forward+backward (median step)");
+  }
+  if (nvme && result.nvme_read_gbps && result.nvme_write_gbps) {
+    const double read_s = result.engine.optimizer_nvme_read_bytes / (result.nvme_read_gbps->median * 1e9);
+    const double write_s = result.engine.optimizer_nvme_write_bytes / (result.nvme_write_gbps->median * 1e9);
+    const double bound_ms = median_of(result.zero0.fb_ms) + (read_s + write_s) * 1e3;
+    ratios["nvme_step_bound"] =
+        ratio_json(engine_step / bound_ms, 1.15, true,
+                   "engine step / (ZeRO-0 forward+backward + optimizer NVMe bytes at the swap store's sequential GB/s)");
+    const double optimizer_ms = median_of(result.engine.optimizer_ms);
+    ratios["optimizer_nvme_speed"] = ratio_json((read_s + write_s) * 1e3 / optimizer_ms, 0.8, false,
+                                                "optimizer NVMe GB/s / swap store sequential GB/s");
+  }
+  result.ratios = std::move(ratios);
+  return result;
+}
+
+}  // namespace zinf::cli
