@@ -61,6 +61,11 @@ struct StateBytes {
   std::uint64_t bytes = 0;
 };
 
+// The layout every state owner writes: "master/<name>" for every parameter in table order, then
+// "adam_m/<name>", then "adam_v/<name>", each of the parameter's element count (whole parameters:
+// one rank's checkpoint).
+std::vector<CheckpointArrayInfo> standard_checkpoint_layout(const model::ParamTable& table);
+
 class ModelStates : public model::ParamSource, public model::GradSink {
  public:
   ~ModelStates() override = default;

@@ -22,7 +22,10 @@
 // makes every call; NVMe I/O and transfers run on their own threads and streams behind them).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
+#include <utility>
 #include <functional>
 #include <memory>
 #include <string>
@@ -131,6 +134,9 @@ class PartitionedStates final : public ModelStates {
   };
   HostStates set_states(const PipelineSet& set, model::ParamId id) const;
   HostStates host_states(model::ParamId id) const;  // optimizer on the cpu tier
+  // Parameter id's three checkpoint arrays: (index in the layout, its values in `s`).
+  std::array<std::pair<std::size_t, std::span<float>>, 3> checkpoint_arrays_of(model::ParamId id,
+                                                                               const HostStates& s) const;
   Status after_step();
   Status track_d2h(std::size_t bytes);
 

@@ -3,6 +3,9 @@
 // NVMe-resident sub-groups streamed through three host buffers (read ahead, step, write behind) —
 // and the new parameter values go back to their tier.
 #include <algorithm>
+#include <array>
+#include <span>
+#include <utility>
 #include <cmath>
 #include <cstring>
 
@@ -197,22 +200,22 @@ Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const o
 }
 
 std::vector<CheckpointArrayInfo> PartitionedStates::checkpoint_layout() const {
-  std::vector<CheckpointArrayInfo> layout;
-  for (const char* prefix : {"master/", "adam_m/", "adam_v/"}) {
-    for (const model::ParamInfo& info : table_.params()) {
-      layout.push_back({prefix + info.name, static_cast<std::uint64_t>(info.numel)});
-    }
-  }
-  return layout;
+  return standard_checkpoint_layout(table_);
+}
+
+std::array<std::pair<std::size_t, std::span<float>>, 3> PartitionedStates::checkpoint_arrays_of(
+    model::ParamId id, const HostStates& s) const {
+  // standard_checkpoint_layout(): every master, then every m, then every v.
+  const auto count = static_cast<std::size_t>(table_.size());
+  const auto index = static_cast<std::size_t>(id);
+  const auto span_of = [](const Tensor& t) { return std::span<float>(t.f32(), static_cast<std::size_t>(t.numel())); };
+  return {{{index, span_of(s.master)}, {count + index, span_of(s.exp_avg)}, {2 * count + index, span_of(s.exp_avg_sq)}}};
 }
 
 Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
-  const auto count = static_cast<std::size_t>(table_.size());
   const auto write_param = [&](model::ParamId id, const HostStates& s) -> Status {
-    const auto index = static_cast<std::size_t>(id);
-    ZINF_RETURN_IF_ERROR(sink.write(index, {s.master.f32(), static_cast<std::size_t>(s.master.numel())}));
-    ZINF_RETURN_IF_ERROR(sink.write(count + index, {s.exp_avg.f32(), static_cast<std::size_t>(s.exp_avg.numel())}));
-    return sink.write(2 * count + index, {s.exp_avg_sq.f32(), static_cast<std::size_t>(s.exp_avg_sq.numel())});
+    for (const auto& [index, values] : checkpoint_arrays_of(id, s)) ZINF_RETURN_IF_ERROR(sink.write(index, values));
+    return Status::ok();
   };
   switch (zero_.optimizer) {
     case spec::Tier::kCpu:
@@ -259,12 +262,9 @@ Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
 }
 
 Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
-  const auto count = static_cast<std::size_t>(table_.size());
   const auto read_param = [&](model::ParamId id, const HostStates& s) -> Status {
-    const auto index = static_cast<std::size_t>(id);
-    ZINF_RETURN_IF_ERROR(source.read(index, {s.master.f32(), static_cast<std::size_t>(s.master.numel())}));
-    ZINF_RETURN_IF_ERROR(source.read(count + index, {s.exp_avg.f32(), static_cast<std::size_t>(s.exp_avg.numel())}));
-    return source.read(2 * count + index, {s.exp_avg_sq.f32(), static_cast<std::size_t>(s.exp_avg_sq.numel())});
+    for (const auto& [index, values] : checkpoint_arrays_of(id, s)) ZINF_RETURN_IF_ERROR(source.read(index, values));
+    return Status::ok();
   };
   coordinator_->invalidate();
   std::vector<std::byte> rounded;

@@ -251,13 +251,7 @@ Result<optim::StepReport> ReplicatedStates::optimizer_step(optim::AdamOptimizer&
 }
 
 std::vector<CheckpointArrayInfo> ReplicatedStates::checkpoint_layout() const {
-  std::vector<CheckpointArrayInfo> layout;
-  for (const char* prefix : {"master/", "adam_m/", "adam_v/"}) {
-    for (const model::ParamInfo& info : table_.params()) {
-      layout.push_back({prefix + info.name, static_cast<std::uint64_t>(info.numel)});
-    }
-  }
-  return layout;
+  return standard_checkpoint_layout(table_);
 }
 
 Status ReplicatedStates::save_checkpoint(CheckpointSink& sink) {

@@ -1,0 +1,16 @@
+#include "libengine/zero/model_states.h"
+
+namespace zinf::zero {
+
+std::vector<CheckpointArrayInfo> standard_checkpoint_layout(const model::ParamTable& table) {
+  std::vector<CheckpointArrayInfo> layout;
+  layout.reserve(3 * static_cast<std::size_t>(table.size()));
+  for (const char* prefix : {"master/", "adam_m/", "adam_v/"}) {
+    for (const model::ParamInfo& info : table.params()) {
+      layout.push_back({prefix + info.name, static_cast<std::uint64_t>(info.numel)});
+    }
+  }
+  return layout;
+}
+
+}  // namespace zinf::zero
