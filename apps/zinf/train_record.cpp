@@ -59,7 +59,7 @@ json make_train_record(const TrainRun& run) {
 
   const std::int64_t warmup = warmup_steps(run.steps.size());
   json steps = json::array();
-  std::vector<double> step_s, data_s, fb_s, opt_s;
+  std::vector<double> step_s, data_s, fb_s, fwd_s, bwd_s, opt_s;
   for (std::size_t i = 0; i < run.steps.size(); ++i) {
     const train::StepMetrics& m = run.steps[i];
     const bool is_warmup = static_cast<std::int64_t>(i) < warmup;
@@ -74,6 +74,8 @@ json make_train_record(const TrainRun& run) {
                      {"step_ms", m.step_seconds * 1e3},
                      {"data_ms", m.data_seconds * 1e3},
                      {"forward_backward_ms", m.forward_backward_seconds * 1e3},
+                     {"forward_ms", m.forward_seconds * 1e3},
+                     {"backward_ms", m.backward_seconds * 1e3},
                      {"optimizer_ms", m.optimizer_seconds * 1e3},
                      {"tokens_per_s", m.tokens_per_s()},
                      {"warmup", is_warmup},
@@ -82,6 +84,8 @@ json make_train_record(const TrainRun& run) {
       step_s.push_back(m.step_seconds);
       data_s.push_back(m.data_seconds);
       fb_s.push_back(m.forward_backward_seconds);
+      fwd_s.push_back(m.forward_seconds);
+      bwd_s.push_back(m.backward_seconds);
       opt_s.push_back(m.optimizer_seconds);
     }
   }
@@ -100,6 +104,8 @@ json make_train_record(const TrainRun& run) {
   summary["step_ms"] = ms_summary(step_s);
   summary["data_ms_median"] = spread_of(data_s).median * 1e3;
   summary["forward_backward_ms_median"] = spread_of(fb_s).median * 1e3;
+  summary["forward_ms_median"] = spread_of(fwd_s).median * 1e3;
+  summary["backward_ms_median"] = spread_of(bwd_s).median * 1e3;
   summary["optimizer_ms_median"] = spread_of(opt_s).median * 1e3;
   const double median_step_s = spread_of(step_s).median;
   const double tokens = run.steps.empty() ? 0.0 : static_cast<double>(run.steps.front().tokens);
@@ -200,10 +206,11 @@ Rendered render_train_record(const json& record) {
                                                              ? std::string("-")
                                                              : format_count(summary.at("tokens_per_s").get<double>()) + " tokens/s",
                                                          reports::Emphasis::kStrong));
-  result.fields.emplace_back("step time", fmt::format("{:.1f} ms median (p10 {:.1f}, p90 {:.1f}): forward+backward {:.1f}, optimizer {:.1f}, data {:.2f}",
+  result.fields.emplace_back("step time", fmt::format("{:.1f} ms median (p10 {:.1f}, p90 {:.1f}): forward {:.1f} + backward {:.1f}, optimizer {:.1f}, data {:.2f}",
                                                       step_ms.at("median").get<double>(), step_ms.at("p10").get<double>(),
                                                       step_ms.at("p90").get<double>(),
-                                                      summary.at("forward_backward_ms_median").get<double>(),
+                                                      summary.at("forward_ms_median").get<double>(),
+                                                      summary.at("backward_ms_median").get<double>(),
                                                       summary.at("optimizer_ms_median").get<double>(),
                                                       summary.at("data_ms_median").get<double>()));
   if (!summary.at("flops_per_s").is_null()) {

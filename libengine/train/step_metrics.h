@@ -22,6 +22,8 @@ struct StepMetrics {
   double step_seconds = 0;     // wall time of the whole step (data, forward+backward, optimizer)
   double data_seconds = 0;
   double forward_backward_seconds = 0;
+  double forward_seconds = 0;   // of forward_backward_seconds: until the backward pass began (host clock;
+  double backward_seconds = 0;  // on CUDA these split when the host enqueued the work, not when it ran)
   double optimizer_seconds = 0;
   zero::EngineStats engine;    // this step's traffic per link, stalls and prefetch hits (levels: now)
   double tokens_per_s() const { return step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0.0; }

@@ -38,6 +38,23 @@ zero::EngineStats difference(const zero::EngineStats& after, const zero::EngineS
   return d;
 }
 
+// Passes every call through to the states, noting when the backward pass begins: the step's
+// forward and backward times without the model knowing it is timed.
+class PhaseClock final : public model::ParamSource {
+ public:
+  explicit PhaseClock(model::ParamSource& inner) : inner_(inner) {}
+  Result<Tensor> acquire(model::ParamId id) override { return inner_.acquire(id); }
+  void release(model::ParamId id) override { inner_.release(id); }
+  void begin_phase(model::Phase phase) override {
+    if (phase == model::Phase::kBackward) backward_start = Clock::now();
+    inner_.begin_phase(phase);
+  }
+  Clock::time_point backward_start{};
+
+ private:
+  model::ParamSource& inner_;
+};
+
 bool due(std::int64_t completed_steps, std::int64_t every, std::int64_t total_steps) {
   return every > 0 && (completed_steps % every == 0 || completed_steps == total_steps);
 }
@@ -152,12 +169,16 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     const Clock::time_point fb_start = Clock::now();
     ZINF_RETURN_IF_ERROR(states_.zero_grads());
     metrics.loss_scale = scaler_.scale();
+    PhaseClock clock(states_);
+    clock.backward_start = fb_start;
     ZINF_ASSIGN_OR_RETURN(metrics.loss,
-                          model_.forward_backward(tokens_, targets_, states_, states_, static_cast<float>(metrics.loss_scale)));
+                          model_.forward_backward(tokens_, targets_, clock, states_, static_cast<float>(metrics.loss_scale)));
     // On an asynchronous device (CUDA) the backward pass may still be running: wait, so the phase
     // times are what the device spent, and so a failed kernel is reported at the step it broke.
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
     metrics.forward_backward_seconds = seconds_since(fb_start);
+    metrics.forward_seconds = std::chrono::duration<double>(clock.backward_start - fb_start).count();
+    metrics.backward_seconds = metrics.forward_backward_seconds - metrics.forward_seconds;
     if (!std::isfinite(metrics.loss) && !scaler_.dynamic()) {
       return Status::infeasible(fmt::format(
           "loss became non-finite ({}) at step {}; lower optimizer.lr, set optimizer.grad_clip, or use fp32", metrics.loss,
