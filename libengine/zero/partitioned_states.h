@@ -125,6 +125,9 @@ class PartitionedStates final : public ModelStates {
   double grad_sum_squares();
   Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   Status step_on_host(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
+  // Starts reading the first sub-groups of optimizer states (before the gradient norm is known).
+  Status start_reads_ahead();
+  // The step over NVMe-resident states; precondition: start_reads_ahead() succeeded.
   Status step_streamed(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   Status read_group(std::size_t group, PipelineSet& set);
   Status finish_set(PipelineSet& set);

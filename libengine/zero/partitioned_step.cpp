@@ -68,10 +68,25 @@ Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer
   d2h_in_flight_.clear();
   d2h_in_flight_bytes_ = 0;
   coordinator_->invalidate();
+  // The first optimizer sub-groups' reads do not depend on the gradient norm: they overlap it.
+  if (zero_.optimizer == spec::Tier::kNvme) {
+    nvme_->set_phase(TrafficPhase::kOptimizer);
+    Status reading = start_reads_ahead();
+    nvme_->set_phase(TrafficPhase::kForwardBackward);
+    if (!reading.is_ok()) {
+      for (PipelineSet& set : sets_) (void)finish_set(set);
+      return reading;
+    }
+  }
   const double sum_squares = grad_sum_squares();
   // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
   if (!std::isfinite(sum_squares)) ZINF_RETURN_IF_ERROR(device_.synchronize());
-  ZINF_ASSIGN_OR_RETURN(const optim::StepPlan plan, optimizer.begin_step(lr, sum_squares, scaler));
+  Result<optim::StepPlan> planned = optimizer.begin_step(lr, sum_squares, scaler);
+  if (!planned.is_ok() || !planned.value().apply) {
+    // No step: the reads issued ahead are drained (their buffers are reused next step).
+    for (PipelineSet& set : sets_) ZINF_RETURN_IF_ERROR(finish_set(set));
+  }
+  ZINF_ASSIGN_OR_RETURN(const optim::StepPlan plan, std::move(planned));
   if (plan.apply) {
     if (nvme_) nvme_->set_phase(TrafficPhase::kOptimizer);
     Status stepped;
@@ -148,6 +163,15 @@ Status PartitionedStates::finish_set(PipelineSet& set) {
   return status;
 }
 
+Status PartitionedStates::start_reads_ahead() {
+  // The first depth - 1 sub-groups (at least one): the rest follow as sets free up.
+  const std::size_t depth = sets_.size();
+  for (std::size_t g = 0; g < std::max<std::size_t>(1, depth - 1) && g < groups_.size(); ++g) {
+    ZINF_RETURN_IF_ERROR(read_group(g, sets_[g % depth]));
+  }
+  return Status::ok();
+}
+
 Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan) {
   const std::size_t count = groups_.size();
   const std::size_t depth = sets_.size();
@@ -157,10 +181,7 @@ Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const o
     for (PipelineSet& set : sets_) (void)finish_set(set);
     return status;
   };
-  // Read ahead: the first depth - 1 sub-groups (at least one) before the first step.
-  for (std::size_t g = 0; g < std::max<std::size_t>(1, depth - 1) && g < count; ++g) {
-    if (Status s = read_group(g, sets_[g % depth]); !s.is_ok()) return fail(s);
-  }
+  // The first sub-groups were read ahead by start_reads_ahead().
   for (std::size_t g = 0; g < count; ++g) {
     PipelineSet& set = sets_[g % depth];
     const SubGroup& group = groups_[g];
