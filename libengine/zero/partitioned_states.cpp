@@ -14,6 +14,7 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr int kPipelineSets = 3;  // read ahead, step, write behind
+constexpr std::int64_t kMinSubGroups = 8;
 // Sub-group size without a host budget: large enough that one NVMe extent keeps every drive busy,
 // small enough that three of them stay well under a machine's memory.
 constexpr std::int64_t kDefaultSubGroupElements = std::int64_t{16} << 20;
@@ -152,6 +153,9 @@ Status PartitionedStates::plan_and_allocate() {
       target = std::min<std::int64_t>(std::int64_t{256} << 20,
                                       static_cast<std::int64_t>(left / (kPipelineSets * per_element)));
     }
+    // At least kMinSubGroups of them where the budget allows: the pipeline exposes one sub-group's
+    // read at its start and one's write at its end, so smaller sub-groups hide more.
+    target = std::min<std::int64_t>(target, (partition_.flat_numel() + kMinSubGroups - 1) / kMinSubGroups);
     target = std::max(target, largest_slice);
     SubGroup group;
     for (model::ParamId id = 0; id < table_.size(); ++id) {
@@ -165,7 +169,18 @@ Status PartitionedStates::plan_and_allocate() {
     }
     groups_.push_back(group);
     std::int64_t widest = 0;
-    for (const SubGroup& g : groups_) widest = std::max(widest, g.flat_end - g.flat_begin);
+    std::size_t widest_group = 0;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      if (groups_[g].flat_end - groups_[g].flat_begin > widest) {
+        widest = groups_[g].flat_end - groups_[g].flat_begin;
+        widest_group = g;
+      }
+    }
+    // Adam is elementwise, so the sub-groups may be stepped in any order: the widest one (usually
+    // the embedding) goes to the middle, so the exposed first read and last write are small ones.
+    const std::size_t count = groups_.size();
+    const std::size_t start = (widest_group + count - count / 2) % count;
+    for (std::size_t i = 0; i < count; ++i) group_order_.push_back((start + i) % count);
     sets_.resize(std::min<std::size_t>(kPipelineSets, groups_.size()));
     for (PipelineSet& set : sets_) {
       ZINF_ASSIGN_OR_RETURN(set.states, allocate_on(Tier::kCpu, static_cast<std::size_t>(widest) * 12,

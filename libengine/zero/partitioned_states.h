@@ -163,6 +163,7 @@ class PartitionedStates final : public ModelStates {
   device::DeviceBuffer adam_v_;
   device::DeviceBuffer params_out_;  // optimizer on the cpu tier, mixed, params not on cpu: new half values
   std::vector<SubGroup> groups_;     // optimizer on NVMe
+  std::vector<std::size_t> group_order_;  // the order the optimizer steps them in
   std::vector<PipelineSet> sets_;
   std::unique_ptr<ParamCoordinator> coordinator_;
 

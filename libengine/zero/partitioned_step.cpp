@@ -166,8 +166,8 @@ Status PartitionedStates::finish_set(PipelineSet& set) {
 Status PartitionedStates::start_reads_ahead() {
   // The first depth - 1 sub-groups (at least one): the rest follow as sets free up.
   const std::size_t depth = sets_.size();
-  for (std::size_t g = 0; g < std::max<std::size_t>(1, depth - 1) && g < groups_.size(); ++g) {
-    ZINF_RETURN_IF_ERROR(read_group(g, sets_[g % depth]));
+  for (std::size_t p = 0; p < std::max<std::size_t>(1, depth - 1) && p < groups_.size(); ++p) {
+    ZINF_RETURN_IF_ERROR(read_group(group_order_[p], sets_[p % depth]));
   }
   return Status::ok();
 }
@@ -181,10 +181,11 @@ Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const o
     for (PipelineSet& set : sets_) (void)finish_set(set);
     return status;
   };
-  // The first sub-groups were read ahead by start_reads_ahead().
-  for (std::size_t g = 0; g < count; ++g) {
-    PipelineSet& set = sets_[g % depth];
-    const SubGroup& group = groups_[g];
+  // The first sub-groups were read ahead by start_reads_ahead(). Position p in group_order_ uses
+  // set p % depth.
+  for (std::size_t p = 0; p < count; ++p) {
+    PipelineSet& set = sets_[p % depth];
+    const SubGroup& group = groups_[group_order_[p]];
     if (Status s = nvme_->wait(group.extent); !s.is_ok()) return fail(s);
     for (model::ParamId id = group.first; id <= group.last; ++id) {
       const HostStates s = set_states(set, id);
@@ -196,7 +197,9 @@ Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const o
       }
       optimizer.step_slice(host_ops_, plan, table_[id].weight_decay, s.master, s.exp_avg, s.exp_avg_sq,
                            view(grads_.data(), precision_, id, false), mixed() ? &out : nullptr);
-      if (Status p = publish(id, mixed() ? out.data() : s.master.data()); !p.is_ok()) return fail(p);
+      if (Status published = publish(id, mixed() ? out.data() : s.master.data()); !published.is_ok()) {
+        return fail(published);
+      }
     }
     h2d.record(*set.copies_done);
     // Write behind: the sub-group goes back while the next one is stepped.
@@ -208,8 +211,8 @@ Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const o
     }
     // Read ahead into the set the previous sub-group used, once its write has had this sub-group's
     // step to finish.
-    if (const std::size_t ahead = g + depth - 1; ahead < count && ahead != g) {
-      if (Status s = read_group(ahead, sets_[ahead % depth]); !s.is_ok()) return fail(s);
+    if (const std::size_t ahead = p + depth - 1; ahead < count && ahead != p) {
+      if (Status s = read_group(group_order_[ahead], sets_[ahead % depth]); !s.is_ok()) return fail(s);
     }
   }
   Status first;
