@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "libengine/core/quote.h"
 #include "libengine/spec/json_input.h"
 #include "planner/builtin_profiles.h"
 
@@ -57,7 +58,7 @@ Result<HardwareProfile> parse_profile_object(const nlohmann::json& document) {
   ZINF_RETURN_IF_ERROR(root.reject_unknown_keys({"schema", "name", "description", "nodes", "node"}));
   ZINF_ASSIGN_OR_RETURN(const std::string schema, root.string("schema"));
   if (schema != kSchema) {
-    return Status::invalid_argument(fmt::format("hw.schema: '{}' is not supported; expected '{}'", schema, kSchema));
+    return Status::invalid_argument(fmt::format("hw.schema: {} is not supported; expected '{}'", zinf::quoted(schema), kSchema));
   }
   HardwareProfile profile;
   ZINF_ASSIGN_OR_RETURN(profile.name, root.printable_string("name"));
@@ -159,7 +160,7 @@ Result<std::string_view> builtin_profile_text(std::string_view name) {
   }
   std::string known;
   for (std::string_view builtin : builtin_profile_names()) known += fmt::format("{}{}", known.empty() ? "" : ", ", builtin);
-  return Status::not_found(fmt::format("'{}' is not a built-in hardware profile or a .json file; built-in: {}", name, known));
+  return Status::not_found(fmt::format("{} is not a built-in hardware profile or a .json file; built-in: {}", zinf::quoted(name), known));
 }
 
 Result<HardwareProfile> load_hardware_profile(std::string_view name_or_path) {

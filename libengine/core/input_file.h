@@ -22,8 +22,9 @@ inline constexpr std::uint64_t kMaxInputFileBytes = std::uint64_t{16} << 20;
 // The whole contents of `path`. Errors start with the path:
 //   NotFound        "<path>: no such file"
 //   InvalidArgument "<path>: is a directory; expected a file" / "is a FIFO, not a regular file" /
-//                   "is 20.0 MiB; input files are limited to 16.0 MiB"
-//   IoError         "<path>: cannot open: Permission denied (EACCES)" / read errors
+//                   "is 20.0 MiB; input files are limited to 16.0 MiB" /
+//                   "cannot open: Permission denied (EACCES)" (any refusal about the path itself)
+//   IoError         the system failing: EIO, out of descriptors or memory, read errors
 // Thread-safe; holds no state.
 Result<std::string> read_input_file(const std::string& path, std::uint64_t max_bytes = kMaxInputFileBytes);
 

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "libengine/core/quote.h"
+
 namespace zinf {
 namespace {
 
@@ -53,7 +55,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 Status bad(std::string_view field, std::string_view text, std::string_view why, std::string_view allowed) {
-  return Status::invalid_argument(fmt::format("{}: '{}' {}; expected {}", field, text, why, allowed));
+  return Status::invalid_argument(fmt::format("{}: {} {}; expected {}", field, zinf::quoted(text), why, allowed));
 }
 
 // Splits "1.5 TB" into 1.5 and "TB". The number must start with a digit or '.', so "inf", "nan",
@@ -165,7 +167,7 @@ std::string scaled(double value, const std::array<Unit, N>& ladder, std::string_
 Result<std::uint64_t> parse_count(std::string_view text, std::string_view field, ZeroIs zero) {
   ZINF_ASSIGN_OR_RETURN(const NumberAndUnit parts, split_number(text, field, kCountAllowed));
   const Unit* unit = find_unit(kCountUnits, parts.unit);
-  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown suffix '{}'", parts.unit), kCountAllowed);
+  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown suffix {}", zinf::quoted(parts.unit)), kCountAllowed);
   if (auto exact = exact_whole(text, parts, kCountUnits, field, zero, kCountAllowed)) return *std::move(exact);
   ZINF_ASSIGN_OR_RETURN(const double value, checked_product(parts.number, unit->multiplier, field, text, zero, kCountAllowed));
   return to_whole(value, field, text, kCountAllowed);
@@ -174,7 +176,7 @@ Result<std::uint64_t> parse_count(std::string_view text, std::string_view field,
 Result<std::uint64_t> parse_bytes(std::string_view text, std::string_view field, ZeroIs zero) {
   ZINF_ASSIGN_OR_RETURN(const NumberAndUnit parts, split_number(text, field, kBytesAllowed));
   const Unit* unit = find_unit(kByteUnits, parts.unit);
-  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown unit '{}'", parts.unit), kBytesAllowed);
+  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kBytesAllowed);
   if (auto exact = exact_whole(text, parts, kByteUnits, field, zero, kBytesAllowed)) return *std::move(exact);
   ZINF_ASSIGN_OR_RETURN(const double value, checked_product(parts.number, unit->multiplier, field, text, zero, kBytesAllowed));
   return to_whole(value, field, text, kBytesAllowed);
@@ -202,8 +204,8 @@ Result<double> parse_bandwidth(std::string_view text, std::string_view field, Ze
   if (multiplier == 0.0) {
     const bool missing_rate = find_unit(kByteUnits, unit) != nullptr || find_unit(kBitUnits, unit) != nullptr;
     return bad(field, text,
-               missing_rate ? fmt::format("has a size unit '{}' without '/s'", unit)
-                            : fmt::format("has an unknown unit '{}'", unit),
+               missing_rate ? fmt::format("has a size unit {} without '/s'", zinf::quoted(unit))
+                            : fmt::format("has an unknown unit {}", zinf::quoted(unit)),
                kBandwidthAllowed);
   }
   return checked_product(parts.number, multiplier, field, text, zero, kBandwidthAllowed);
@@ -219,7 +221,7 @@ Result<double> parse_flops(std::string_view text, std::string_view field, ZeroIs
     }
   }
   const Unit* prefix = find_unit(kFlopPrefixes, unit);
-  if (prefix == nullptr) return bad(field, text, fmt::format("has an unknown unit '{}'", parts.unit), kFlopsAllowed);
+  if (prefix == nullptr) return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kFlopsAllowed);
   return checked_product(parts.number, prefix->multiplier, field, text, zero, kFlopsAllowed);
 }
 

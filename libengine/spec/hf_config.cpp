@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "libengine/core/quote.h"
 #include "libengine/spec/json_input.h"
 
 namespace zinf::spec {
@@ -64,8 +65,8 @@ Result<FamilyName> find_family(const JsonObject& config) {
     for (const FamilyName& name : kFamilies) {
       if (name.model_type == model_type) return name;
     }
-    return Status::invalid_argument(fmt::format("{}: '{}' is not supported; supported: {}",
-                                                config.field_path("model_type"), model_type, kSupportedModelTypes));
+    return Status::invalid_argument(fmt::format("{}: {} is not supported; supported: {}",
+                                                config.field_path("model_type"), zinf::quoted(model_type), kSupportedModelTypes));
   }
   if (config.has("architectures") && config.raw().at("architectures").is_array()) {
     for (const nlohmann::json& architecture : config.raw().at("architectures")) {

@@ -1,11 +1,13 @@
 #include "libengine/spec/json_input.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "libengine/core/input_file.h"
+#include "libengine/core/quote.h"
 #include "libengine/core/units.h"
 
 namespace zinf::spec {
@@ -406,16 +408,41 @@ Status JsonObject::reject_unknown_keys(const std::vector<std::string_view>& know
     const auto suggestion = closest_match(key, known);
     std::string allowed;
     for (std::string_view name : known) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", name);
+    // The key comes from the file: shown as written when it is a short printable word, quoted
+    // (escaped, cut) otherwise, so the message stays one readable line.
+    const bool plain = key.size() <= 60 && std::all_of(key.begin(), key.end(), [](char c) {
+                         const auto byte = static_cast<unsigned char>(c);
+                         return byte >= 0x20 && byte != 0x7f;
+                       });
+    const std::string where = plain ? field_path(key) : field_path(zinf::quoted(key));
     if (suggestion) {
       return Status::invalid_argument(
-          fmt::format("{}: unknown field (did you mean '{}'?); allowed: {}", field_path(key), *suggestion, allowed));
+          fmt::format("{}: unknown field (did you mean '{}'?); allowed: {}", where, *suggestion, allowed));
     }
-    return Status::invalid_argument(fmt::format("{}: unknown field; allowed: {}", field_path(key), allowed));
+    return Status::invalid_argument(fmt::format("{}: unknown field; allowed: {}", where, allowed));
   }
   return Status::ok();
 }
 
+std::optional<std::int64_t> exact_int64(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<std::uint64_t>();
+    if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+    return static_cast<std::int64_t>(v);
+  }
+  if (value.is_number_integer()) return value.get<std::int64_t>();
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> exact_uint64(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (value.is_number_integer() && value.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  return std::nullopt;
+}
+
 std::optional<std::string_view> closest_match(std::string_view word, const std::vector<std::string_view>& candidates) {
+  // A typo of a short key is short; this also keeps the quadratic distance cheap for any input.
+  if (word.size() > 64) return std::nullopt;
   // Levenshtein distance; fine for the handful of short keys a schema has.
   const auto distance = [](std::string_view a, std::string_view b) {
     std::vector<std::size_t> row(b.size() + 1);

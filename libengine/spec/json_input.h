@@ -77,6 +77,12 @@ class JsonObject {
   std::string path_;
 };
 
+// The value as a 64-bit integer when it is a JSON integer that fits, else nullopt. Unlike
+// nlohmann's get<>(), never converts a float (1e300 into an int64 is undefined behaviour) and never
+// wraps a value around.
+std::optional<std::int64_t> exact_int64(const nlohmann::json& value);
+std::optional<std::uint64_t> exact_uint64(const nlohmann::json& value);
+
 // The closest candidate to `word` by edit distance, if it is close enough to be a likely typo.
 std::optional<std::string_view> closest_match(std::string_view word, const std::vector<std::string_view>& candidates);
 

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <span>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "libengine/spec/json_input.h"
 #include "libengine/train/checkpoint.h"
 
 namespace zinf::train {
@@ -75,19 +77,27 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
   }
   optim::LossScalerState scaler_state;
   std::int64_t optimizer_steps = 0;
+  // Integers are read exactly: a crafted float there must be an error, not a conversion.
+  const auto integer = [](const nlohmann::json& value) {
+    const std::optional<std::int64_t> exact = spec::exact_int64(value);
+    if (!exact) throw std::invalid_argument(fmt::format("{} is not an integer", spec::describe_json_value(value)));
+    return *exact;
+  };
   try {
-    optimizer_steps = meta.extra.at("optimizer_step").get<std::int64_t>();
+    optimizer_steps = integer(meta.extra.at("optimizer_step"));
     scaler_state.scale = meta.extra.at("loss_scale").get<double>();
-    scaler_state.clean_steps = meta.extra.at("loss_scale_clean_steps").get<std::int64_t>();
+    scaler_state.clean_steps = integer(meta.extra.at("loss_scale_clean_steps"));
     recent_losses_.clear();
     // Absent in checkpoints written before the field existed: the summary then covers fewer steps.
     if (const auto it = meta.extra.find("recent_losses"); it != meta.extra.end()) {
       for (const nlohmann::json& entry : *it) {
-        recent_losses_.push_back({entry.at(0).get<std::int64_t>(), entry.at(1).get<double>()});
+        recent_losses_.push_back({integer(entry.at(0)), entry.at(1).get<double>()});
       }
       if (recent_losses_.size() > kRecentLossesKept) recent_losses_.erase(recent_losses_.begin(), recent_losses_.end() - kRecentLossesKept);
     }
   } catch (const nlohmann::json::exception& e) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
+  } catch (const std::invalid_argument& e) {
     return Status::invalid_argument(fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
   }
   ZINF_RETURN_IF_ERROR(optimizer_.set_step_count(optimizer_steps));

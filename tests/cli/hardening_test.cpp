@@ -71,6 +71,15 @@ TEST_CASE("hardening: special files and directories as input are refused at once
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   check_usage_error(run_zinf({"plan", "--params", "1T", "--hw", fifo}), "is a FIFO, not a regular file");
   check_usage_error(run_zinf({"train", "/dev/zero"}), "/dev/zero: is a character device");
+  // Found by the cli_plan fuzz target: a path the system refuses (here too long) was exit 1.
+  check_usage_error(run_zinf({"plan", "--params", "1T", "--hw", "/dev/" + std::string(5000, 'x') + ".json"}),
+                    "cannot open: File name too long (ENAMETOOLONG)");
+  // ... and a schema from a file was echoed whole.
+  nlohmann::json profile = nlohmann::json::parse(profile_text());
+  profile["schema"] = std::string(100000, 's');
+  const auto o = run_zinf({"plan", "--params", "1T", "--hw", dir.write("schema.json", profile.dump())});
+  check_usage_error(o, "hw.schema: 'sss");
+  CHECK(o.err.size() < 300);
 }
 
 TEST_CASE("hardening: figures that would make a step infinite are refused; no plan prints inf or nan") {

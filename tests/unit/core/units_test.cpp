@@ -137,5 +137,17 @@ TEST_CASE("whole numbers in a range: plain decimal only") {
   CHECK(parse_int_in_range("-11", "x", -10, 10).status().message().find("is too small") != std::string::npos);
 }
 
+// Issue 15 (found by the sizes fuzz target): the text was echoed raw, so a newline or an escape
+// sequence in a flag broke the one-line error, and a megabyte of text made a megabyte of error.
+TEST_CASE("the text in a size error is quoted: control characters escaped, length bounded") {
+  CHECK(count_error("M\n\x1b[2J") == "--params: 'M\\x0a\\x1b[2J' is not a number; expected a count like 1000, 7M, "
+                                      "175B, 1T or 1.3e12 (K, M, B=billion, T)");
+  const std::string long_text = "1" + std::string(100000, 'X');
+  const std::string message = parse_count(long_text, "--params").status().message();
+  CHECK(message.size() < 300);
+  CHECK(message.find("has an unknown suffix 'XXXX") != std::string::npos);
+  CHECK(message.find("...'") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace zinf

@@ -133,5 +133,17 @@ TEST_CASE("printable strings refuse control characters") {
         R"(hw.name: "x\u001b[2J" (string) holds a control character (0x1b at byte 1); expected printable text)");
 }
 
+// Issue 15 (found by the fuzz targets): an unknown key was echoed raw (newlines, megabytes) and a
+// long one made the "did you mean" search quadratic in its length.
+TEST_CASE("an unknown key from a file is quoted when it is not a short printable word") {
+  const nlohmann::json doc = {{"gpus", 8}, {"bad\nkey", 1}};
+  const JsonObject node = JsonObject::wrap(doc, "hw.node").value();
+  CHECK(node.reject_unknown_keys({"gpus"}).message() == "hw.node.'bad\\x0akey': unknown field; allowed: gpus");
+  const nlohmann::json huge = {{std::string(1 << 20, 'g'), 1}};
+  const std::string message = JsonObject::wrap(huge, "hw").value().reject_unknown_keys({"gpus"}).message();
+  CHECK(message.size() < 200);
+  CHECK(closest_match(std::string(1000, 'g'), {"gpus"}) == std::nullopt);
+}
+
 }  // namespace
 }  // namespace zinf::spec
