@@ -389,7 +389,8 @@ Result<CheckpointMeta> load_checkpoint(const fs::path& path, std::span<const Nam
     }
   }
   if (entries.size() != into.size()) {
-    for (const auto& [name, entry] : entries) {
+    for (const auto& named_entry : entries) {
+      const std::string& name = named_entry.first;  // not a structured binding: Clang 14 cannot capture one
       const bool wanted = std::any_of(into.begin(), into.end(), [&](const NamedArray& a) { return a.name == name; });
       if (!wanted) {
         return Status::invalid_argument(fmt::format(
