@@ -21,3 +21,15 @@ if(ZINF_SANITIZE)
     -fsanitize=${ZINF_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(zinf_compile_options INTERFACE -fsanitize=${ZINF_SANITIZE})
 endif()
+
+# Fuzzing with libFuzzer (tests/fuzz, scripts/fuzz.sh): every zinf target gets coverage
+# instrumentation so the fuzzer is guided through the parsers, not only through the target file.
+if(ZINF_FUZZ_ENGINE STREQUAL "libfuzzer")
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "ZINF_FUZZ_ENGINE=libfuzzer needs Clang (CMAKE_CXX_COMPILER=clang++); "
+                        "use ZINF_FUZZ_ENGINE=driver with ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  target_compile_options(zinf_compile_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+elseif(NOT ZINF_FUZZ_ENGINE STREQUAL "driver")
+  message(FATAL_ERROR "ZINF_FUZZ_ENGINE: '${ZINF_FUZZ_ENGINE}' is not one of: driver, libfuzzer")
+endif()

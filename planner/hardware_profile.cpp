@@ -1,7 +1,11 @@
 #include "planner/hardware_profile.h"
 
+#include <cmath>
+#include <tuple>
+
 #include <fmt/format.h>
 
+#include "libengine/core/quote.h"
 #include "libengine/spec/json_input.h"
 #include "planner/builtin_profiles.h"
 
@@ -15,7 +19,7 @@ constexpr std::string_view kSchema = "zinf.hardware/1";
 Result<GpuSpec> parse_gpu(const JsonObject& gpu) {
   ZINF_RETURN_IF_ERROR(gpu.reject_unknown_keys({"name", "memory", "peak_flops", "achievable_flops", "memory_bandwidth"}));
   GpuSpec spec;
-  ZINF_ASSIGN_OR_RETURN(spec.name, gpu.string("name"));
+  ZINF_ASSIGN_OR_RETURN(spec.name, gpu.printable_string("name"));
   ZINF_ASSIGN_OR_RETURN(spec.memory_bytes, gpu.bytes("memory"));
   ZINF_ASSIGN_OR_RETURN(spec.peak_flops, gpu.flops("peak_flops"));
   ZINF_ASSIGN_OR_RETURN(spec.achievable_flops, gpu.flops("achievable_flops"));
@@ -54,11 +58,11 @@ Result<HardwareProfile> parse_profile_object(const nlohmann::json& document) {
   ZINF_RETURN_IF_ERROR(root.reject_unknown_keys({"schema", "name", "description", "nodes", "node"}));
   ZINF_ASSIGN_OR_RETURN(const std::string schema, root.string("schema"));
   if (schema != kSchema) {
-    return Status::invalid_argument(fmt::format("hw.schema: '{}' is not supported; expected '{}'", schema, kSchema));
+    return Status::invalid_argument(fmt::format("hw.schema: {} is not supported; expected '{}'", zinf::quoted(schema), kSchema));
   }
   HardwareProfile profile;
-  ZINF_ASSIGN_OR_RETURN(profile.name, root.string("name"));
-  ZINF_ASSIGN_OR_RETURN(const auto description, root.optional_string("description"));
+  ZINF_ASSIGN_OR_RETURN(profile.name, root.printable_string("name"));
+  ZINF_ASSIGN_OR_RETURN(const auto description, root.optional_printable_string("description"));
   profile.description = description.value_or("");
   ZINF_ASSIGN_OR_RETURN(const auto nodes, root.optional_positive_int("nodes"));
   profile.nodes = nodes.value_or(1);
@@ -76,25 +80,43 @@ Result<HardwareProfile> parse_hardware_profile(const nlohmann::json& document, s
   return profile;
 }
 
+Status check_figure(double value, std::string_view field, const FigureRange& range) {
+  if (std::isfinite(value) && value >= range.min && value <= range.max) return Status::ok();
+  if (std::isfinite(value) && value <= 0) return Status::invalid_argument(fmt::format("{}: {:g} must be positive", field, value));
+  return Status::invalid_argument(fmt::format("{}: {:g} {} is outside {}, the range this figure can take", field, value,
+                                              range.unit, range.allowed));
+}
+
 Status validate(const HardwareProfile& profile) {
   const NodeSpec& node = profile.node;
   if (profile.nodes <= 0) return Status::invalid_argument(fmt::format("hw.nodes: {} is not a positive integer", profile.nodes));
+  if (profile.nodes > kMaxNodes) {
+    return Status::invalid_argument(fmt::format("hw.nodes: {} is too large (at most {})", profile.nodes, kMaxNodes));
+  }
   if (node.gpus <= 0) return Status::invalid_argument(fmt::format("hw.node.gpus: {} is not a positive integer", node.gpus));
+  if (node.gpus > kMaxGpusPerNode) {
+    return Status::invalid_argument(fmt::format("hw.node.gpus: {} is too large (at most {})", node.gpus, kMaxGpusPerNode));
+  }
+  for (auto [field, value, range] : {std::tuple{"gpu.memory", static_cast<double>(node.gpu.memory_bytes), kGpuMemoryRange},
+                                     std::tuple{"gpu.peak_flops", node.gpu.peak_flops, kFlopsRange},
+                                     std::tuple{"gpu.achievable_flops", node.gpu.achievable_flops, kFlopsRange},
+                                     std::tuple{"gpu.memory_bandwidth", node.gpu.memory_bandwidth, kBandwidthRange},
+                                     std::tuple{"cpu.memory", static_cast<double>(node.cpu_memory_bytes), kHostBytesRange},
+                                     std::tuple{"cpu.memory_bandwidth", node.cpu_memory_bandwidth, kBandwidthRange},
+                                     std::tuple{"nvme.read_bandwidth", node.nvme_read_bandwidth, kBandwidthRange},
+                                     std::tuple{"nvme.write_bandwidth", node.nvme_write_bandwidth, kBandwidthRange},
+                                     std::tuple{"links.pcie_per_gpu", node.pcie_bandwidth_per_gpu, kBandwidthRange},
+                                     std::tuple{"links.gpu_to_gpu", node.gpu_link_bandwidth, kBandwidthRange},
+                                     std::tuple{"links.network", node.network_bandwidth, kBandwidthRange}}) {
+    ZINF_RETURN_IF_ERROR(check_figure(value, fmt::format("hw.node.{}", field), range));
+  }
+  if (node.nvme_capacity_bytes != 0) {
+    ZINF_RETURN_IF_ERROR(check_figure(static_cast<double>(node.nvme_capacity_bytes), "hw.node.nvme.capacity", kHostBytesRange));
+  }
   if (node.gpu.achievable_flops > node.gpu.peak_flops) {
     return Status::invalid_argument(fmt::format(
         "hw.node.gpu.achievable_flops: {:g} is above peak_flops {:g}; achievable throughput cannot exceed the peak",
         node.gpu.achievable_flops, node.gpu.peak_flops));
-  }
-  for (auto [field, value] : {std::pair{"gpu.memory", static_cast<double>(node.gpu.memory_bytes)},
-                              std::pair{"gpu.achievable_flops", node.gpu.achievable_flops},
-                              std::pair{"gpu.memory_bandwidth", node.gpu.memory_bandwidth},
-                              std::pair{"cpu.memory_bandwidth", node.cpu_memory_bandwidth},
-                              std::pair{"nvme.read_bandwidth", node.nvme_read_bandwidth},
-                              std::pair{"nvme.write_bandwidth", node.nvme_write_bandwidth},
-                              std::pair{"links.pcie_per_gpu", node.pcie_bandwidth_per_gpu},
-                              std::pair{"links.gpu_to_gpu", node.gpu_link_bandwidth},
-                              std::pair{"links.network", node.network_bandwidth}}) {
-    if (!(value > 0)) return Status::invalid_argument(fmt::format("hw.node.{}: {:g} must be positive", field, value));
   }
   return Status::ok();
 }
@@ -138,7 +160,7 @@ Result<std::string_view> builtin_profile_text(std::string_view name) {
   }
   std::string known;
   for (std::string_view builtin : builtin_profile_names()) known += fmt::format("{}{}", known.empty() ? "" : ", ", builtin);
-  return Status::not_found(fmt::format("'{}' is not a built-in hardware profile or a .json file; built-in: {}", name, known));
+  return Status::not_found(fmt::format("{} is not a built-in hardware profile or a .json file; built-in: {}", zinf::quoted(name), known));
 }
 
 Result<HardwareProfile> load_hardware_profile(std::string_view name_or_path) {

@@ -65,7 +65,28 @@ Result<std::string_view> builtin_profile_text(std::string_view name);
 // ".json"). NotFound lists the built-in names.
 Result<HardwareProfile> load_hardware_profile(std::string_view name_or_path);
 
-// Consistency checks beyond types: positive GPU count, achievable <= peak FLOP/s, bandwidths > 0.
+// The physically meaningful range of each kind of figure. Outside it the model's arithmetic stops
+// meaning anything (1e-300 FLOP/s gives an infinite step time), so profiles and the CLI's per-field
+// overrides are both checked against these, and nothing non-finite can reach a printed plan.
+struct FigureRange {
+  double min;
+  double max;
+  std::string_view unit;      // printed after the value: "FLOP/s", "B/s", "B"
+  std::string_view allowed;   // "1 GFLOP/s to 10 EFLOP/s"
+};
+inline constexpr FigureRange kFlopsRange{1e9, 1e19, "FLOP/s", "1 GFLOP/s to 10 EFLOP/s"};
+inline constexpr FigureRange kBandwidthRange{1e6, 1e15, "B/s", "1 MB/s to 1 PB/s"};
+inline constexpr FigureRange kGpuMemoryRange{1048576.0, 1125899906842624.0, "B", "1 MiB to 1 PiB"};
+inline constexpr FigureRange kHostBytesRange{1048576.0, 1152921504606846976.0, "B", "1 MiB to 1 EiB"};
+inline constexpr std::int64_t kMaxGpusPerNode = 1 << 16;
+inline constexpr std::int64_t kMaxNodes = 1 << 16;
+
+// `value` lies in `range` (and is finite); otherwise InvalidArgument
+// "<field>: 1e-300 FLOP/s is outside 1 GFLOP/s to 10 EFLOP/s, the range this figure can take".
+Status check_figure(double value, std::string_view field, const FigureRange& range);
+
+// Consistency checks beyond types: every figure within its FigureRange (NVMe capacity may also be 0),
+// GPU and node counts within 1..65536, achievable <= peak FLOP/s.
 Status validate(const HardwareProfile& profile);
 
 }  // namespace zinf::planner

@@ -84,6 +84,7 @@ Result<std::vector<MaxParamsResult>> max_params_per_strategy(const PlanInput& ba
       result.shape = best.shape;
       result.placement = best.choice.placement;
       result.prediction = predict(best.memory, input, best.choice.step);
+      ZINF_RETURN_IF_ERROR(check_finite(result.prediction));
     } else {
       result.limit = describe_limit(best);
     }

@@ -91,6 +91,19 @@ Prediction predict(const ModelMemory& memory, const PlanInput& input, const Step
   return prediction;
 }
 
+Status check_finite(const Prediction& p) {
+  for (const double value : {p.step_seconds, p.step_seconds_no_overlap, p.compute_seconds, p.tokens_per_second,
+                             p.achieved_flops_per_gpu, p.mfu, p.efficiency}) {
+    if (!std::isfinite(value)) {
+      return Status::internal(fmt::format(
+          "planner: a predicted figure is not finite (step {:g} s, compute {:g} s, {:g} tokens/s); the inputs passed "
+          "validation, so this is a bug in zinf; please report the command line",
+          p.step_seconds, p.compute_seconds, p.tokens_per_second));
+    }
+  }
+  return Status::ok();
+}
+
 namespace {
 
 std::string explain_bottleneck(const Plan& plan) {
@@ -166,7 +179,6 @@ std::optional<std::int64_t> smallest_that_works(std::int64_t low, std::int64_t h
   return low;
 }
 
-constexpr std::int64_t kMaxNodes = 1 << 16;
 
 std::optional<std::int64_t> nodes_that_fit(const PlanInput& base) {
   return smallest_that_works(base.hardware.nodes + 1, kMaxNodes, [&](std::int64_t n) {
@@ -334,6 +346,7 @@ Result<Plan> make_plan(const PlanInput& input) {
   if (plan.feasible) {
     plan.step = choice.step;
     plan.prediction = predict(plan.memory, input, plan.step);
+    ZINF_RETURN_IF_ERROR(check_finite(plan.prediction));
     plan.bottleneck = explain_bottleneck(plan);
   } else {
     plan.bottleneck = explain_infeasible(plan);

@@ -95,4 +95,9 @@ PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& inp
 
 Prediction predict(const ModelMemory& memory, const PlanInput& input, const StepModel& step);
 
+// Ok when every figure of `prediction` is finite. validate(HardwareProfile) keeps every input in a
+// range where this holds, so a failure is a bug; it is reported (Internal) rather than printed as
+// "inf" or "-nan%". make_plan, run_sweep and max_params_per_strategy check every prediction.
+Status check_finite(const Prediction& prediction);
+
 }  // namespace zinf::planner

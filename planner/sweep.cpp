@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "libengine/core/quote.h"
 #include "libengine/core/split.h"
 #include "libengine/core/units.h"
 #include "planner/shape_rule.h"
@@ -73,7 +74,7 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
     ZINF_ASSIGN_OR_RETURN(const std::uint64_t low, parse_value(key, text.substr(0, range_at), field));
     ZINF_ASSIGN_OR_RETURN(const std::uint64_t high, parse_value(key, rest, field));
     if (low > high) {
-      return Status::invalid_argument(fmt::format("{}: range '{}' runs backwards; write low..high", field, text));
+      return Status::invalid_argument(fmt::format("{}: range {} runs backwards; write low..high", field, zinf::quoted(text)));
     }
     bool multiply = true;
     std::uint64_t amount = 2;
@@ -86,7 +87,7 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
         multiply = valid_kind && step->front() == 'x';
         if (!parsed.is_ok() || (multiply && *parsed < 2)) {
           return Status::invalid_argument(fmt::format(
-              "{}: step '{}' is not valid; expected :xN (multiply, N >= 2) or :+N (add, N >= 1)", field, *step));
+              "{}: step {} is not valid; expected :xN (multiply, N >= 2) or :+N (add, N >= 1)", field, zinf::quoted(*step)));
         }
         amount = *parsed;
       }
@@ -101,7 +102,7 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
     }
   }
   if (values.size() > kMaxValuesPerDimension) {
-    return Status::invalid_argument(fmt::format("{}: '{}' has more than {} values", field, text, kMaxValuesPerDimension));
+    return Status::invalid_argument(fmt::format("{}: {} has more than {} values", field, zinf::quoted(text), kMaxValuesPerDimension));
   }
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
@@ -113,7 +114,7 @@ Result<SweepDimension> parse_sweep_dimension(std::string_view text, std::string_
   std::string keys;
   for (const KeyInfo& info : kKeys) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", info.name);
   if (equals == std::string_view::npos) {
-    return Status::invalid_argument(fmt::format("{}: '{}' is not key=values (e.g. params=1B..100T); keys: {}", field, text, keys));
+    return Status::invalid_argument(fmt::format("{}: {} is not key=values (e.g. params=1B..100T); keys: {}", field, zinf::quoted(text), keys));
   }
   const std::string_view name = text.substr(0, equals);
   for (const KeyInfo& info : kKeys) {
@@ -122,7 +123,7 @@ Result<SweepDimension> parse_sweep_dimension(std::string_view text, std::string_
                           parse_sweep_values(info.key, text.substr(equals + 1), fmt::format("{} {}", field, name)));
     return SweepDimension{info.key, std::move(values)};
   }
-  return Status::invalid_argument(fmt::format("{}: '{}' is not a sweep key; keys: {}", field, name, keys));
+  return Status::invalid_argument(fmt::format("{}: {} is not a sweep key; keys: {}", field, zinf::quoted(name), keys));
 }
 
 Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vector<SweepDimension>& dimensions) {
@@ -172,6 +173,7 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
     }
     ZINF_RETURN_IF_ERROR(spec::validate(input.shape));
     ZINF_RETURN_IF_ERROR(spec::validate(input.training));
+    ZINF_RETURN_IF_ERROR(validate(input.hardware));
     const ModelMemory memory = model_memory(input.shape, input.training);
     const PlacementChoice choice = choose_placement(memory, input);
     SweepPoint point;
@@ -180,6 +182,7 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
     point.worst_fraction = choice.footprint.worst_fraction();
     if (choice.feasible) {
       point.prediction = predict(memory, input, choice.step);
+      ZINF_RETURN_IF_ERROR(check_finite(point.prediction));
       point.bottleneck = choice.step.bottleneck;
     }
     point.input = std::move(input);

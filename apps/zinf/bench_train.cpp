@@ -78,11 +78,12 @@ class BenchTrainCommand final : public Subcommand {
     cmd_->add_option("scenario", scenario_path_, "Scenario JSON (e.g. scenarios/bench-4l-1024.json)")
         ->required()
         ->type_name("FILE");
-    cmd_->add_option("--steps", steps_, "Timed steps per repetition (default 10)")->type_name("N");
-    cmd_->add_option("--warmup", warmup_, "Untimed steps before them in each repetition (default 3)")->type_name("N");
-    cmd_->add_option("--repeat", repeat_, "Repetitions of each side, alternating (default 3)")->type_name("N");
-    cmd_->add_option("--threads", threads_, "Compute threads for both sides (default: the scenario's; 0 = all cores)")
-        ->type_name("N");
+    cmd_->add_option("--steps", steps_text_, "Timed steps per repetition (default 10)")->type_name("N");
+    cmd_->add_option("--warmup", warmup_text_, "Untimed steps before them in each repetition (default 3)")->type_name("N");
+    cmd_->add_option("--repeat", repeat_text_, "Repetitions of each side, alternating (default 3)")->type_name("N");
+    threads_option_ = cmd_->add_option("--threads", threads_text_,
+                                       "Compute threads for both sides (default: the scenario's; 0 = one per core)")
+                          ->type_name("N");
     cmd_->add_flag("--torch", torch_, "Also run PyTorch (scripts/bench/torch_train.py) and print zinf/PyTorch");
     cmd_->add_flag("--zero0", zero0_,
                    "For a scenario with a \"zero\" placement: run it next to ZeRO-0 on the same model (alternating), "
@@ -99,11 +100,18 @@ class BenchTrainCommand final : public Subcommand {
 
  private:
   Status run_against_zero0(const spec::Scenario& scenario, const Io& io) const;
+  Status parse_flags();
   Result<double> run_torch_once(const spec::Scenario& scenario, const std::string& python, const std::string& script,
                                 SideResult& side, json& info) const;
 
   CLI::App* cmd_ = nullptr;
   std::string scenario_path_;
+  // Integers are parsed by zinf (plain decimal, checked ranges), not by CLI11; see parse_flags().
+  std::string steps_text_ = "10";
+  std::string warmup_text_ = "3";
+  std::string repeat_text_ = "3";
+  std::string threads_text_;
+  CLI::Option* threads_option_ = nullptr;
   std::int64_t steps_ = 10;
   std::int64_t warmup_ = 3;
   std::int64_t repeat_ = 3;
@@ -151,12 +159,24 @@ Result<double> BenchTrainCommand::run_torch_once(const spec::Scenario& s, const 
   }
 }
 
+// A benchmark repetition is at most a million steps; threads share the scenario's range.
+constexpr std::int64_t kMaxBenchSteps = 1'000'000;
+
+Status BenchTrainCommand::parse_flags() {
+  ZINF_ASSIGN_OR_RETURN(steps_, parse_int_in_range(steps_text_, "--steps", 1, kMaxBenchSteps));
+  ZINF_ASSIGN_OR_RETURN(warmup_, parse_int_in_range(warmup_text_, "--warmup", 0, kMaxBenchSteps));
+  ZINF_ASSIGN_OR_RETURN(repeat_, parse_int_in_range(repeat_text_, "--repeat", 1, 1000));
+  if (threads_option_->count() > 0) {
+    ZINF_ASSIGN_OR_RETURN(threads_,
+                          parse_int_in_range(threads_text_, "--threads", spec::kThreadsRange.min, spec::kThreadsRange.max));
+  }
+  return Status::ok();
+}
+
 Status BenchTrainCommand::run(const Io& io) {
   ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
-  if (steps_ <= 0) return Status::invalid_argument(fmt::format("--steps: {} is not a positive integer", steps_));
-  if (warmup_ < 0) return Status::invalid_argument(fmt::format("--warmup: {} is negative", warmup_));
-  if (repeat_ <= 0) return Status::invalid_argument(fmt::format("--repeat: {} is not a positive integer", repeat_));
-  if (threads_ && *threads_ < 0) return Status::invalid_argument(fmt::format("--threads: {} is negative", *threads_));
+  ZINF_RETURN_IF_ERROR(parse_flags());
+  if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
   const spec::ShapeResolver resolver = [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
     return planner::shape_for_params(params, vocab, seq);
   };

@@ -27,13 +27,24 @@ std::string version_text() {
                      info.compiler, features);
 }
 
-// CLI11 messages can span lines; the contract is one line per error.
+// CLI11 messages can span lines; the contract is one line per error. Messages quote what the user
+// gave, so other control characters (an escape sequence in a profile name) are shown as \xNN
+// rather than sent to the terminal.
 std::string one_line(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  for (char& c : text) {
-    if (c == '\n') c = ' ';
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += ' ';
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
   }
-  return text;
+  return out;
 }
 
 void print_error(const Io& io, const std::string& message) {

@@ -25,6 +25,7 @@
 #include "libengine/io/checksum.h"
 #include "libengine/io/io_engine.h"
 #include "libengine/io/swap_store.h"
+#include "libengine/memory/staging_pool.h"
 #include "reports/record_envelope.h"
 
 namespace zinf::cli {
@@ -224,7 +225,10 @@ Status BenchCommand::configure(io::SwapStoreOptions& store_options, IoBenchConfi
   ZINF_ASSIGN_OR_RETURN(const std::int64_t repeat, parse_positive_int(repeat_, "--repeat", kMaxRepeat));
   ZINF_ASSIGN_OR_RETURN(config.seed, parse_count(seed_, "--seed", ZeroIs::kAllowed));
   config.repeat = static_cast<unsigned>(repeat);
-  // The layout check (tensor larger than size, too many tensors) before anything touches a disk.
+  // The staging pool the store will make, counted in the benchmark's memory bound.
+  config.staging_bytes = memory::StagingPool::recommended_bytes(config.tensor_bytes, block_bytes,
+                                                                static_cast<unsigned>(qd), kBenchIoStagingBytes);
+  // The layout check (tensor larger than size, too many tensors, memory) before anything touches a disk.
   ZINF_RETURN_IF_ERROR(plan_io_bench(config, block_bytes, static_cast<unsigned>(qd), kBlockGranuleBytes).status());
 
   store_options.paths = paths_;
@@ -235,6 +239,7 @@ Status BenchCommand::configure(io::SwapStoreOptions& store_options, IoBenchConfi
   store_options.checksum = checksum;
   store_options.largest_transfer_bytes = config.tensor_bytes;
   store_options.allow_buffered_fallback = buffered_ok_;
+  store_options.staging_budget_bytes = kBenchIoStagingBytes;
   return Status::ok();
 }
 
@@ -294,6 +299,7 @@ Status BenchCommand::run_io(const Io& io) {
   io::SwapStoreOptions store_options;
   IoBenchConfig config;
   ZINF_RETURN_IF_ERROR(configure(store_options, config));
+  if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
 
   std::string fio_program;
   if (fio_) {
@@ -425,6 +431,7 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
                       {"last_tensor_bytes", layout.last_tensor_bytes},
                       {"window_tensors", layout.window_tensors},
                       {"ring_bytes", layout.ring_bytes},
+                      {"memory_bytes", layout.memory_bytes},
                       {"buffer_alignment_bytes", layout.buffer_alignment_bytes},
                       {"stamp_stride_bytes", layout.stamp_stride_bytes},
                       {"prefilled", result.prefilled},
@@ -513,9 +520,11 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
                                   ? fmt::format("{} x {}", layout.tensor_count, bytes_text(config.tensor_bytes))
                                   : fmt::format("{} x {} + 1 x {}", layout.tensor_count - 1,
                                                 bytes_text(config.tensor_bytes), bytes_text(layout.last_tensor_bytes));
-  setup.fields.emplace_back("tensors", fmt::format("{} = {} per run; {} in flight ({} of buffers); {} of each test",
+  setup.fields.emplace_back("tensors", fmt::format("{} = {} per run; {} in flight ({} of buffers, {} with staging); {} "
+                                                   "of each test",
                                                    tensors, bytes_text(config.size_bytes), layout.window_tensors,
-                                                   bytes_text(layout.ring_bytes), runs_text(config.repeat)));
+                                                   bytes_text(layout.ring_bytes), bytes_text(layout.memory_bytes),
+                                                   runs_text(config.repeat)));
   if (run.fio) {
     setup.fields.emplace_back(
         "fio", fmt::format("{} ({}), {}, --direct={}, --iomem={}, on the store's swap files", run.fio->program,

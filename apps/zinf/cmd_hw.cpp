@@ -93,7 +93,7 @@ class HwCommand final : public Subcommand {
           io.out << *text;
           return Status::ok();
         }
-        return write_file_atomically(show_output_.out_path, std::string(*text));
+        return write_output_file(show_output_.out_path, *text, "--out", io);
       }
     }
     return emit(show_output_, out, io);

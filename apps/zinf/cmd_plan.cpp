@@ -38,10 +38,15 @@ struct HardwareOverride {
   std::function<Status(HardwareProfile&, const std::string& text, const std::string& flag)> apply;
 };
 
+// Each override is checked against the same planner::FigureRange a profile's field is, so a flag
+// cannot set a value a profile file could not.
 template <typename Field>
-HardwareOverride bytes_override(std::string flag, std::string help, Field field, ZeroIs zero = ZeroIs::kRejected) {
-  return {std::move(flag), std::move(help), "SIZE", [field, zero](HardwareProfile& hw, const std::string& text, const std::string& f) {
+HardwareOverride bytes_override(std::string flag, std::string help, Field field, planner::FigureRange range,
+                                ZeroIs zero = ZeroIs::kRejected) {
+  return {std::move(flag), std::move(help), "SIZE",
+          [field, range, zero](HardwareProfile& hw, const std::string& text, const std::string& f) {
             ZINF_ASSIGN_OR_RETURN(const std::uint64_t value, parse_bytes(text, f, zero));
+            if (value != 0) ZINF_RETURN_IF_ERROR(planner::check_figure(static_cast<double>(value), f, range));
             field(hw) = value;
             return Status::ok();
           }};
@@ -51,6 +56,7 @@ template <typename Field>
 HardwareOverride bandwidth_override(std::string flag, std::string help, Field field) {
   return {std::move(flag), std::move(help), "BW", [field](HardwareProfile& hw, const std::string& text, const std::string& f) {
             ZINF_ASSIGN_OR_RETURN(const double value, parse_bandwidth(text, f));
+            ZINF_RETURN_IF_ERROR(planner::check_figure(value, f, planner::kBandwidthRange));
             field(hw) = value;
             return Status::ok();
           }};
@@ -60,6 +66,7 @@ template <typename Field>
 HardwareOverride flops_override(std::string flag, std::string help, Field field) {
   return {std::move(flag), std::move(help), "FLOPS", [field](HardwareProfile& hw, const std::string& text, const std::string& f) {
             ZINF_ASSIGN_OR_RETURN(const double value, parse_flops(text, f));
+            ZINF_RETURN_IF_ERROR(planner::check_figure(value, f, planner::kFlopsRange));
             field(hw) = value;
             return Status::ok();
           }};
@@ -68,19 +75,21 @@ HardwareOverride flops_override(std::string flag, std::string help, Field field)
 std::vector<HardwareOverride> hardware_overrides() {
   return {
       {"--gpus-per-node", "GPUs per node", "N", [](HardwareProfile& hw, const std::string& t, const std::string& f) {
-         ZINF_ASSIGN_OR_RETURN(hw.node.gpus, parse_positive_int(t, f, 1 << 16));
+         ZINF_ASSIGN_OR_RETURN(hw.node.gpus, parse_positive_int(t, f, planner::kMaxGpusPerNode));
          return Status::ok();
        }},
-      bytes_override("--gpu-mem", "Device memory per GPU (e.g. 80GiB)", [](HardwareProfile& hw) -> auto& { return hw.node.gpu.memory_bytes; }),
+      bytes_override("--gpu-mem", "Device memory per GPU (e.g. 80GiB)", [](HardwareProfile& hw) -> auto& { return hw.node.gpu.memory_bytes; },
+                     planner::kGpuMemoryRange),
       flops_override("--gpu-peak-flops", "Datasheet FLOP/s per GPU, the MFU denominator (e.g. 989TFLOPS)",
                      [](HardwareProfile& hw) -> auto& { return hw.node.gpu.peak_flops; }),
       flops_override("--gpu-flops", "Achievable FLOP/s per GPU on large GEMMs (the paper's peak_tp)",
                      [](HardwareProfile& hw) -> auto& { return hw.node.gpu.achievable_flops; }),
       bandwidth_override("--gpu-mem-bw", "GPU memory (HBM) bandwidth", [](HardwareProfile& hw) -> auto& { return hw.node.gpu.memory_bandwidth; }),
-      bytes_override("--cpu-mem", "CPU memory per node usable for training states", [](HardwareProfile& hw) -> auto& { return hw.node.cpu_memory_bytes; }),
+      bytes_override("--cpu-mem", "CPU memory per node usable for training states", [](HardwareProfile& hw) -> auto& { return hw.node.cpu_memory_bytes; },
+                     planner::kHostBytesRange),
       bandwidth_override("--cpu-mem-bw", "CPU memory bandwidth per node", [](HardwareProfile& hw) -> auto& { return hw.node.cpu_memory_bandwidth; }),
       bytes_override("--nvme", "NVMe capacity per node (0 for none)", [](HardwareProfile& hw) -> auto& { return hw.node.nvme_capacity_bytes; },
-                     ZeroIs::kAllowed),
+                     planner::kHostBytesRange, ZeroIs::kAllowed),
       bandwidth_override("--nvme-read-bw", "NVMe read bandwidth per node (all drives)", [](HardwareProfile& hw) -> auto& { return hw.node.nvme_read_bandwidth; }),
       bandwidth_override("--nvme-write-bw", "NVMe write bandwidth per node (all drives)", [](HardwareProfile& hw) -> auto& { return hw.node.nvme_write_bandwidth; }),
       bandwidth_override("--pcie-bw", "Host<->GPU bandwidth per GPU per direction", [](HardwareProfile& hw) -> auto& { return hw.node.pcie_bandwidth_per_gpu; }),
@@ -289,7 +298,12 @@ Result<std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()>> PlanC
       return Status::invalid_argument(fmt::format(
           "--place: '{}' is not KIND=TIER (kinds: params, grads, optimizer, activations; tiers: gpu, cpu, nvme)", item));
     }
-    out[static_cast<std::size_t>(*kind)] = *tier;
+    std::optional<spec::Tier>& slot = out[static_cast<std::size_t>(*kind)];
+    if (slot) {
+      return Status::invalid_argument(fmt::format("--place: '{}' places {} a second time (already {}); give each kind once",
+                                                  item, kind_name, spec::tier_name(*slot)));
+    }
+    slot = *tier;
   }
   return out;
 }

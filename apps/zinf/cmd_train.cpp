@@ -67,15 +67,20 @@ class TrainCommand final : public Subcommand {
     cmd->add_option("scenario", scenario_path_, "Scenario JSON file, e.g. scenarios/quickstart.json")
         ->required()
         ->type_name("FILE");
-    cmd->add_option("--steps", steps_, "Override the scenario's steps (a resumed run continues to this step)")
-        ->type_name("N");
-    cmd->add_option("--threads", threads_, "Override the scenario's compute threads (0 = all cores)")->type_name("N");
-    cmd->add_option("--record", record_path_, "Write the JSON run record here (overrides output.record)")
+    // Integers are taken as text and parsed by zinf (plain decimal, the scenario's own ranges), not
+    // by CLI11, which reads "0x10" as 16 and clamps 2^64 to 2^63 - 1.
+    steps_option_ = cmd->add_option("--steps", steps_, "Override the scenario's steps (a resumed run continues to this step)")
+                        ->type_name("N");
+    threads_option_ = cmd->add_option("--threads", threads_,
+                                      "Override the scenario's compute threads (0 = one per available core)")
+                          ->type_name("N");
+    cmd->add_option("--record", record_path_, "Write the JSON run record here (overrides output.record; - is stdout)")
         ->type_name("FILE");
-    cmd->add_option("--stop-after", stop_after_,
-                    "End after this step, writing a checkpoint there when checkpoint.dir is set; the run's length "
-                    "and LR schedule stay the scenario's, so a later `zinf train` resumes the same curve")
-        ->type_name("STEP");
+    stop_after_option_ =
+        cmd->add_option("--stop-after", stop_after_,
+                        "End after this step, writing a checkpoint there when checkpoint.dir is set; the run's length "
+                        "and LR schedule stay the scenario's, so a later `zinf train` resumes the same curve")
+            ->type_name("STEP");
     cmd->add_flag("--no-resume", no_resume_, "Start from scratch even when checkpoint.dir holds a checkpoint");
     cmd->add_flag("--quiet", quiet_, "No progress output on stderr");
     add_output_options(*cmd, output_);
@@ -89,40 +94,70 @@ class TrainCommand final : public Subcommand {
   Status run(const Io& io) override;
 
  private:
+  Status check_outputs(const spec::Scenario& scenario, std::string_view record_field) const;
+
   std::string scenario_path_;
-  std::optional<std::int64_t> steps_;
-  std::optional<std::int64_t> threads_;
-  std::optional<std::int64_t> stop_after_;
+  std::string steps_;
+  std::string threads_;
+  std::string stop_after_;
+  CLI::Option* steps_option_ = nullptr;
+  CLI::Option* threads_option_ = nullptr;
+  CLI::Option* stop_after_option_ = nullptr;
   std::string record_path_;
   bool no_resume_ = false;
   bool quiet_ = false;
   OutputOptions output_;
 };
 
+// Every path the run will write, checked before step 1: a run must not train for hours and then
+// fail to write its record, and an unwritable checkpoint.dir must not wait for the first save.
+Status TrainCommand::check_outputs(const spec::Scenario& scenario, std::string_view record_field) const {
+  if (!scenario.output.record.empty()) {
+    ZINF_RETURN_IF_ERROR(check_output_path(scenario.output.record, record_field, /*create_parents=*/true));
+  }
+  if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
+  if (!scenario.checkpoint.dir.empty()) {
+    ZINF_RETURN_IF_ERROR(check_writable_directory(scenario.checkpoint.dir, "scenario.checkpoint.dir"));
+  }
+  return Status::ok();
+}
+
 Status TrainCommand::run(const Io& io) {
   const Clock::time_point setup_start = Clock::now();
   ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
-  if (steps_ && *steps_ <= 0) {
-    return Status::invalid_argument(fmt::format("--steps: {} is not a positive integer", *steps_));
+  std::optional<std::int64_t> steps;
+  std::optional<std::int64_t> threads;
+  std::optional<std::int64_t> stop_after;
+  if (steps_option_->count() > 0) {
+    ZINF_ASSIGN_OR_RETURN(steps, parse_int_in_range(steps_, "--steps", spec::kStepsRange.min, spec::kStepsRange.max));
   }
-  if (stop_after_ && *stop_after_ <= 0) {
-    return Status::invalid_argument(fmt::format("--stop-after: {} is not a positive step number", *stop_after_));
+  if (threads_option_->count() > 0) {
+    ZINF_ASSIGN_OR_RETURN(threads,
+                          parse_int_in_range(threads_, "--threads", spec::kThreadsRange.min, spec::kThreadsRange.max));
   }
-  if (threads_ && *threads_ < 0) {
-    return Status::invalid_argument(fmt::format("--threads: {} is negative; expected 0 (all cores) or more", *threads_));
+  if (stop_after_option_->count() > 0) {
+    ZINF_ASSIGN_OR_RETURN(stop_after,
+                          parse_int_in_range(stop_after_, "--stop-after", spec::kStepsRange.min, spec::kStepsRange.max));
   }
   const spec::ShapeResolver resolver = [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
     return planner::shape_for_params(params, vocab, seq);
   };
   ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
-  if (steps_) scenario.steps = *steps_;
-  if (threads_) scenario.threads = *threads_;
+  if (steps) scenario.steps = *steps;
+  if (threads) scenario.threads = *threads;
   if (!record_path_.empty()) scenario.output.record = record_path_;
+  const std::string_view record_field = record_path_.empty() ? "scenario.output.record" : "--record";
+  ZINF_RETURN_IF_ERROR(check_outputs(scenario, record_field));
+  const int cores = kernels::cpu::available_cores();
+  if (!quiet_ && scenario.threads > cores) {
+    io.err << fmt::format("warning: {} compute threads on {} available core{}: asked for, but slower than {}\n",
+                          scenario.threads, cores, cores == 1 ? "" : "s", cores);
+  }
 
   const bool quiet = quiet_;
   std::ostream& err = io.err;
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                        train::TrainSession::create(scenario, /*resume=*/!no_resume_, stop_after_.value_or(0),
+                        train::TrainSession::create(scenario, /*resume=*/!no_resume_, stop_after.value_or(0),
                                                     [quiet, &err](const std::string& line) {
                                                       if (!quiet) err << "warning: " << line << '\n';
                                                     }));
@@ -177,14 +212,18 @@ Status TrainCommand::run(const Io& io) {
   run.state_bytes = session->states().state_bytes();
 
   const nlohmann::json record = make_train_record(run);
+  // A record that cannot be written after all (the disk filled up during the run) must not cost the
+  // summary: print it first, then report the failure naming the setting the path came from.
+  Status record_written;
   if (!scenario.output.record.empty()) {
     const std::filesystem::path record_path(scenario.output.record);
     std::error_code ec;
     if (record_path.has_parent_path()) std::filesystem::create_directories(record_path.parent_path(), ec);
-    ZINF_RETURN_IF_ERROR(write_file_atomically(scenario.output.record, record.dump(2) + "\n"));
-    if (!quiet_) io.err << "run record: " << scenario.output.record << '\n';
+    record_written = write_output_file(scenario.output.record, record.dump(2) + "\n", record_field, io);
+    if (record_written.is_ok() && !quiet_) io.err << "run record: " << scenario.output.record << '\n';
   }
-  return emit(output_, render_train_record(record), io);
+  const Status emitted = emit(output_, render_train_record(record), io);
+  return record_written.is_ok() ? emitted : record_written;
 }
 
 }  // namespace

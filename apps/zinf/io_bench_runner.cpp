@@ -255,16 +255,32 @@ Result<IoBenchLayout> plan_io_bench(const IoBenchConfig& config, std::uint64_t b
                     format_bytes(static_cast<double>(config.size_bytes)), layout.tensor_count, kMaxTensors));
   }
   layout.last_tensor_bytes = config.size_bytes - (layout.tensor_count - 1) * config.tensor_bytes;
-  // queue_depth x block bytes in flight, plus one tensor so the queue stays full while the oldest
-  // is retired; never fewer than two tensors, never more than there are.
-  std::uint64_t window = std::max<std::uint64_t>(2, ceil_div(block_bytes * queue_depth, config.tensor_bytes) + 1);
-  const std::uint64_t by_memory = std::max<std::uint64_t>(2, config.ring_limit_bytes / config.tensor_bytes);
-  window = std::min({window, by_memory, layout.tensor_count});
-  layout.window_tensors = static_cast<std::size_t>(window);
   layout.buffer_alignment_bytes = std::max<std::uint64_t>(4096, buffer_alignment_bytes);
   const std::uint64_t buffer_bytes =
       ceil_div(config.tensor_bytes, layout.buffer_alignment_bytes) * layout.buffer_alignment_bytes;
+  // The ring gets what the staging pool leaves of the memory bound.
+  if (config.staging_bytes >= config.memory_limit_bytes) {
+    return Status::invalid_argument(fmt::format(
+        "--qd/--block: {} of staging buffers leaves nothing of the {} memory bound for tensors; lower --qd or --block",
+        format_bytes(static_cast<double>(config.staging_bytes)), format_bytes(static_cast<double>(config.memory_limit_bytes))));
+  }
+  const std::uint64_t ring_limit = config.memory_limit_bytes - config.staging_bytes;
+  if (buffer_bytes > ring_limit) {
+    return Status::invalid_argument(fmt::format(
+        "--tensor: {} does not fit the {} memory bound of bench io next to {} of staging buffers; use --tensor {} or "
+        "less",
+        format_bytes(static_cast<double>(config.tensor_bytes)), format_bytes(static_cast<double>(config.memory_limit_bytes)),
+        format_bytes(static_cast<double>(config.staging_bytes)),
+        format_bytes(static_cast<double>(ring_limit / layout.buffer_alignment_bytes * layout.buffer_alignment_bytes))));
+  }
+  // queue_depth x block bytes in flight, plus one tensor so the queue stays full while the oldest
+  // is retired; two tensors at least where the memory bound allows, never more than there are.
+  std::uint64_t window = std::max<std::uint64_t>(2, ceil_div(block_bytes * queue_depth, config.tensor_bytes) + 1);
+  const std::uint64_t by_memory = ring_limit / buffer_bytes;  // >= 1, checked above
+  window = std::min({window, by_memory, layout.tensor_count});
+  layout.window_tensors = static_cast<std::size_t>(window);
   layout.ring_bytes = buffer_bytes * window;
+  layout.memory_bytes = layout.ring_bytes + config.staging_bytes;
   // The largest power of two dividing the block (so every chunk starts with a stamp), at most 64 KiB.
   layout.stamp_stride_bytes = std::min<std::uint64_t>(kMaxStampStride, block_bytes & (~block_bytes + 1));
   return layout;
@@ -275,7 +291,10 @@ Result<IoBenchResult> run_io_bench(io::SwapStore& store, const IoBenchConfig& co
   for (const io::SwapPathInfo& path : store.paths())
     alignment = std::max<std::uint64_t>(alignment, path.memory_alignment_bytes);
   IoBenchResult result;
-  ZINF_ASSIGN_OR_RETURN(result.layout, plan_io_bench(config, store.block_bytes(), store.queue_depth(), alignment));
+  // The bound counts the staging pool the store really has.
+  IoBenchConfig bounded = config;
+  bounded.staging_bytes = store.stats().staging_bytes;
+  ZINF_ASSIGN_OR_RETURN(result.layout, plan_io_bench(bounded, store.block_bytes(), store.queue_depth(), alignment));
   const IoBenchLayout& layout = result.layout;
 
   std::vector<memory::AlignedBuffer> ring;

@@ -5,8 +5,10 @@
 //
 // Memory: --size may be far larger than RAM, so tensors are not kept in memory. A ring of
 // `window_tensors` aligned buffers, one tensor each, is reused: tensor k of a pass goes through
-// slot k % window. The window keeps queue_depth x block bytes (plus one tensor) in flight, and is
-// capped at ring_limit_bytes (never fewer than two tensors).
+// slot k % window. The window keeps queue_depth x block bytes (plus one tensor) in flight. The ring
+// and the store's staging pool together stay within memory_limit_bytes (1 GiB, README's bound): the
+// window shrinks to one tensor when two do not fit, and a tensor that does not fit even alone is
+// refused before anything is allocated.
 //
 // Verification: before a tensor is written, a 32-byte stamp {magic ^ seed, tensor, pass, offset}
 // is put every stamp_stride_bytes (at most 64 KiB, and a divisor of the block size, so every
@@ -55,13 +57,20 @@ struct IoSample {
   double verify_seconds = 0.0;  // time spent checking stamps (reads) or writing them (writes)
 };
 
+// What `zinf bench io` may hold in buffers, whatever --size, --tensor, --qd and --block say.
+inline constexpr std::uint64_t kBenchIoMemoryBytes = std::uint64_t{1} << 30;
+// The largest staging pool it gives the store (so that a large --qd x --block leaves room for tensors).
+inline constexpr std::uint64_t kBenchIoStagingBytes = std::uint64_t{256} << 20;
+
 struct IoBenchConfig {
   std::uint64_t size_bytes = 0;    // bytes per pass, over all tensors
   std::uint64_t tensor_bytes = 0;  // bytes per tensor; the last one may be smaller
   std::vector<IoTest> tests;       // run in this order, each `repeat` times before the next
   unsigned repeat = 1;
   std::uint64_t seed = 1;  // buffer pattern, stamps and random orders
-  std::uint64_t ring_limit_bytes = 1ull << 30;
+  // The bound on the benchmark's buffers: the ring plus the store's staging pool (staging_bytes).
+  std::uint64_t memory_limit_bytes = kBenchIoMemoryBytes;
+  std::uint64_t staging_bytes = 0;  // the swap store's staging pool, counted in memory_limit_bytes
   // Called on the benchmark's thread after each timed run (index counts from 0 to count - 1), before
   // the next one: for progress lines, and for a baseline run on the same files, so that zinf's and
   // the baseline's runs alternate and a drive whose speed drifts (thermal throttling, a shared
@@ -78,12 +87,14 @@ struct IoBenchLayout {
   std::uint64_t last_tensor_bytes = 0;
   std::size_t window_tensors = 0;  // tensors in flight at most, = ring buffers
   std::uint64_t ring_bytes = 0;    // memory of the ring
+  std::uint64_t memory_bytes = 0;  // ring_bytes + the staging pool: at most memory_limit_bytes
   std::uint64_t buffer_alignment_bytes = 4096;
   std::uint64_t stamp_stride_bytes = 0;
 };
 
 // Validates the config against the store's block size and queue depth and lays the run out.
-// InvalidArgument names the flag (--size, --tensor, --repeat, --tests).
+// InvalidArgument names the flag (--size, --tensor, --repeat, --tests); a tensor whose buffer and
+// the staging pool exceed memory_limit_bytes is refused naming --tensor and the largest that fits.
 inline constexpr std::uint64_t kMaxTensors = 1ull << 20;
 Result<IoBenchLayout> plan_io_bench(const IoBenchConfig& config, std::uint64_t block_bytes, unsigned queue_depth,
                                     std::uint64_t buffer_alignment_bytes);

@@ -1,9 +1,18 @@
 // Output: the --format and --out options every subcommand shares, and writing a rendered result.
 //
 // A subcommand renders once into a Rendered (a Document for people, a JSON record, a CSV table)
-// and emit() picks by --format. --out FILE writes atomically (temporary file in the same
-// directory, then rename), so an interrupted or failed write never leaves a half-written file and
-// never destroys an existing one. Color: only for table output to a terminal, never under NO_COLOR.
+// and emit() picks by --format. Where it goes (write_output_file, also used for run records):
+//   - "-" or no --out: standard output;
+//   - a regular file, or a path that does not exist yet: written atomically (temporary file in the
+//     same directory, fsync, rename), so an interrupted or failed write never leaves a half-written
+//     file and never destroys an existing one; an existing file keeps its permission bits;
+//   - a symbolic link: followed to its final target, which is then written as above (the link stays);
+//   - a FIFO, a character device (/dev/null, a terminal) or another special file: written through,
+//     never replaced by a regular file;
+//   - a directory: refused.
+// check_output_path() runs the same decisions before the work, so a run that would fail to write its
+// output fails in milliseconds instead of after hours. Color: only for table output to a terminal,
+// never under NO_COLOR.
 #pragma once
 
 #include <string>
@@ -40,7 +49,20 @@ Result<Format> parse_format(const std::string& text);
 // is InvalidArgument naming --out; a failed write is IoError.
 Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io);
 
-// Writes `text` to `path` atomically (temp file + fsync + rename).
-Status write_file_atomically(const std::string& path, const std::string& text);
+// Writes `text` to `path` as the head comment says ("-": io.out). `field` names the setting the path
+// came from in errors ("--out", "--record", "scenario.output.record"): a directory, a path whose
+// directory is missing or unwritable, or a link loop is InvalidArgument; a failed write, fsync or
+// rename is IoError. On failure an existing file at `path` is untouched.
+Status write_output_file(const std::string& path, std::string_view text, std::string_view field, const Io& io);
+
+// Checks, without writing `path`, that write_output_file(path, …, field, …) can write it: not a
+// directory; a special file must be writable; otherwise the directory it will be created in must
+// exist (or, with create_parents, is created now) and accept a new file (a probe file is created and
+// removed, which catches read-only mounts and permissions alike). Errors as write_output_file's.
+Status check_output_path(const std::string& path, std::string_view field, bool create_parents = false);
+
+// Creates `dir` when missing and checks that a file can be created in it (probe file, removed).
+// InvalidArgument naming `field` ("scenario.checkpoint.dir") otherwise.
+Status check_writable_directory(const std::string& dir, std::string_view field);
 
 }  // namespace zinf::cli

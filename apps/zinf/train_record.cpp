@@ -114,15 +114,23 @@ json make_train_record(const TrainRun& run) {
   const double flops_per_s = measured ? run.flops_per_step / median_step_s : 0.0;
   summary["flops_per_s"] = measured ? json(flops_per_s) : json(nullptr);
   summary["mfu"] = measured && run.peak.flops_per_s > 0 ? json(flops_per_s / run.peak.flops_per_s) : json(nullptr);
-  // Final training loss: the mean of the last (up to) 10 steps, which smooths batch-to-batch noise.
+  // Final training loss: the mean of the run's last (up to) 10 steps, which smooths batch-to-batch
+  // noise. A resumed run counts the steps before it too (the checkpoint carries their losses), so
+  // its figure is the uninterrupted run's, not the mean of the few steps this process ran.
   double tail_sum = 0;
   std::size_t tail_n = 0;
-  for (std::size_t i = run.steps.size(); i > 0 && tail_n < 10; --i) {
+  for (std::size_t i = run.steps.size(); i > 0 && tail_n < train::kRecentLossesKept; --i) {
     if (run.steps[i - 1].skipped || !std::isfinite(run.steps[i - 1].loss)) continue;
     tail_sum += run.steps[i - 1].loss;
     ++tail_n;
   }
+  const std::vector<train::StepLoss>& before = run.outcome.losses_before;
+  for (std::size_t i = before.size(); i > 0 && tail_n < train::kRecentLossesKept; --i) {
+    tail_sum += before[i - 1].loss;
+    ++tail_n;
+  }
   summary["final_loss"] = tail_n > 0 ? json(tail_sum / static_cast<double>(tail_n)) : json(nullptr);
+  summary["final_loss_steps"] = tail_n;
   summary["final_eval_loss"] = run.evals.empty() ? json(nullptr) : json(run.evals.back().loss);
   summary["skipped_steps"] = std::count_if(run.steps.begin(), run.steps.end(), [](const auto& m) { return m.skipped; });
   if (run.entropy_rate_nats && *run.entropy_rate_nats > 0) {
@@ -182,8 +190,14 @@ Rendered render_train_record(const json& record) {
 
   reports::Section result;
   result.title = "Result";
-  result.fields.emplace_back("final loss", reports::Cell(opt_number(summary.at("final_loss"), "{:.4f} nats/token (mean of the last 10 steps)"),
-                                                         reports::Emphasis::kStrong));
+  const std::size_t loss_steps = summary.value("final_loss_steps", std::size_t{10});
+  result.fields.emplace_back(
+      "final loss",
+      reports::Cell(summary.at("final_loss").is_null()
+                        ? std::string("-")
+                        : fmt::format("{:.4f} nats/token (mean of the last {} step{})", summary.at("final_loss").get<double>(),
+                                      loss_steps, loss_steps == 1 ? "" : "s"),
+                    reports::Emphasis::kStrong));
   if (!summary.at("final_eval_loss").is_null()) {
     result.fields.emplace_back("held-out loss", opt_number(summary.at("final_eval_loss"), "{:.4f} nats/token"));
   }

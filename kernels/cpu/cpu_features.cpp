@@ -1,6 +1,10 @@
-// CPU feature detection through GCC's __builtin_cpu_supports (cpuid plus the OS's XSAVE check, so
-// AVX-512 is reported only when the kernel saves the ZMM state).
+// CPU feature detection through __builtin_cpu_supports (cpuid plus the OS's XSAVE check, so
+// AVX-512 is reported only when the kernel saves the ZMM state); F16C by cpuid under Clang.
 #include "kernels/cpu/cpu_features.h"
+
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 #include <cstdlib>
 #include <string_view>
@@ -14,7 +18,14 @@ CpuFeatures detect() {
   __builtin_cpu_init();
   features.avx2 = __builtin_cpu_supports("avx2") != 0;
   features.fma = __builtin_cpu_supports("fma") != 0;
+#if defined(__clang__)
+  // Clang 14's __builtin_cpu_supports does not know "f16c": read CPUID leaf 1, ECX bit 29. F16C
+  // uses the AVX (YMM) state, which the "avx2" check above already requires the OS to save.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  features.f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
   features.f16c = __builtin_cpu_supports("f16c") != 0;
+#endif
   features.avx512f = __builtin_cpu_supports("avx512f") != 0;
   features.avx512bw = __builtin_cpu_supports("avx512bw") != 0;
   features.avx512vl = __builtin_cpu_supports("avx512vl") != 0;

@@ -1,12 +1,16 @@
 #include "libengine/core/units.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "libengine/core/quote.h"
 
 namespace zinf {
 namespace {
@@ -51,7 +55,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 Status bad(std::string_view field, std::string_view text, std::string_view why, std::string_view allowed) {
-  return Status::invalid_argument(fmt::format("{}: '{}' {}; expected {}", field, text, why, allowed));
+  return Status::invalid_argument(fmt::format("{}: {} {}; expected {}", field, zinf::quoted(text), why, allowed));
 }
 
 // Splits "1.5 TB" into 1.5 and "TB". The number must start with a digit or '.', so "inf", "nan",
@@ -94,13 +98,50 @@ Result<double> checked_product(double number, double multiplier, std::string_vie
 // Counts and byte sizes are whole numbers that must fit in 64 bits.
 Result<std::uint64_t> to_whole(double value, std::string_view field, std::string_view text, std::string_view allowed) {
   // 2^64 is exactly representable; anything at or above it cannot be stored.
-  if (value >= 18446744073709551616.0) return bad(field, text, "is too large (over 2^64)", allowed);
+  if (value >= 18446744073709551616.0) return bad(field, text, "is too large (over 2^64 - 1)", allowed);
   const double rounded = std::nearbyint(value);
-  // Decimal fractions such as 1.1T are not exact in binary; accept a relative error far below one unit.
-  if (std::fabs(value - rounded) > 1e-9 * std::max(1.0, value)) {
+  // Decimal fractions such as 1.1T are not exact in binary; accept a relative error far below one
+  // unit. A positive value that rounds to zero (1e-300) is a fraction, never a whole zero.
+  if (std::fabs(value - rounded) > 1e-9 * std::max(1.0, value) || (rounded == 0.0 && value != 0.0)) {
     return bad(field, text, "is not a whole number", allowed);
   }
   return static_cast<std::uint64_t>(rounded);
+}
+
+bool all_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The leading run of digits of `text` (after trimming) when the whole number part is an integer
+// literal ("9007199254740993", "16MiB"): such values are computed exactly in 64 bits instead of
+// through a double, which holds integers exactly only up to 2^53.
+std::optional<std::string_view> integer_literal(std::string_view original) {
+  const std::string_view text = trim(original);
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return std::nullopt;
+  if (digits < text.size() && (text[digits] == '.' || text[digits] == 'e' || text[digits] == 'E')) return std::nullopt;
+  return text.substr(0, digits);
+}
+
+// n x multiplier exactly, for an integer literal and a whole multiplier. nullopt: not that case.
+template <std::size_t N>
+std::optional<Result<std::uint64_t>> exact_whole(std::string_view text, const NumberAndUnit& parts,
+                                                 const std::array<Unit, N>& units, std::string_view field,
+                                                 ZeroIs zero, std::string_view allowed) {
+  const std::optional<std::string_view> literal = integer_literal(text);
+  const Unit* unit = find_unit(units, parts.unit);
+  if (!literal || unit == nullptr || unit->multiplier != std::floor(unit->multiplier)) return std::nullopt;
+  std::uint64_t number = 0;
+  const auto [end, ec] = std::from_chars(literal->data(), literal->data() + literal->size(), number);
+  std::uint64_t value = 0;
+  if (ec == std::errc::result_out_of_range ||
+      __builtin_mul_overflow(number, static_cast<std::uint64_t>(unit->multiplier), &value)) {
+    return Result<std::uint64_t>(bad(field, text, "is too large (over 2^64 - 1)", allowed));
+  }
+  if (ec != std::errc() || end != literal->data() + literal->size()) return std::nullopt;
+  if (value == 0 && zero == ZeroIs::kRejected) return Result<std::uint64_t>(bad(field, text, "is zero", allowed));
+  return Result<std::uint64_t>(value);
 }
 
 std::string three_digits(double value, std::string_view unit, std::string_view space = "") {
@@ -126,7 +167,8 @@ std::string scaled(double value, const std::array<Unit, N>& ladder, std::string_
 Result<std::uint64_t> parse_count(std::string_view text, std::string_view field, ZeroIs zero) {
   ZINF_ASSIGN_OR_RETURN(const NumberAndUnit parts, split_number(text, field, kCountAllowed));
   const Unit* unit = find_unit(kCountUnits, parts.unit);
-  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown suffix '{}'", parts.unit), kCountAllowed);
+  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown suffix {}", zinf::quoted(parts.unit)), kCountAllowed);
+  if (auto exact = exact_whole(text, parts, kCountUnits, field, zero, kCountAllowed)) return *std::move(exact);
   ZINF_ASSIGN_OR_RETURN(const double value, checked_product(parts.number, unit->multiplier, field, text, zero, kCountAllowed));
   return to_whole(value, field, text, kCountAllowed);
 }
@@ -134,7 +176,8 @@ Result<std::uint64_t> parse_count(std::string_view text, std::string_view field,
 Result<std::uint64_t> parse_bytes(std::string_view text, std::string_view field, ZeroIs zero) {
   ZINF_ASSIGN_OR_RETURN(const NumberAndUnit parts, split_number(text, field, kBytesAllowed));
   const Unit* unit = find_unit(kByteUnits, parts.unit);
-  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown unit '{}'", parts.unit), kBytesAllowed);
+  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kBytesAllowed);
+  if (auto exact = exact_whole(text, parts, kByteUnits, field, zero, kBytesAllowed)) return *std::move(exact);
   ZINF_ASSIGN_OR_RETURN(const double value, checked_product(parts.number, unit->multiplier, field, text, zero, kBytesAllowed));
   return to_whole(value, field, text, kBytesAllowed);
 }
@@ -161,8 +204,8 @@ Result<double> parse_bandwidth(std::string_view text, std::string_view field, Ze
   if (multiplier == 0.0) {
     const bool missing_rate = find_unit(kByteUnits, unit) != nullptr || find_unit(kBitUnits, unit) != nullptr;
     return bad(field, text,
-               missing_rate ? fmt::format("has a size unit '{}' without '/s'", unit)
-                            : fmt::format("has an unknown unit '{}'", unit),
+               missing_rate ? fmt::format("has a size unit {} without '/s'", zinf::quoted(unit))
+                            : fmt::format("has an unknown unit {}", zinf::quoted(unit)),
                kBandwidthAllowed);
   }
   return checked_product(parts.number, multiplier, field, text, zero, kBandwidthAllowed);
@@ -178,21 +221,30 @@ Result<double> parse_flops(std::string_view text, std::string_view field, ZeroIs
     }
   }
   const Unit* prefix = find_unit(kFlopPrefixes, unit);
-  if (prefix == nullptr) return bad(field, text, fmt::format("has an unknown unit '{}'", parts.unit), kFlopsAllowed);
+  if (prefix == nullptr) return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kFlopsAllowed);
   return checked_product(parts.number, prefix->multiplier, field, text, zero, kFlopsAllowed);
 }
 
 Result<std::int64_t> parse_positive_int(std::string_view original, std::string_view field, std::int64_t max) {
-  const std::string allowed = fmt::format("a whole number from 1 to {}", max);
+  return parse_int_in_range(original, field, 1, max);
+}
+
+Result<std::int64_t> parse_int_in_range(std::string_view original, std::string_view field, std::int64_t min,
+                                        std::int64_t max) {
+  const std::string allowed = fmt::format("a whole number from {} to {}", min, max);
   const std::string_view text = trim(original);
   if (text.empty()) return bad(field, original, "is empty", allowed);
-  if (text.front() == '-') return bad(field, original, "is negative", allowed);
+  if (text.front() == '-' && min >= 0) return bad(field, original, "is negative", allowed);
+  const std::string_view digits = text.front() == '-' ? text.substr(1) : text;
+  // Decimal digits only: no sign, hex (0x10), octal, exponent or fraction.
+  if (!all_digits(digits)) return bad(field, original, "is not a whole number", allowed);
   std::int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc::result_out_of_range) return bad(field, original, "is too large", allowed);
+  if (ec == std::errc::result_out_of_range) return bad(field, original, text.front() == '-' ? "is too small" : "is too large", allowed);
   if (ec != std::errc() || end != text.data() + text.size()) return bad(field, original, "is not a whole number", allowed);
-  if (value == 0) return bad(field, original, "is zero", allowed);
+  if (value == 0 && min > 0) return bad(field, original, "is zero", allowed);
   if (value > max) return bad(field, original, "is too large", allowed);
+  if (value < min) return bad(field, original, "is too small", allowed);
   return value;
 }
 

@@ -12,7 +12,8 @@
 //              "100Gbit/s" (1 byte = 8 bits); a bare number is bytes per second
 //   FLOP/s     "989TFLOPS", "989 TFLOP/s", "989T", or a bare number
 // A number is decimal or scientific ("1.3e12"), optionally followed by spaces before the unit.
-// Counts and byte sizes must come out whole; nothing may be negative, NaN or infinite.
+// Counts and byte sizes must come out whole; nothing may be negative, NaN or infinite. Integer
+// literals ("9007199254740993", "18446744073709551615", "16MiB") are computed exactly in 64 bits.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,12 @@ Result<double> parse_flops(std::string_view text, std::string_view field, ZeroIs
 // A positive whole number without units, at most `max`.
 Result<std::int64_t> parse_positive_int(std::string_view text, std::string_view field,
                                         std::int64_t max = INT32_MAX);
+// A whole number in [min, max] written in plain decimal digits (leading '-' only when min < 0): no
+// hex, octal, exponent, fraction or '+'. "--steps: '0x10' is not a whole number; expected a whole
+// number from 1 to 1099511627776". Every flag that sets an integer parses through this (or
+// parse_positive_int), never through a library's own integer conversion.
+Result<std::int64_t> parse_int_in_range(std::string_view text, std::string_view field, std::int64_t min,
+                                        std::int64_t max);
 
 // Human-readable renderings with three significant digits.
 std::string format_count(double count);              // 1.00T, 175B, 124M, 950

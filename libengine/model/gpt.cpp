@@ -79,8 +79,7 @@ Status validate(const GptConfig& config) {
     return Status::invalid_argument(fmt::format("model: a matrix dimension of {} exceeds {}", widest, kMaxDim));
   }
   // Every tiled linear needs at least one output feature per tile.
-  std::int64_t max_tiling = std::min(s.hidden, s.ffn_hidden);
-  if (!s.tied_embeddings) max_tiling = std::min(max_tiling, s.vocab);
+  const std::int64_t max_tiling = spec::max_tiling(s);
   if (config.tiling < 1 || config.tiling > max_tiling) {
     return Status::invalid_argument(fmt::format(
         "tiling: {} is not in 1..{} (at most the output features of the smallest tiled linear)", config.tiling,

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "libengine/core/quote.h"
 #include "libengine/spec/json_input.h"
 
 namespace zinf::spec {
@@ -41,8 +42,14 @@ Status reject_mixture_of_experts(const JsonObject& config) {
   for (std::string_view key : kExpertCountKeys) {
     if (!config.has(key)) continue;
     const nlohmann::json& value = config.raw().at(key);
-    // Dense configs sometimes carry the key as null, 0 or 1; only a real expert count is MoE.
-    if (value.is_number() && value.get<double>() > 1) {
+    // Dense configs sometimes carry the key as null, 0 or 1; only a real expert count is MoE. Any
+    // other type is refused rather than skipped, so "8" (a string) cannot slip past this check.
+    if (value.is_null()) continue;
+    if (!value.is_number()) {
+      return Status::invalid_argument(fmt::format("{}: expected an expert count (a number, or null), found {}",
+                                                  config.field_path(key), describe_json_value(value)));
+    }
+    if (value.get<double>() > 1) {
       return Status::invalid_argument(fmt::format(
           "{}: {} experts; mixture-of-experts is not supported (only dense models: {})", config.field_path(key),
           value.dump(), kSupportedModelTypes));
@@ -58,8 +65,8 @@ Result<FamilyName> find_family(const JsonObject& config) {
     for (const FamilyName& name : kFamilies) {
       if (name.model_type == model_type) return name;
     }
-    return Status::invalid_argument(fmt::format("{}: '{}' is not supported; supported: {}",
-                                                config.field_path("model_type"), model_type, kSupportedModelTypes));
+    return Status::invalid_argument(fmt::format("{}: {} is not supported; supported: {}",
+                                                config.field_path("model_type"), zinf::quoted(model_type), kSupportedModelTypes));
   }
   if (config.has("architectures") && config.raw().at("architectures").is_array()) {
     for (const nlohmann::json& architecture : config.raw().at("architectures")) {
@@ -71,7 +78,7 @@ Result<FamilyName> find_family(const JsonObject& config) {
     return Status::invalid_argument(fmt::format(
         "{}: required field is missing and {} {} names no supported model; supported model_type: {}",
         config.field_path("model_type"), config.field_path("architectures"),
-        config.raw().at("architectures").dump(), kSupportedModelTypes));
+        describe_json_value(config.raw().at("architectures")), kSupportedModelTypes));
   }
   return Status::invalid_argument(fmt::format("{}: required field is missing (and no architectures); supported: {}",
                                               config.field_path("model_type"), kSupportedModelTypes));
@@ -210,7 +217,7 @@ Result<ModelShape> convert(const JsonObject& config) {
   ZINF_RETURN_IF_ERROR(reject_mixture_of_experts(config));
   ZINF_ASSIGN_OR_RETURN(const FamilyName family, find_family(config));
   ZINF_ASSIGN_OR_RETURN(ModelShape shape, family_shape(config, family.family));
-  ZINF_ASSIGN_OR_RETURN(const std::optional<std::string> name_or_path, config.optional_string("_name_or_path"));
+  ZINF_ASSIGN_OR_RETURN(const std::optional<std::string> name_or_path, config.optional_printable_string("_name_or_path"));
   shape.name = name_or_path && !name_or_path->empty() ? *name_or_path : std::string(family.model_type);
   // The per-key checks above cover sign and divisibility; this adds ModelShape's size limits.
   ZINF_RETURN_IF_ERROR(validate(shape));

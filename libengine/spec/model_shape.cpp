@@ -8,6 +8,12 @@
 
 namespace zinf::spec {
 
+std::int64_t max_tiling(const ModelShape& shape) {
+  std::int64_t max = std::min(shape.hidden, shape.ffn_hidden);
+  if (!shape.tied_embeddings) max = std::min(max, shape.vocab);
+  return max;
+}
+
 ModelShape gpt_like_shape(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t vocab,
                           std::int64_t max_positions) {
   ModelShape shape;

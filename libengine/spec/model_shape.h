@@ -46,6 +46,12 @@ ModelShape gpt_like_shape(std::int64_t layers, std::int64_t hidden, std::int64_t
 // count fits in 64 bits. Errors name the field: "model.heads: 7 does not divide hidden 1024".
 Status validate(const ModelShape& shape);
 
+// The largest memory-centric tiling factor the GPT model accepts for this shape: every tiled linear
+// (the MLP's two projections, and the head when untied) needs at least one output feature per tile,
+// so at most min(hidden, ffn_hidden[, vocab]). The scenario parser and model::Gpt::create both check
+// against this one rule.
+std::int64_t max_tiling(const ModelShape& shape);
+
 struct ParameterCount {
   std::uint64_t embeddings = 0;  // token (+ learned position) tables
   std::uint64_t attention = 0;   // all layers: Q, K, V, output projections and their biases

@@ -22,19 +22,15 @@ using nlohmann::json;
 constexpr std::string_view kRoot = "scenario";
 constexpr std::int64_t kMaxBatch = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxSeq = std::int64_t{1} << 24;
-constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;
+constexpr std::int64_t kMaxSteps = kStepsRange.max;
 constexpr std::int64_t kMaxLayers = 100000;  // validate(ModelShape)'s limit
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
-constexpr std::int64_t kMaxThreads = 4096;
+constexpr std::int64_t kMaxThreads = kThreadsRange.max;
 constexpr std::uint32_t kMaxSuccessors = 64;  // train::MarkovTokenSource::kMaxSuccessors
 constexpr double kMaxSkew = 16.0;             // train::MarkovTokenSource::kMaxSkew
 
 // The value as the user wrote it, with its JSON type: `"8" (string)` — JsonObject's wording.
-std::string shown(const json& value) {
-  std::string dumped = value.dump();
-  if (dumped.size() > 40) dumped = dumped.substr(0, 37) + "...";
-  return fmt::format("{} ({})", dumped, value.type_name());
-}
+std::string shown(const json& value) { return describe_json_value(value); }
 
 Status not_allowed(const JsonObject& object, std::string_view key, std::string_view allowed) {
   return Status::invalid_argument(
@@ -130,7 +126,7 @@ Result<std::optional<JsonObject>> section(const JsonObject& object, std::string_
 }
 
 Result<std::string> non_empty_string(const JsonObject& object, std::string_view key) {
-  ZINF_ASSIGN_OR_RETURN(std::string value, object.string(key));
+  ZINF_ASSIGN_OR_RETURN(std::string value, object.printable_string(key));
   if (value.empty()) return not_allowed(object, key, "a non-empty string");
   return value;
 }
@@ -315,9 +311,13 @@ Status parse_loss_scale(const JsonObject& root, Scenario& out) {
                                                 root.field_path("loss_scale"), dtype_name(out.precision)));
   }
   ZINF_RETURN_IF_ERROR(scale->reject_unknown_keys({"initial", "growth_interval"}));
+  // The scaler's own range (optim::LossScaler: at least min_scale 1, at most the largest float),
+  // checked here so the error names the scenario's field.
   ZINF_ASSIGN_OR_RETURN(out.loss_scale.initial,
                         number(
-                            *scale, "initial", out.loss_scale.initial, [](double x) { return x > 0; }, "a number > 0"));
+                            *scale, "initial", out.loss_scale.initial,
+                            [](double x) { return x >= 1.0 && x <= static_cast<double>(std::numeric_limits<float>::max()); },
+                            "a number from 1 to 3.4e38 (the largest float)"));
   ZINF_ASSIGN_OR_RETURN(out.loss_scale.growth_interval,
                         positive_int(*scale, "growth_interval", out.loss_scale.growth_interval, kMaxSteps));
   return Status::ok();
@@ -476,6 +476,11 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
   ZINF_ASSIGN_OR_RETURN(out.threads, non_negative_int(root, "threads", 0, kMaxThreads));
   ZINF_ASSIGN_OR_RETURN(out.activation_checkpointing, boolean(root, "activation_checkpointing", false));
   ZINF_ASSIGN_OR_RETURN(out.tiling, positive_int(root, "tiling", 1, kMaxDim));
+  if (out.tiling > max_tiling(out.shape)) {
+    return Status::invalid_argument(fmt::format(
+        "{}: {} is more than {}, the output features of the smallest tiled linear (each tile needs at least one)",
+        root.field_path("tiling"), out.tiling, max_tiling(out.shape)));
+  }
   if (out.shape.ffn_hidden % out.tiling != 0) {
     return Status::invalid_argument(fmt::format("{}: {} does not divide the MLP width 4·model.hidden = {}",
                                                 root.field_path("tiling"), out.tiling, out.shape.ffn_hidden));

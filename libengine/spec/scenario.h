@@ -26,6 +26,16 @@
 namespace zinf::spec {
 
 inline constexpr std::int64_t kScenarioDefaultVocab = 50257;  // GPT-2's tokenizer
+
+// The range of a scenario field that a command-line flag can also set. The parser and the flags
+// (`zinf train --steps/--threads/--stop-after`) check against these same constants, so a value is
+// never refused in the file and clamped on the command line, or the other way round.
+struct IntRange {
+  std::int64_t min;
+  std::int64_t max;
+};
+inline constexpr IntRange kStepsRange{1, std::int64_t{1} << 40};  // steps, and a step to stop after
+inline constexpr IntRange kThreadsRange{0, 4096};                 // threads; 0 = one per available core
 inline constexpr std::int64_t kScenarioDefaultBatch = 8;
 inline constexpr std::int64_t kScenarioDefaultSeq = 64;
 

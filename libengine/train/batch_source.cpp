@@ -28,18 +28,22 @@ Result<BatchSource> BatchSource::token_file(const std::string& path, std::uint32
   return BatchSource(std::move(source), shape);
 }
 
-void BatchSource::train_batch(std::uint64_t index, std::int32_t* out) const {
-  std::visit([&](const auto& source) { source.batch_at(index, shape_.batch, shape_.seq + 1, out); }, source_);
+Status BatchSource::train_batch(std::uint64_t index, std::int32_t* out) const {
+  if (const auto* markov = std::get_if<MarkovTokenSource>(&source_)) {
+    markov->batch_at(index, shape_.batch, shape_.seq + 1, out);
+    return Status::ok();
+  }
+  return std::get<TokenFileSource>(source_).batch_at(index, shape_.batch, shape_.seq + 1, out);
 }
 
-void BatchSource::eval_batch(std::uint64_t index, std::int32_t* out) const {
+Status BatchSource::eval_batch(std::uint64_t index, std::int32_t* out) const {
   if (const auto* markov = std::get_if<MarkovTokenSource>(&source_)) {
     markov->batch_at(kMarkovEvalBase + index, shape_.batch, shape_.seq + 1, out);
-    return;
+    return Status::ok();
   }
   const auto& file = std::get<TokenFileSource>(source_);
   const std::uint64_t per_epoch = file.batches_per_epoch();
-  file.batch_at(per_epoch - 1 - (index % per_epoch), shape_.batch, shape_.seq + 1, out);
+  return file.batch_at(per_epoch - 1 - (index % per_epoch), shape_.batch, shape_.seq + 1, out);
 }
 
 bool BatchSource::eval_overlaps_training(std::uint64_t train_steps, std::uint64_t eval_batches) const {

@@ -29,12 +29,13 @@ class BatchSource {
   static Result<BatchSource> token_file(const std::string& path, std::uint32_t vocab, BatchShape shape);
 
   // Training batch `index` as rows [B, T+1] in `out` (B*(T+1) int32): inputs out[:, :T],
-  // targets out[:, 1:]. Thread-compatible (const).
-  void train_batch(std::uint64_t index, std::int32_t* out) const;
+  // targets out[:, 1:]. Thread-compatible (const). The Markov chain cannot fail; a token file fails
+  // with IoError when it changed under the run (TokenFileSource::batch_at).
+  Status train_batch(std::uint64_t index, std::int32_t* out) const;
   // Held-out batch `index`: for the Markov chain a disjoint stretch of the token stream; for a file
   // the batches counted back from the end of the file (held out as long as training has not
-  // reached them: eval_overlaps_training says when it has).
-  void eval_batch(std::uint64_t index, std::int32_t* out) const;
+  // reached them: eval_overlaps_training says when it has). Errors as train_batch's.
+  Status eval_batch(std::uint64_t index, std::int32_t* out) const;
   bool eval_overlaps_training(std::uint64_t train_steps, std::uint64_t eval_batches) const;
 
   const BatchShape& shape() const { return shape_; }

@@ -10,13 +10,16 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "libengine/core/errno_text.h"
+#include "libengine/core/quote.h"
 #include "libengine/io/checksum.h"
+#include "libengine/spec/json_input.h"
 
 namespace zinf::train {
 namespace {
@@ -353,19 +356,41 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
 
   std::map<std::string, Entry, std::less<>> entries;
   std::uint64_t file_bytes = 0;
+  // The header passed its CRC, but a file can be crafted: parse it with the same bounds as any
+  // user JSON (depth, duplicate keys, numbers a double cannot hold), then read it field by field.
+  Result<nlohmann::json> parsed = spec::parse_json_text(text, "the header");
+  if (!parsed.is_ok()) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: the header is malformed: {}", file, parsed.status().message()));
+  }
+  // Integers are read exactly (a float or an out-of-range number is malformed, never converted).
+  const auto unsigned_field = [&](const nlohmann::json& object, const char* key) -> std::uint64_t {
+    const std::optional<std::uint64_t> value = spec::exact_uint64(object.at(key));
+    if (!value) throw std::invalid_argument(fmt::format("'{}' is not a non-negative integer", key));
+    return *value;
+  };
   try {
-    const nlohmann::json header = nlohmann::json::parse(text);
-    reader->meta_.step = header.at("step").get<std::int64_t>();
+    const nlohmann::json& header = *parsed;
+    const std::optional<std::int64_t> step = spec::exact_int64(header.at("step"));
+    if (!step) throw std::invalid_argument("'step' is not an integer");
+    reader->meta_.step = *step;
     reader->meta_.fingerprint = header.at("fingerprint").get<std::string>();
     reader->meta_.extra = header.at("extra");
-    file_bytes = header.at("file_bytes").get<std::uint64_t>();
+    file_bytes = unsigned_field(header, "file_bytes");
+    if (!header.at("arrays").is_array()) throw std::invalid_argument("'arrays' is not an array");
     for (const nlohmann::json& array : header.at("arrays")) {
-      entries[array.at("name").get<std::string>()] = Entry{array.at("numel").get<std::uint64_t>(),
-                                                           array.at("offset").get<std::uint64_t>(),
-                                                           array.at("crc32c").get<std::uint32_t>()};
+      const std::uint64_t crc = unsigned_field(array, "crc32c");
+      if (crc > 0xffffffffu) throw std::invalid_argument("'crc32c' is larger than 32 bits");
+      entries[array.at("name").get<std::string>()] =
+          Entry{unsigned_field(array, "numel"), unsigned_field(array, "offset"), static_cast<std::uint32_t>(crc)};
     }
   } catch (const nlohmann::json::exception& e) {
     return Status::invalid_argument(fmt::format("checkpoint {}: the header is malformed: {}", file, e.what()));
+  } catch (const std::invalid_argument& e) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: the header is malformed: {}", file, e.what()));
+  }
+  if (reader->meta_.step < 0) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: the header records step {}; the file is corrupt", file,
+                                                reader->meta_.step));
   }
   if (size_bytes < file_bytes) {
     return Status::io_error(fmt::format("checkpoint {}: truncated: {} bytes of the {} the header records", file,
@@ -396,13 +421,14 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
     reader->entries_.push_back(Entry{it->second.numel, begin, it->second.crc});
   }
   if (entries.size() != reader->layout_.size()) {
-    for (const auto& [name, entry] : entries) {
+    for (const auto& named_entry : entries) {
+      const std::string& name = named_entry.first;  // not a structured binding: Clang 14 cannot capture one
       const bool wanted = std::any_of(reader->layout_.begin(), reader->layout_.end(),
                                       [&](const zero::CheckpointArrayInfo& a) { return a.name == name; });
       if (!wanted) {
         return Status::invalid_argument(fmt::format(
-            "checkpoint {}: holds array '{}' that this run does not have; it was saved from a different model", file,
-            name));
+            "checkpoint {}: holds array {} that this run does not have; it was saved from a different model", file,
+            zinf::quoted(name)));
       }
     }
   }

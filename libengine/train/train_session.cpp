@@ -62,7 +62,15 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
         scenario.steps, sched.warmup_steps, spec::schedule_kind_name(sched.kind)));
   }
   std::unique_ptr<TrainSession> session(new TrainSession(scenario));
-  kernels::cpu::set_compute_threads(static_cast<int>(scenario.threads));
+  const int threads = scenario.threads > 0 ? static_cast<int>(scenario.threads) : kernels::cpu::available_cores();
+  if (!kernels::cpu::address_space_for_threads(threads)) {
+    // OpenBLAS would spin forever on the buffer mmap it cannot get; say so instead.
+    return Status::invalid_argument(fmt::format(
+        "scenario.threads: {} compute threads need {} of address space for their GEMM buffers and stacks, more than "
+        "this process may still map (ulimit -v); lower threads or raise the limit",
+        threads, format_bytes(static_cast<double>(threads) * static_cast<double>(kernels::cpu::kAddressSpacePerThreadBytes))));
+  }
+  kernels::cpu::set_compute_threads(threads);
   device::DeviceOptions device_options;
   device_options.kind = scenario.device == spec::DeviceKind::kCuda ? device::DeviceKind::kCuda : device::DeviceKind::kCpu;
   device_options.memory_budget_bytes = scenario.device_memory_bytes.value_or(0);

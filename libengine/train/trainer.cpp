@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <span>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "libengine/spec/json_input.h"
 #include "libengine/train/checkpoint.h"
 
 namespace zinf::train {
@@ -90,7 +92,7 @@ void Trainer::split_rows(const std::vector<std::int32_t>& rows) {
 Result<double> Trainer::evaluate(std::int64_t batches) {
   double sum = 0.0;
   for (std::int64_t i = 0; i < batches; ++i) {
-    data_.eval_batch(static_cast<std::uint64_t>(i), rows_.data());
+    ZINF_RETURN_IF_ERROR(data_.eval_batch(static_cast<std::uint64_t>(i), rows_.data()));
     split_rows(rows_);
     ZINF_ASSIGN_OR_RETURN(double loss, model_.forward(tokens_, targets_, states_));
     sum += loss;
@@ -112,11 +114,27 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
   }
   optim::LossScalerState scaler_state;
   std::int64_t optimizer_steps = 0;
+  // Integers are read exactly: a crafted float there must be an error, not a conversion.
+  const auto integer = [](const nlohmann::json& value) {
+    const std::optional<std::int64_t> exact = spec::exact_int64(value);
+    if (!exact) throw std::invalid_argument(fmt::format("{} is not an integer", spec::describe_json_value(value)));
+    return *exact;
+  };
   try {
-    optimizer_steps = meta.extra.at("optimizer_step").get<std::int64_t>();
+    optimizer_steps = integer(meta.extra.at("optimizer_step"));
     scaler_state.scale = meta.extra.at("loss_scale").get<double>();
-    scaler_state.clean_steps = meta.extra.at("loss_scale_clean_steps").get<std::int64_t>();
+    scaler_state.clean_steps = integer(meta.extra.at("loss_scale_clean_steps"));
+    recent_losses_.clear();
+    // Absent in checkpoints written before the field existed: the summary then covers fewer steps.
+    if (const auto it = meta.extra.find("recent_losses"); it != meta.extra.end()) {
+      for (const nlohmann::json& entry : *it) {
+        recent_losses_.push_back({integer(entry.at(0)), entry.at(1).get<double>()});
+      }
+      if (recent_losses_.size() > kRecentLossesKept) recent_losses_.erase(recent_losses_.begin(), recent_losses_.end() - kRecentLossesKept);
+    }
   } catch (const nlohmann::json::exception& e) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
+  } catch (const std::invalid_argument& e) {
     return Status::invalid_argument(fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
   }
   ZINF_RETURN_IF_ERROR(states_.load_checkpoint(*reader));
@@ -124,6 +142,7 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
   ZINF_RETURN_IF_ERROR(scaler_.set_state(scaler_state));
   first_step = meta.step;
   outcome.resumed_from = *latest;
+  outcome.losses_before = recent_losses_;
   return Status::ok();
 }
 
@@ -133,9 +152,12 @@ Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcom
   meta.step = next_step;
   meta.fingerprint = options_.fingerprint;
   const optim::LossScalerState scaler_state = scaler_.state();
+  nlohmann::json recent = nlohmann::json::array();
+  for (const StepLoss& l : recent_losses_) recent.push_back({l.step, l.loss});
   meta.extra = {{"optimizer_step", optimizer_.step_count()},
                 {"loss_scale", scaler_state.scale},
-                {"loss_scale_clean_steps", scaler_state.clean_steps}};
+                {"loss_scale_clean_steps", scaler_state.clean_steps},
+                {"recent_losses", std::move(recent)}};
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer,
                         CheckpointWriter::create(options_.checkpoint_dir, meta, states_.checkpoint_layout()));
   ZINF_RETURN_IF_ERROR(states_.save_checkpoint(*writer));
@@ -148,20 +170,29 @@ Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcom
 Result<TrainOutcome> Trainer::run(StepObserver& observer) {
   TrainOutcome outcome;
   std::int64_t first_step = 0;
+  recent_losses_.clear();
   if (options_.resume && !options_.checkpoint_dir.empty()) ZINF_RETURN_IF_ERROR(load_latest(outcome, first_step));
   outcome.first_step = first_step;
+  const std::int64_t end =
+      options_.stop_after > 0 ? std::min(options_.stop_after, options_.steps) : options_.steps;
+  if (first_step >= end) {
+    // Resuming at step 70 of a 50-step run used to end at once with exit 0, having done nothing.
+    return Status::invalid_argument(fmt::format(
+        "checkpoint {} resumes at step {}, but this run ends at step {}{}: nothing to train; raise steps, or start "
+        "over without resuming",
+        outcome.resumed_from ? outcome.resumed_from->string() : std::string("?"), first_step, end,
+        end < options_.steps ? " (stop_after)" : ""));
+  }
   observer.on_start(first_step, options_.steps);
 
   const BatchShape& shape = data_.shape();
-  const std::int64_t end =
-      options_.stop_after > 0 ? std::min(options_.stop_after, options_.steps) : options_.steps;
   for (std::int64_t step = first_step; step < end; ++step) {
     StepMetrics metrics;
     metrics.step = step;
     metrics.tokens = static_cast<std::int64_t>(shape.batch * shape.seq);
     const Clock::time_point step_start = Clock::now();
 
-    data_.train_batch(static_cast<std::uint64_t>(step), rows_.data());
+    ZINF_RETURN_IF_ERROR(data_.train_batch(static_cast<std::uint64_t>(step), rows_.data()));
     split_rows(rows_);
     metrics.data_seconds = seconds_since(step_start);
 
@@ -197,6 +228,10 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     metrics.step_seconds = seconds_since(step_start);
     observer.on_step(metrics);
     ++outcome.steps_run;
+    if (!metrics.skipped && std::isfinite(metrics.loss)) {
+      recent_losses_.push_back({step, metrics.loss});
+      if (recent_losses_.size() > kRecentLossesKept) recent_losses_.erase(recent_losses_.begin());
+    }
 
     const std::int64_t completed = step + 1;
     if (due(completed, options_.eval_every, end) && options_.eval_batches > 0) {

@@ -40,9 +40,24 @@ struct TrainerOptions {
   std::string fingerprint;              // what a checkpoint must match to be resumed (spec::fingerprint)
 };
 
+// A step's training loss, kept across checkpoints so that a resumed run can report the run's
+// final loss, not only its own steps'.
+struct StepLoss {
+  std::int64_t step = 0;
+  double loss = 0.0;
+};
+
+// How many of the latest finite, not-skipped losses a checkpoint carries (the summary's "final
+// loss" is their mean).
+inline constexpr std::size_t kRecentLossesKept = 10;
+
 struct TrainOutcome {
   std::int64_t first_step = 0;                        // 0, or the step a checkpoint resumed at
   std::int64_t steps_run = 0;
+  // The run's latest losses before first_step (up to kRecentLossesKept, oldest first), as the
+  // checkpoint resumed from recorded them; empty when the run started at step 0 (or the checkpoint
+  // predates this field).
+  std::vector<StepLoss> losses_before;
   std::optional<std::filesystem::path> resumed_from;  // the checkpoint loaded
   std::optional<std::filesystem::path> last_checkpoint;
 };
@@ -56,7 +71,10 @@ class Trainer {
 
   // Runs steps [first, options.steps) (or up to stop_after). Fails on a model or optimizer error, a non-finite loss
   // (outside fp16 loss scaling, where a step with inf/NaN gradients is skipped instead), a checkpoint
-  // that cannot be written, or one that does not match this run (fingerprint, array names/sizes).
+  // that cannot be written, or one that does not match this run (fingerprint, array names/sizes),
+  // a batch the data source cannot deliver (a token file changed under the run), and — as
+  // InvalidArgument, before any step — a checkpoint at or past the step this invocation would end
+  // at (nothing to train: the run is longer than asked, or already complete).
   // On failure the states hold whatever the failed step left; checkpoints already written stay intact.
   Result<TrainOutcome> run(StepObserver& observer);
 
@@ -78,6 +96,7 @@ class Trainer {
   std::vector<std::int32_t> rows_;     // [B, T+1]
   std::vector<std::int32_t> tokens_;   // [B, T]
   std::vector<std::int32_t> targets_;  // [B, T]
+  std::vector<StepLoss> recent_losses_;  // the latest kRecentLossesKept, oldest first; saved in checkpoints
 };
 
 }  // namespace zinf::train

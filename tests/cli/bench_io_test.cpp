@@ -140,12 +140,13 @@ TEST_CASE("bench io: the layout covers queue depth x block with a bounded ring")
   CHECK(layout->stamp_stride_bytes == 32 * kKiB);
 
   // 600 MiB tensors, 32 x 64 MiB in flight: ceil(2048/600) + 1 = 5 tensors = 3000 MiB > the 1 GiB
-  // ring limit; the ring keeps its minimum of two.
+  // memory bound; two do not fit either, so the ring holds one (issue 15: it used to keep two, 1.2 GB).
   config.size_bytes = 4 * kGiB;
   config.tensor_bytes = 600 * kMiB;
   layout = plan_io_bench(config, 64 * kMiB, 32, 4096);
   REQUIRE(layout.is_ok());
-  CHECK(layout->window_tensors == 2);
+  CHECK(layout->window_tensors == 1);
+  CHECK(layout->memory_bytes == 600 * kMiB);
   // An unaligned tensor size gets aligned buffers: 4 KiB + 1 byte rounds up to 8 KiB.
   config.size_bytes = kMiB;
   config.tensor_bytes = 4097;
@@ -158,6 +159,40 @@ TEST_CASE("bench io: the layout covers queue depth x block with a bounded ring")
   const auto too_big = plan_io_bench(config, kMiB, 1, 4096);
   REQUIRE_FALSE(too_big.is_ok());
   CHECK(too_big.status().message().rfind("--tensor: ", 0) == 0);
+}
+
+// Issue 15, defect 10: `--tensor 1GiB` peaked at 2.26 GB of RSS (two tensor buffers and the
+// staging pool) against the documented 1 GiB. The ring and the staging pool now stay within it.
+TEST_CASE("bench io: tensor buffers and staging stay within the 1 GiB bound, or the run is refused") {
+  IoBenchConfig config;
+  config.tests = {IoTest::kSeqWrite};
+  config.size_bytes = 4 * kGiB;
+  config.tensor_bytes = kGiB;
+  config.staging_bytes = 32 * kMiB;  // qd 32 x 1 MiB
+  const auto refused = plan_io_bench(config, kMiB, 32, 4096);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().message() ==
+        "--tensor: 1.00 GiB does not fit the 1.00 GiB memory bound of bench io next to 32.0 MiB of staging buffers; "
+        "use --tensor 992 MiB or less");
+  for (const std::uint64_t tensor : {kMiB, 64 * kMiB, 300 * kMiB, 511 * kMiB, 600 * kMiB, 992 * kMiB}) {
+    for (const std::uint64_t staging : {std::uint64_t{0}, kMiB, 32 * kMiB, 256 * kMiB}) {
+      config.tensor_bytes = tensor;
+      config.staging_bytes = staging;
+      const auto layout = plan_io_bench(config, kMiB, 4096, 4096);
+      INFO("tensor " << tensor << " staging " << staging);
+      if (!layout.is_ok()) {
+        CHECK(tensor + staging > kGiB);
+        continue;
+      }
+      CHECK(layout->window_tensors >= 1);
+      CHECK(layout->memory_bytes == layout->ring_bytes + staging);
+      CHECK(layout->memory_bytes <= kGiB);
+    }
+  }
+  // On the command line the refusal comes before any disk is touched.
+  const TempDir dir;
+  const auto o = zinf({"bench", "io", "--path", dir.path(), "--size", "2GiB", "--tensor", "1GiB"});
+  test_support::check_usage_error(o, "--tensor: 1.00 GiB does not fit the 1.00 GiB memory bound");
 }
 
 // ---- fio -------------------------------------------------------------------------------------
@@ -409,11 +444,13 @@ TEST_CASE("bench io: --fio without fio on PATH says how to get it") {
 
 TEST_CASE("bench io: a small run writes a record with every test verified") {
   TempDir dir;
-  const Outcome o = zinf(small_run(dir.path(), {"--format", "json"}));
+  // Issue 15: the seed went through a double (9007199254740993 was recorded as ...992).
+  const Outcome o = zinf(small_run(dir.path(), {"--format", "json", "--seed", "9007199254740993"}));
   INFO("stderr: " << o.err);
   REQUIRE(o.code == 0);
   const auto record = nlohmann::json::parse(o.out);
   CHECK(record["schema"] == "zinf.bench-io/1");
+  CHECK(record["input"]["seed"].get<std::uint64_t>() == 9007199254740993ULL);
   CHECK(record["input"]["size_bytes"] == 8 * kMiB);
   CHECK(record["input"]["tensor_bytes"] == kMiB);
   CHECK(record["input"]["block_bytes"] == 256 * kKiB);
@@ -424,6 +461,8 @@ TEST_CASE("bench io: a small run writes a record with every test verified") {
   CHECK(record["store"]["description"].get<std::string>().rfind("swap: 1 path", 0) == 0);
   CHECK(record["layout"]["tensor_count"] == 8);  // 8 MiB / 1 MiB
   CHECK(record["layout"]["window_tensors"] == 2);
+  CHECK(record["layout"]["memory_bytes"] ==
+        record["layout"]["ring_bytes"].get<std::uint64_t>() + record["store"]["stats"]["staging_bytes"].get<std::uint64_t>());
   CHECK(record["layout"]["prefilled"] == false);
   CHECK(record["verified"] == true);
   CHECK(record["fio"].is_null());

@@ -100,5 +100,54 @@ TEST_CASE("formatting keeps three significant digits") {
   CHECK(format_duration(270) == "4.50 min");
 }
 
+// Issue 15, defect 11: integers went through a double (9007199254740993 became ...992 and
+// 2^64 - 1 was refused as over 2^64), and 1e-300 bytes was accepted as 0 where 0 is refused.
+TEST_CASE("integer literals are exact in 64 bits; fractions never round to zero") {
+  CHECK(parse_count("9007199254740993", "--seed", ZeroIs::kAllowed).value() == 9007199254740993ULL);
+  CHECK(parse_count("18446744073709551615", "--seed", ZeroIs::kAllowed).value() == 18446744073709551615ULL);
+  CHECK(count_error("18446744073709551616").find("too large") != std::string::npos);
+  CHECK(count_error("18446744073709551616").find("2^64") != std::string::npos);
+  CHECK(count_error("18446744073709552K").find("too large") != std::string::npos);  // overflows after the suffix
+  CHECK(bytes("9007199254740993B") == 9007199254740993ULL);
+  CHECK(bytes("16MiB") == 16ULL << 20);
+  CHECK(bytes_error("1e-300").find("is not a whole number") != std::string::npos);
+  CHECK(bytes_error("1e-300GiB").find("is not a whole number") != std::string::npos);
+  CHECK(count_error("0.0000000001").find("is not a whole number") != std::string::npos);
+  CHECK(parse_bytes("0", "--nvme", ZeroIs::kAllowed).value() == 0);
+  CHECK(parse_bytes("0.0", "--nvme", ZeroIs::kAllowed).value() == 0);
+}
+
+// Issue 15, defects 7 and 11: --steps 0x10 ran 16 steps; 2^64 became 2^63 - 1.
+TEST_CASE("whole numbers in a range: plain decimal only") {
+  CHECK(parse_int_in_range("16", "--steps", 1, 1000).value() == 16);
+  CHECK(parse_int_in_range("0", "--threads", 0, 4096).value() == 0);
+  CHECK(parse_int_in_range("010", "--steps", 1, 1000).value() == 10);  // decimal, not octal
+  for (const char* bad : {"0x10", "1e3", "16.0", "+16", "16 x", "", "0b1", "\t"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_int_in_range(bad, "--steps", 1, 1000).is_ok());
+  }
+  CHECK(parse_int_in_range("0x10", "--steps", 1, 1000).status().message() ==
+        "--steps: '0x10' is not a whole number; expected a whole number from 1 to 1000");
+  CHECK(parse_int_in_range("18446744073709551616", "--steps", 1, 1000).status().message() ==
+        "--steps: '18446744073709551616' is too large; expected a whole number from 1 to 1000");
+  CHECK(parse_int_in_range("4097", "--threads", 0, 4096).status().message().find("is too large") !=
+        std::string::npos);
+  CHECK(parse_int_in_range("-1", "--threads", 0, 4096).status().message().find("is negative") != std::string::npos);
+  CHECK(parse_int_in_range("-5", "x", -10, 10).value() == -5);
+  CHECK(parse_int_in_range("-11", "x", -10, 10).status().message().find("is too small") != std::string::npos);
+}
+
+// Issue 15 (found by the sizes fuzz target): the text was echoed raw, so a newline or an escape
+// sequence in a flag broke the one-line error, and a megabyte of text made a megabyte of error.
+TEST_CASE("the text in a size error is quoted: control characters escaped, length bounded") {
+  CHECK(count_error("M\n\x1b[2J") == "--params: 'M\\x0a\\x1b[2J' is not a number; expected a count like 1000, 7M, "
+                                      "175B, 1T or 1.3e12 (K, M, B=billion, T)");
+  const std::string long_text = "1" + std::string(100000, 'X');
+  const std::string message = parse_count(long_text, "--params").status().message();
+  CHECK(message.size() < 300);
+  CHECK(message.find("has an unknown suffix 'XXXX") != std::string::npos);
+  CHECK(message.find("...'") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace zinf

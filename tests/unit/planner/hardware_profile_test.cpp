@@ -3,9 +3,13 @@
 #include "planner/hardware_profile.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "tests/catch.h"
 #include "tests/temp_dir.h"
@@ -182,6 +186,40 @@ TEST_CASE("validate checks a profile built in code") {
   hw = load_hardware_profile("dgx2-v100").value();
   hw.node.network_bandwidth = 0;
   CHECK(validate(hw).message() == "hw.node.links.network: 0 must be positive");
+}
+
+// Issue 15, defect 4: 1e-300 FLOP/s or B/s gave an infinite step time and "-nan%", printed with
+// exit 0. Every figure has a physical range, checked for files and flags alike.
+TEST_CASE("every figure must lie in its physical range") {
+  nlohmann::json document = dgx2_document();
+  document["node"]["gpu"]["achievable_flops"] = 1e-300;
+  CHECK(error_of(document) == "x.json: hw.node.gpu.achievable_flops: 1e-300 FLOP/s is outside 1 GFLOP/s to 10 "
+                              "EFLOP/s, the range this figure can take");
+  for (const char* link : {"pcie_per_gpu", "gpu_to_gpu", "network"}) {
+    document = dgx2_document();
+    document["node"]["links"][link] = "1e-300GB/s";
+    CHECK(error_of(document).find(fmt::format("hw.node.links.{}: 1e-291 B/s is outside 1 MB/s to 1 PB/s", link)) !=
+          std::string::npos);
+  }
+  document = dgx2_document();
+  document["node"]["nvme"]["read_bandwidth"] = "1e300GB/s";
+  CHECK(error_of(document).find("hw.node.nvme.read_bandwidth: 1e+309") == std::string::npos);  // no inf shown
+  CHECK(error_of(document).find("is too large") != std::string::npos);
+  document = dgx2_document();
+  document["node"]["cpu"]["memory_bandwidth"] = 1e20;
+  CHECK(error_of(document).find("hw.node.cpu.memory_bandwidth: 1e+20 B/s is outside") != std::string::npos);
+  document = dgx2_document();
+  document["nodes"] = 100000;
+  CHECK(error_of(document) == "x.json: hw.nodes: 100000 is too large (at most 65536)");
+  document = dgx2_document();
+  document["node"]["gpu"]["name"] = "V100\u001b[31m";
+  CHECK(error_of(document).find("hw.node.gpu.name: ") != std::string::npos);
+  CHECK(check_figure(2e9, "--gpu-flops", kFlopsRange).is_ok());
+  CHECK(check_figure(std::numeric_limits<double>::infinity(), "--gpu-flops", kFlopsRange).message() ==
+        "--gpu-flops: inf FLOP/s is outside 1 GFLOP/s to 10 EFLOP/s, the range this figure can take");
+  CHECK(check_figure(std::nan(""), "--gpu-flops", kFlopsRange).message().find("is outside") != std::string::npos);
+  // Every built-in profile lies inside the ranges.
+  for (std::string_view name : builtin_profile_names()) CHECK(validate(load_hardware_profile(name).value()).is_ok());
 }
 
 TEST_CASE("profile files: good, malformed with its line, missing") {

@@ -217,6 +217,16 @@ TEST_CASE("bad configs name the file, the key, the value and what is allowed") {
           "config.json: num_local_experts: 8 experts; mixture-of-experts is not supported "
           "(only dense models: gpt2, gpt_neox, llama, mistral, qwen2)");
   }
+  SECTION("an expert count that is not a number is refused, not skipped (issue 15)") {
+    config["num_local_experts"] = "8";
+    CHECK(error_of(config) ==
+          "config.json: num_local_experts: expected an expert count (a number, or null), found \"8\" (string)");
+  }
+  SECTION("a name with a control character (issue 15)") {
+    config["_name_or_path"] = "evil\x1b[2J";
+    CHECK(error_of(config).find("config.json: _name_or_path: ") == 0);
+    CHECK(error_of(config).find("holds a control character (0x1b at byte 4)") != std::string::npos);
+  }
   SECTION("unknown model_type") {
     config["model_type"] = "t5";
     CHECK(error_of(config) == "config.json: model_type: 't5' is not supported; supported: gpt2, gpt_neox, llama, "
@@ -226,7 +236,7 @@ TEST_CASE("bad configs name the file, the key, the value and what is allowed") {
     config.erase("model_type");
     config["architectures"] = {"T5ForConditionalGeneration"};
     CHECK(error_of(config) == "config.json: model_type: required field is missing and architectures "
-                              "[\"T5ForConditionalGeneration\"] names no supported model; supported model_type: "
+                              "[\"T5ForConditionalGeneration\"] (array) names no supported model; supported model_type: "
                               "gpt2, gpt_neox, llama, mistral, qwen2");
   }
   SECTION("kv heads not dividing the query heads") {

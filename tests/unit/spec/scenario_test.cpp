@@ -253,7 +253,15 @@ TEST_CASE("bad inputs are refused with the field path, the value and what is all
        "scenario.loss_scale: only applies to precision fp16 (precision is fp32)"},
       {json::parse(R"({"model": {"layers": 2, "hidden": 64, "heads": 4}, "steps": 3, "precision": "fp16",
                        "loss_scale": {"initial": 0}})"),
-       "scenario.loss_scale.initial: expected a number > 0, found 0 (number)"},
+       "scenario.loss_scale.initial: expected a number from 1 to 3.4e38 (the largest float), found 0 (number)"},
+      // Issue 15: 1e308 used to pass here and fail later under the scaler's own name,
+      // "scenario.optimizer.loss_scale.initial_scale".
+      {json::parse(R"({"model": {"layers": 2, "hidden": 64, "heads": 4}, "steps": 3, "precision": "fp16",
+                       "loss_scale": {"initial": 1e308}})"),
+       "scenario.loss_scale.initial: expected a number from 1 to 3.4e38 (the largest float), found 1e+308 (number)"},
+      // Issue 15: a tiling the model refuses (more tiles than the smallest tiled linear has output
+      // features) was reported without the "scenario." prefix, after the model was half built.
+      {with("/tiling", 128), "scenario.tiling: 128 is more than 64, the output features of the smallest tiled linear"},
       {with("/data", json{{"source", "markov"}, {"path", "t.bin"}}),
        "scenario.data.path: only applies to data.source \"file\""},
       {with("/data", json{{"source", "file"}, {"path", "t.bin"}, {"skew", 1}}),

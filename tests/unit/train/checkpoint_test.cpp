@@ -11,10 +11,13 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "libengine/io/checksum.h"
 #include "tests/catch.h"
 #include "tests/temp_dir.h"
 
@@ -163,6 +166,47 @@ TEST_CASE("a flipped byte in an array or in the header is caught by its CRC-32C,
     INFO(meta.status().message());
     CHECK(meta.status().message().find("the header failed its CRC-32C check") != std::string::npos);
   }
+}
+
+// Issue 15 (found by the checkpoint fuzz target): a header that passes its CRC but was crafted —
+// a float or negative step, a float size — was read with nlohmann's get<int64_t>(), undefined for
+// 1e300, and a negative step was resumed from. Both are now "the header is malformed/corrupt".
+TEST_CASE("a crafted header with a valid CRC is refused, never converted") {
+  TempDir tmp;
+  Arrays saved = sample_arrays();
+  REQUIRE(save_checkpoint(tmp.path(), sample_meta(222), saved.views(), 0).is_ok());
+  const fs::path file = checkpoint_path(tmp.path(), 222);
+  Arrays loaded = saved.blank();
+  // Replaces `from` by `to` (same length) in the JSON header and re-signs it.
+  const auto craft = [&](const std::string& from, const std::string& to) {
+    REQUIRE(from.size() == to.size());
+    std::string bytes;
+    {
+      std::ifstream in(file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::uint64_t header_bytes = 0;
+    std::memcpy(&header_bytes, bytes.data() + 16, 8);
+    const std::size_t at = bytes.find(from, 24);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(at + from.size() <= 24 + header_bytes);
+    bytes.replace(at, from.size(), to);
+    const std::uint32_t crc = io::crc32c(std::as_bytes(std::span<const char>(bytes.data() + 24, header_bytes)));
+    std::memcpy(bytes.data() + 12, &crc, 4);
+    const fs::path crafted = fs::path(tmp.path()) / "crafted.zckpt";
+    std::ofstream(crafted, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    auto meta = load_checkpoint(crafted, loaded.views());
+    REQUIRE_FALSE(meta.is_ok());
+    return meta.status().message();
+  };
+  CHECK(craft(R"("step":222)", R"("step":1e9)").find("the header is malformed: 'step' is not an integer") !=
+        std::string::npos);
+  CHECK(craft(R"("step":222)", R"("step":-22)").find("the header records step -22; the file is corrupt") !=
+        std::string::npos);
+  // A float where the file size goes, written with as many characters as the real size.
+  const std::string size_digits = std::to_string(fs::file_size(file));
+  CHECK(craft("\"file_bytes\":" + size_digits, "\"file_bytes\":1e" + std::string(size_digits.size() - 2, '9'))
+            .find("the header is malformed: 'file_bytes' is not a non-negative integer") != std::string::npos);
 }
 
 TEST_CASE("truncated files, foreign files and unknown versions are refused") {

@@ -2,8 +2,11 @@
 // index, the llm.c header, and every validation error with its message.
 #include "libengine/train/token_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <cstdint>
 #include <fstream>
@@ -79,7 +82,7 @@ TEST_CASE("TokenFileSource: batches follow llm.c's order and wrap around", "[tra
   std::vector<std::int32_t> buf(2 * 5);
   std::vector<std::vector<std::int32_t>> epoch;
   for (std::uint64_t n = 0; n < 6; ++n) {
-    src.next_batch(2, 5, buf.data());
+    REQUIRE(src.next_batch(2, 5, buf.data()).is_ok());
     epoch.push_back(buf);
     for (std::uint64_t r = 0; r < 2; ++r) {
       for (std::uint64_t t = 0; t < 5; ++t) {
@@ -88,18 +91,18 @@ TEST_CASE("TokenFileSource: batches follow llm.c's order and wrap around", "[tra
     }
   }
   // Wrap-around: batch 6 is batch 0 again, batch 7 is batch 1.
-  src.next_batch(2, 5, buf.data());
+  REQUIRE(src.next_batch(2, 5, buf.data()).is_ok());
   CHECK(buf == epoch[0]);
-  src.next_batch(2, 5, buf.data());
+  REQUIRE(src.next_batch(2, 5, buf.data()).is_ok());
   CHECK(buf == epoch[1]);
   CHECK(src.batch_index() == 8);
 
   // Resume by index on a fresh source.
   TokenFileSource resumed = open_ok({path, 1000, 2, 4});
   resumed.seek(4);
-  resumed.next_batch(2, 5, buf.data());
+  REQUIRE(resumed.next_batch(2, 5, buf.data()).is_ok());
   CHECK(buf == epoch[4]);
-  resumed.batch_at(13, 2, 5, buf.data());  // 13 mod 6 = 1
+  REQUIRE(resumed.batch_at(13, 2, 5, buf.data()).is_ok());  // 13 mod 6 = 1
   CHECK(buf == epoch[1]);
   CHECK(resumed.batch_index() == 5);
 }
@@ -110,8 +113,8 @@ TEST_CASE("TokenFileSource: exactly B*T+1 tokens is one batch per epoch", "[trai
   TokenFileSource src = open_ok({path, 65536, 2, 4});
   CHECK(src.batches_per_epoch() == 1);
   std::vector<std::int32_t> a(10), b(10);
-  src.next_batch(2, 5, a.data());
-  src.next_batch(2, 5, b.data());
+  REQUIRE(src.next_batch(2, 5, a.data()).is_ok());
+  REQUIRE(src.next_batch(2, 5, b.data()).is_ok());
   CHECK(a == b);
   CHECK(a == std::vector<std::int32_t>{0, 1, 2, 3, 65535, 65535, 5, 6, 7, 8});
 }
@@ -122,11 +125,11 @@ TEST_CASE("TokenFileSource: move keeps the mapping", "[train][token_file]") {
   TokenFileSource a = open_ok({path, 50, 1, 10});
   TokenFileSource b = std::move(a);
   std::vector<std::int32_t> buf(11);
-  b.next_batch(1, 11, buf.data());
+  REQUIRE(b.next_batch(1, 11, buf.data()).is_ok());
   CHECK(buf[1] == 10);
   TokenFileSource c = open_ok({path, 50, 1, 10});
   c = std::move(b);
-  c.next_batch(1, 11, buf.data());
+  REQUIRE(c.next_batch(1, 11, buf.data()).is_ok());
   CHECK(buf[0] == (10 * 7 + 3) % 50);
 }
 
@@ -138,7 +141,7 @@ TEST_CASE("TokenFileSource: llm.c header", "[train][token_file]") {
   CHECK(src.has_llmc_header());
   CHECK(src.token_count() == 600);
   std::vector<std::int32_t> buf(4 * 9);
-  src.batch_at(1, 4, 9, buf.data());
+  REQUIRE(src.batch_at(1, 4, 9, buf.data()).is_ok());
   CHECK(buf[0] == static_cast<std::int32_t>(tokens[32]));
   CHECK(buf[35] == static_cast<std::int32_t>(tokens[32 + 3 * 8 + 8]));
 
@@ -212,6 +215,52 @@ TEST_CASE("TokenFileSource: validation errors", "[train][token_file]") {
           "data.batch: 0 is too small; expected at least 1");
     CHECK(open_error({good, 100, 1, 0}, ErrorCode::kInvalidArgument) ==
           "data.seq: 0 is too small; expected at least 1");
+  }
+}
+
+// Issue 15, defect 5: `truncate -s 0` on the token file 1.5 s into a run killed the process with
+// SIGBUS (the file was mmap'd). A changed file is now an error at the next batch.
+TEST_CASE("TokenFileSource: a file changed under a run fails the next batch, never crashes", "[train][token_file]") {
+  TempDir dir;
+  const std::vector<std::uint32_t> tokens = iota_tokens(50, 100);
+  const std::string path = write_bytes(dir, "t.bin", tokens_bytes(tokens));
+  std::vector<std::int32_t> buf(2 * 5);
+  struct stat original {};
+  REQUIRE(::stat(path.c_str(), &original) == 0);
+
+  SECTION("truncated to zero") {
+    TokenFileSource src = open_ok({path, 100, 2, 4});
+    REQUIRE(src.batch_at(0, 2, 5, buf.data()).is_ok());
+    std::filesystem::resize_file(path, 0);
+    const Status status = src.batch_at(1, 2, 5, buf.data());
+    CHECK(status.code() == ErrorCode::kIoError);
+    CHECK(status.message() == "data.path: '" + path + "' changed during the run (100 bytes when opened, 0 now); a "
+                              "token file must not be modified while training reads it (copy it first, or restart "
+                              "the run to use the new contents)");
+    CHECK(src.next_batch(2, 5, buf.data()).code() == ErrorCode::kIoError);
+    CHECK(src.batch_index() == 0);  // a failed batch does not move the cursor
+  }
+  SECTION("rewritten in place with the same size") {
+    TokenFileSource src = open_ok({path, 100, 2, 4});
+    write_bytes(dir, "t.bin", tokens_bytes(iota_tokens(50, 50)));
+    const timespec times[2] = {original.st_atim, timespec{original.st_mtim.tv_sec + 5, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+    CHECK(src.batch_at(0, 2, 5, buf.data()).message().find("rewritten in place") != std::string::npos);
+  }
+  SECTION("an id out of the vocabulary written behind the check's back never reaches the model") {
+    TokenFileSource src = open_ok({path, 100, 2, 4});
+    std::vector<std::uint32_t> bad = tokens;
+    bad[3] = 60000;
+    write_bytes(dir, "t.bin", tokens_bytes(bad));
+    const timespec times[2] = {original.st_atim, original.st_mtim};  // same size, same mtime
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+    CHECK(src.batch_at(0, 2, 5, buf.data()).message() ==
+          "data.path: '" + path + "' changed during the run: token 3 is now 60000, not below data.vocab = 100");
+  }
+  SECTION("a FIFO is refused at once, not waited on") {
+    const std::string fifo = dir.path() + "/fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(open_error({fifo, 100, 1, 4}, ErrorCode::kInvalidArgument) == "data.path: '" + fifo + "' is not a regular file");
   }
 }
 

@@ -1,0 +1,161 @@
+// Adversarial flags, scenarios and output paths for `zinf train` and `zinf bench train`, end to end
+// in process (issue 15): integers that used to be clamped or read as hex, a number no double holds,
+// output paths that only failed after the work, a resume past the end, the final loss after a
+// resume, and a record that cannot be written at the end.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/threads.h"
+#include "tests/catch.h"
+#include "tests/cli/cli_test_support.h"
+#include "tests/temp_dir.h"
+
+namespace {
+
+using nlohmann::json;
+using zinf::cli::test_support::check_usage_error;
+using zinf::cli::test_support::read_text;
+using zinf::cli::test_support::run_zinf;
+using zinf::testing::TempDir;
+
+json tiny_scenario() {
+  return json{{"model", {{"layers", 2}, {"hidden", 32}, {"heads", 4}, {"vocab", 64}}},
+              {"data", {{"source", "markov"}, {"successors", 4}, {"skew", 1.0}}},
+              {"batch", 4},
+              {"seq", 16},
+              {"steps", 12},
+              {"seed", 3},
+              {"threads", 1},
+              {"optimizer", {{"lr", 3e-3}}}};
+}
+
+// Defect 7 and 11: --steps 18446744073709551616 ran 2^63 - 1 steps, --steps 0x10 ran 16, and
+// --threads 100000 became 64 while "threads": 4097 in a scenario was an error.
+TEST_CASE("train hardening: integer flags share the scenario's ranges and take plain decimal only") {
+  TempDir dir;
+  const std::string path = dir.write("tiny.json", tiny_scenario().dump());
+  check_usage_error(run_zinf({"train", path, "--steps", "18446744073709551616"}),
+                    "--steps: '18446744073709551616' is too large; expected a whole number from 1 to 1099511627776");
+  check_usage_error(run_zinf({"train", path, "--steps", "1099511627777"}), "--steps: '1099511627777' is too large");
+  check_usage_error(run_zinf({"train", path, "--steps", "0x10"}),
+                    "--steps: '0x10' is not a whole number; expected a whole number from 1 to 1099511627776");
+  check_usage_error(run_zinf({"train", path, "--steps", "1e3"}), "--steps: '1e3' is not a whole number");
+  check_usage_error(run_zinf({"train", path, "--threads", "100000"}),
+                    "--threads: '100000' is too large; expected a whole number from 0 to 4096");
+  check_usage_error(run_zinf({"train", path, "--stop-after", "0b11"}), "--stop-after: '0b11' is not a whole number");
+  json threads = tiny_scenario();
+  threads["threads"] = 4097;
+  check_usage_error(run_zinf({"train", dir.write("t.json", threads.dump())}), "scenario.threads: 4097 is too large (at most 4096)");
+  json steps = tiny_scenario();
+  steps["steps"] = 1099511627777;
+  check_usage_error(run_zinf({"train", dir.write("s.json", steps.dump())}), "scenario.steps: 1099511627777 is too large");
+  check_usage_error(run_zinf({"bench", "train", path, "--steps", "0x10"}), "--steps: '0x10' is not a whole number");
+  check_usage_error(run_zinf({"bench", "train", path, "--threads", "4097"}), "--threads: '4097' is too large");
+  check_usage_error(run_zinf({"bench", "train", path, "--repeat", "99999999999999999999"}), "--repeat: ");
+}
+
+// Defect 1: "batch": 1e400 aborted the process (uncaught exception, exit 134).
+TEST_CASE("train hardening: a number no double holds in a scenario is one line, exit 2") {
+  TempDir dir;
+  std::string text = tiny_scenario().dump();
+  text.replace(text.find("\"batch\":4"), 9, "\"batch\":1e400");
+  check_usage_error(run_zinf({"train", dir.write("big.json", text)}), "batch: number 1e400 is out of range");
+  const std::string deep = R"({"name": )" + std::string(70000, '[') + std::string(70000, ']') + "}";
+  check_usage_error(run_zinf({"train", dir.write("deep.json", deep)}), "nested deeper than 64 levels");
+}
+
+// Defect 8 (and 11's read-only checkpoint.dir): an unwritable output.record trained every step,
+// then failed, lost the summary and blamed --out. Every output path is checked before step 1.
+// (Tests run as root in CI, which ignores file modes, so "unwritable" is a path under a file.)
+TEST_CASE("train hardening: output paths are checked before step 1, naming the right field") {
+  TempDir dir;
+  const std::string blocker = dir.write("file", "not a directory");
+  json scenario = tiny_scenario();
+  scenario["output"] = {{"record", blocker + "/record.json"}};
+  auto o = run_zinf({"train", dir.write("r.json", scenario.dump())});
+  check_usage_error(o, "scenario.output.record: cannot use '" + blocker + "/record.json': Not a directory (ENOTDIR)");
+  CHECK(o.err.find("step 1/") == std::string::npos);  // nothing trained
+
+  o = run_zinf({"train", dir.write("ok.json", tiny_scenario().dump()), "--record", blocker + "/r.json"});
+  check_usage_error(o, "--record: cannot use '" + blocker + "/r.json': Not a directory");
+  o = run_zinf({"train", dir.write("ok2.json", tiny_scenario().dump()), "--out", blocker + "/out.txt"});
+  check_usage_error(o, "--out: cannot use '" + blocker + "/out.txt': Not a directory");
+  o = run_zinf({"train", dir.write("ok4.json", tiny_scenario().dump()), "--out", dir.path() + "/missing/out.txt"});
+  check_usage_error(o, "--out: '" + dir.path() + "/missing/out.txt' cannot be created: its directory '" + dir.path() +
+                           "/missing' does not exist");
+  o = run_zinf({"train", dir.write("ok3.json", tiny_scenario().dump()), "--out", dir.path()});
+  check_usage_error(o, "--out: '" + dir.path() + "' is a directory");
+
+  json checkpointed = tiny_scenario();
+  checkpointed["checkpoint"] = {{"dir", blocker + "/ckpt"}};
+  o = run_zinf({"train", dir.write("c.json", checkpointed.dump())});
+  check_usage_error(o, "scenario.checkpoint.dir: cannot create '" + blocker + "/ckpt'");
+  CHECK(o.err.find("step 1/") == std::string::npos);
+}
+
+// Defect 8: a write failure at the end (the disk filled up during the run) keeps the summary.
+TEST_CASE("train hardening: a record that cannot be written at the end still prints the summary") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  scenario["output"] = {{"record", "/dev/full"}};  // a device: written through, and every write fails
+  const auto o = run_zinf({"train", dir.write("full.json", scenario.dump()), "--quiet"});
+  INFO("stderr: " << o.err);
+  CHECK(o.code == 1);
+  CHECK(o.out.find("final loss") != std::string::npos);
+  CHECK(o.err == "error: scenario.output.record: writing '/dev/full' failed: No space left on device (ENOSPC)\n");
+}
+
+// Defect 11: "resuming at step 70 of 50" exited 0 having done nothing.
+TEST_CASE("train hardening: a checkpoint at or past the end of the run is an error, not a silent success") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  scenario["checkpoint"] = {{"dir", dir.path() + "/ckpt"}, {"every", 4}};
+  const std::string path = dir.write("c.json", scenario.dump());
+  REQUIRE(run_zinf({"train", path, "--quiet", "--stop-after", "8"}).code == 0);
+  const auto shorter = run_zinf({"train", path, "--quiet", "--steps", "5"});
+  check_usage_error(shorter, "resumes at step 8, but this run ends at step 5: nothing to train");
+  const auto stop_before = run_zinf({"train", path, "--quiet", "--stop-after", "8"});
+  check_usage_error(stop_before, "resumes at step 8, but this run ends at step 8 (stop_after): nothing to train");
+  CHECK(run_zinf({"train", path, "--quiet", "--steps", "5", "--no-resume"}).code == 0);
+}
+
+// Defect 9: after a resume, "mean of the last 10 steps" averaged only the steps this process ran.
+TEST_CASE("train hardening: the final loss after a resume is the run's, not this process's") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  const auto straight = run_zinf({"train", dir.write("s.json", scenario.dump()), "--quiet", "--format", "json"});
+  REQUIRE(straight.code == 0);
+  const json expected = json::parse(straight.out).at("summary");
+  REQUIRE(expected.at("final_loss_steps") == 10);
+
+  scenario["checkpoint"] = {{"dir", dir.path() + "/ckpt"}, {"every", 5}};
+  const std::string resumable = dir.write("r.json", scenario.dump());
+  REQUIRE(run_zinf({"train", resumable, "--quiet", "--stop-after", "10"}).code == 0);
+  const auto resumed = run_zinf({"train", resumable, "--quiet", "--format", "json"});
+  REQUIRE(resumed.code == 0);
+  const json summary = json::parse(resumed.out).at("summary");
+  CHECK(summary.at("steps_run") == 2);
+  CHECK(summary.at("final_loss_steps") == 10);
+  CHECK(summary.at("final_loss").get<double>() == expected.at("final_loss").get<double>());  // bit for bit
+  const auto table = run_zinf({"train", resumable, "--quiet", "--steps", "13"});
+  CHECK(table.out.find("(mean of the last 10 steps)") != std::string::npos);
+}
+
+// Defect 12: never more compute threads than cores unless asked; asked for, it is said.
+TEST_CASE("train hardening: threads default to the available cores; more is allowed, with a warning") {
+  zinf::kernels::cpu::set_compute_threads(0);
+  CHECK(zinf::kernels::cpu::compute_threads() == zinf::kernels::cpu::available_cores());
+  TempDir dir;
+  const int more = zinf::kernels::cpu::available_cores() + 1;
+  const auto o = run_zinf({"train", dir.write("t.json", tiny_scenario().dump()), "--steps", "1", "--threads",
+                           std::to_string(more)});
+  CHECK(o.code == 0);
+  CHECK(o.err.find(fmt::format("warning: {} compute threads on {} available core", more, more - 1)) !=
+        std::string::npos);
+}
+
+}  // namespace
