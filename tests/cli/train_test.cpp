@@ -61,8 +61,9 @@ TEST_CASE("train: a tiny scenario trains and writes a consistent run record") {
   CHECK(losses.back() < losses.front());
   const json& summary = record.at("summary");
   CHECK(summary.at("tokens_per_s").get<double>() > 0);
+  // MFU divides by a peak measured in the same run: on a loaded machine it can exceed 1, so only
+  // its presence and sign are checked (no timing assertions).
   CHECK(summary.at("mfu").get<double>() > 0);
-  CHECK(summary.at("mfu").get<double>() < 1.0);
   CHECK(record.at("data").at("entropy_rate_nats").get<double>() > 0);
   CHECK(record.at("memory").at("device").at("peak_bytes").get<std::uint64_t>() >=
         record.at("memory").at("model_states_total_bytes").get<std::uint64_t>() +
