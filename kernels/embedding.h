@@ -52,8 +52,8 @@ std::size_t embedding_backward_scratch_bytes(std::int64_t batch, std::int64_t se
 LaunchStatus embedding_forward(Elem elem, void* out /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/,
                                const void* wte /*[V,C]*/, const void* wpe /*[maxT,C]*/, std::int64_t batch,
                                std::int64_t seq_len, std::int64_t channels, Stream stream);
-LaunchStatus embedding_backward(Elem elem, float* dwte /*[V,C]*/, float* dwpe /*[maxT,C]*/, const void* dout /*[B,T,C]*/,
-                                const std::int32_t* tokens /*[B,T]*/, std::int64_t batch, std::int64_t seq_len,
-                                std::int64_t channels, std::int64_t vocab, void* scratch, std::size_t scratch_bytes,
-                                Stream stream);
+LaunchStatus embedding_backward(Elem elem, float* dwte /*[V,C]*/, float* dwpe /*[maxT,C]*/,
+                                const void* dout /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/, std::int64_t batch,
+                                std::int64_t seq_len, std::int64_t channels, std::int64_t vocab, void* scratch,
+                                std::size_t scratch_bytes, Stream stream);
 }  // namespace zinf::kernels::cuda

@@ -38,8 +38,7 @@ namespace zinf::kernels::cpu {
 // out = inp · weightᵀ + bias. bias may be nullptr (no bias: out = inp · weightᵀ). Whatever out
 // held before is overwritten.
 void matmul_forward(float* out /*[R,OC]*/, const float* inp /*[R,C]*/, const float* weight /*[OC,C]*/,
-                    const float* bias /*[OC]*/, std::size_t rows, std::size_t in_channels,
-                    std::size_t out_channels);
+                    const float* bias /*[OC]*/, std::size_t rows, std::size_t in_channels, std::size_t out_channels);
 
 // Accumulates the gradients of the forward pass above for the upstream gradient dout. dbias may
 // be nullptr (a layer without bias: nothing to accumulate).

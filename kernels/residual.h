@@ -1,4 +1,5 @@
-// Residual connection: elementwise sum of two fp32 arrays, forward and backward. CPU variants, and the CUDA ones at the end.
+// Residual connection: elementwise sum of two fp32 arrays, forward and backward. CPU variants, and the CUDA ones at the
+// end.
 //
 // Dimension legend: N elements (a flat slice, usually B*T*C of the residual stream).
 //

@@ -31,26 +31,40 @@ double bandwidth_for_efficiency(double arithmetic_intensity, double peak_flops, 
 
 std::string_view resource_name(Resource resource) {
   switch (resource) {
-    case Resource::kCompute: return "compute";
-    case Resource::kHbm: return "hbm";
-    case Resource::kPcieHostToDevice: return "pcie_h2d";
-    case Resource::kPcieDeviceToHost: return "pcie_d2h";
-    case Resource::kCollectives: return "collectives";
-    case Resource::kCpuMemory: return "cpu_memory";
-    case Resource::kNvme: return "nvme";
+    case Resource::kCompute:
+      return "compute";
+    case Resource::kHbm:
+      return "hbm";
+    case Resource::kPcieHostToDevice:
+      return "pcie_h2d";
+    case Resource::kPcieDeviceToHost:
+      return "pcie_d2h";
+    case Resource::kCollectives:
+      return "collectives";
+    case Resource::kCpuMemory:
+      return "cpu_memory";
+    case Resource::kNvme:
+      return "nvme";
   }
   return "?";
 }
 
 std::string_view resource_title(Resource resource) {
   switch (resource) {
-    case Resource::kCompute: return "GPU compute";
-    case Resource::kHbm: return "GPU memory (HBM)";
-    case Resource::kPcieHostToDevice: return "PCIe host->GPU";
-    case Resource::kPcieDeviceToHost: return "PCIe GPU->host";
-    case Resource::kCollectives: return "GPU collectives";
-    case Resource::kCpuMemory: return "CPU memory";
-    case Resource::kNvme: return "NVMe";
+    case Resource::kCompute:
+      return "GPU compute";
+    case Resource::kHbm:
+      return "GPU memory (HBM)";
+    case Resource::kPcieHostToDevice:
+      return "PCIe host->GPU";
+    case Resource::kPcieDeviceToHost:
+      return "PCIe GPU->host";
+    case Resource::kCollectives:
+      return "GPU collectives";
+    case Resource::kCpuMemory:
+      return "CPU memory";
+    case Resource::kNvme:
+      return "NVMe";
   }
   return "?";
 }
@@ -59,18 +73,24 @@ bool resource_is_per_node(Resource resource) { return resource == Resource::kCpu
 
 std::string_view traffic_group_name(TrafficGroup group) {
   switch (group) {
-    case TrafficGroup::kParamsAndGrads: return "params_grads";
-    case TrafficGroup::kOptimizer: return "optimizer";
-    case TrafficGroup::kActivations: return "activations";
+    case TrafficGroup::kParamsAndGrads:
+      return "params_grads";
+    case TrafficGroup::kOptimizer:
+      return "optimizer";
+    case TrafficGroup::kActivations:
+      return "activations";
   }
   return "?";
 }
 
 std::string_view traffic_group_title(TrafficGroup group) {
   switch (group) {
-    case TrafficGroup::kParamsAndGrads: return "parameters + gradients";
-    case TrafficGroup::kOptimizer: return "optimizer states";
-    case TrafficGroup::kActivations: return "activation checkpoints";
+    case TrafficGroup::kParamsAndGrads:
+      return "parameters + gradients";
+    case TrafficGroup::kOptimizer:
+      return "optimizer states";
+    case TrafficGroup::kActivations:
+      return "activation checkpoints";
   }
   return "?";
 }
@@ -218,7 +238,8 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
   // The updated parameters: a replicated copy (ZeRO-Offload) is all-gathered from the updated slices.
   move.between(optimizer_compute_tier, params_tier, kOpt, memory.params_bytes * replicas);
   if (!rules.params_partitioned && rules.states_partitioned && collectives) {
-    ledger.charge(kOpt, Resource::kCollectives, memory.params_bytes * cluster.ring_factor, cluster.collective_bandwidth);
+    ledger.charge(kOpt, Resource::kCollectives, memory.params_bytes * cluster.ring_factor,
+                  cluster.collective_bandwidth);
   }
 
   // Activation checkpoints: written in forward, read back in backward, each GPU its own.
@@ -250,11 +271,12 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
     GroupTraffic& traffic = step.groups[static_cast<std::size_t>(group)];
     traffic.bytes_per_gpu = group_bytes[static_cast<std::size_t>(group)];
     traffic.arithmetic_intensity = memory.flops_per_gpu_per_step / traffic.bytes_per_gpu;
-    for (Resource resource : kAllResources) traffic.seconds = std::max(traffic.seconds, ledger.at(group, resource).seconds);
+    for (Resource resource : kAllResources)
+      traffic.seconds = std::max(traffic.seconds, ledger.at(group, resource).seconds);
     traffic.effective_bandwidth = traffic.seconds > 0 ? traffic.bytes_per_gpu / traffic.seconds : 0.0;
-    traffic.efficiency = traffic.seconds > 0
-                             ? efficiency(traffic.arithmetic_intensity, traffic.effective_bandwidth, node.gpu.achievable_flops)
-                             : 1.0;
+    traffic.efficiency = traffic.seconds > 0 ? efficiency(traffic.arithmetic_intensity, traffic.effective_bandwidth,
+                                                          node.gpu.achievable_flops)
+                                             : 1.0;
     traffic.required_bandwidth =
         bandwidth_for_efficiency(traffic.arithmetic_intensity, node.gpu.achievable_flops, target_efficiency);
   }

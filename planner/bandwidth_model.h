@@ -26,8 +26,8 @@
 namespace zinf::planner {
 
 // The paper's formulas, one by one.
-double arithmetic_intensity_params_grads(std::int64_t seq, std::int64_t micro_batch);  // seq·bsz
-double arithmetic_intensity_optimizer(std::int64_t seq, std::int64_t micro_batch);     // seq·bsz/4
+double arithmetic_intensity_params_grads(std::int64_t seq, std::int64_t micro_batch);      // seq·bsz
+double arithmetic_intensity_optimizer(std::int64_t seq, std::int64_t micro_batch);         // seq·bsz/4
 double arithmetic_intensity_activations(std::int64_t hidden, std::int64_t ckpt_interval);  // 24·hd·ci
 double efficiency(double arithmetic_intensity, double bandwidth, double peak_flops);
 // The bandwidth at which `efficiency()` reaches `target` (0 < target < 1).
@@ -36,9 +36,12 @@ double bandwidth_for_efficiency(double arithmetic_intensity, double peak_flops, 
 // Links and devices a step keeps busy. Per GPU: compute, HBM, PCIe each way, collectives.
 // Per node: CPU memory, NVMe (reads and writes share the drives).
 enum class Resource { kCompute, kHbm, kPcieHostToDevice, kPcieDeviceToHost, kCollectives, kCpuMemory, kNvme };
-inline constexpr std::array kAllResources{Resource::kCompute,          Resource::kHbm,
-                                          Resource::kPcieHostToDevice, Resource::kPcieDeviceToHost,
-                                          Resource::kCollectives,      Resource::kCpuMemory,
+inline constexpr std::array kAllResources{Resource::kCompute,
+                                          Resource::kHbm,
+                                          Resource::kPcieHostToDevice,
+                                          Resource::kPcieDeviceToHost,
+                                          Resource::kCollectives,
+                                          Resource::kCpuMemory,
                                           Resource::kNvme};
 std::string_view resource_name(Resource resource);   // "compute", "hbm", "pcie_h2d", ...
 std::string_view resource_title(Resource resource);  // "GPU compute", "PCIe host->GPU", ...
@@ -57,16 +60,16 @@ struct ResourceLoad {
 };
 
 struct GroupTraffic {
-  double bytes_per_gpu = 0;           // the paper's data movement per GPU per step
-  double arithmetic_intensity = 0;    // FLOPs per GPU per step / bytes_per_gpu
-  double seconds = 0;                 // time the group alone keeps its busiest resource busy
-  double effective_bandwidth = 0;     // bytes_per_gpu / seconds; 0 when nothing moves (seconds == 0)
-  double efficiency = 1;              // the paper's formula with effective_bandwidth
-  double required_bandwidth = 0;      // bandwidth_for_efficiency at the plan's target efficiency
+  double bytes_per_gpu = 0;         // the paper's data movement per GPU per step
+  double arithmetic_intensity = 0;  // FLOPs per GPU per step / bytes_per_gpu
+  double seconds = 0;               // time the group alone keeps its busiest resource busy
+  double effective_bandwidth = 0;   // bytes_per_gpu / seconds; 0 when nothing moves (seconds == 0)
+  double efficiency = 1;            // the paper's formula with effective_bandwidth
+  double required_bandwidth = 0;    // bandwidth_for_efficiency at the plan's target efficiency
 };
 
 struct StepModel {
-  std::array<ResourceLoad, kAllResources.size()> resources{};  // indexed by Resource
+  std::array<ResourceLoad, kAllResources.size()> resources{};   // indexed by Resource
   std::array<GroupTraffic, kAllTrafficGroups.size()> groups{};  // indexed by TrafficGroup
   double compute_seconds = 0;
   double step_seconds = 0;             // busiest resource (full overlap)

@@ -17,7 +17,8 @@ using spec::JsonObject;
 constexpr std::string_view kSchema = "zinf.hardware/1";
 
 Result<GpuSpec> parse_gpu(const JsonObject& gpu) {
-  ZINF_RETURN_IF_ERROR(gpu.reject_unknown_keys({"name", "memory", "peak_flops", "achievable_flops", "memory_bandwidth"}));
+  ZINF_RETURN_IF_ERROR(
+      gpu.reject_unknown_keys({"name", "memory", "peak_flops", "achievable_flops", "memory_bandwidth"}));
   GpuSpec spec;
   ZINF_ASSIGN_OR_RETURN(spec.name, gpu.printable_string("name"));
   ZINF_ASSIGN_OR_RETURN(spec.memory_bytes, gpu.bytes("memory"));
@@ -58,7 +59,8 @@ Result<HardwareProfile> parse_profile_object(const nlohmann::json& document) {
   ZINF_RETURN_IF_ERROR(root.reject_unknown_keys({"schema", "name", "description", "nodes", "node"}));
   ZINF_ASSIGN_OR_RETURN(const std::string schema, root.string("schema"));
   if (schema != kSchema) {
-    return Status::invalid_argument(fmt::format("hw.schema: {} is not supported; expected '{}'", zinf::quoted(schema), kSchema));
+    return Status::invalid_argument(
+        fmt::format("hw.schema: {} is not supported; expected '{}'", zinf::quoted(schema), kSchema));
   }
   HardwareProfile profile;
   ZINF_ASSIGN_OR_RETURN(profile.name, root.printable_string("name"));
@@ -82,36 +84,42 @@ Result<HardwareProfile> parse_hardware_profile(const nlohmann::json& document, s
 
 Status check_figure(double value, std::string_view field, const FigureRange& range) {
   if (std::isfinite(value) && value >= range.min && value <= range.max) return Status::ok();
-  if (std::isfinite(value) && value <= 0) return Status::invalid_argument(fmt::format("{}: {:g} must be positive", field, value));
+  if (std::isfinite(value) && value <= 0)
+    return Status::invalid_argument(fmt::format("{}: {:g} must be positive", field, value));
   return Status::invalid_argument(fmt::format("{}: {:g} {} is outside {}, the range this figure can take", field, value,
                                               range.unit, range.allowed));
 }
 
 Status validate(const HardwareProfile& profile) {
   const NodeSpec& node = profile.node;
-  if (profile.nodes <= 0) return Status::invalid_argument(fmt::format("hw.nodes: {} is not a positive integer", profile.nodes));
+  if (profile.nodes <= 0)
+    return Status::invalid_argument(fmt::format("hw.nodes: {} is not a positive integer", profile.nodes));
   if (profile.nodes > kMaxNodes) {
     return Status::invalid_argument(fmt::format("hw.nodes: {} is too large (at most {})", profile.nodes, kMaxNodes));
   }
-  if (node.gpus <= 0) return Status::invalid_argument(fmt::format("hw.node.gpus: {} is not a positive integer", node.gpus));
+  if (node.gpus <= 0)
+    return Status::invalid_argument(fmt::format("hw.node.gpus: {} is not a positive integer", node.gpus));
   if (node.gpus > kMaxGpusPerNode) {
-    return Status::invalid_argument(fmt::format("hw.node.gpus: {} is too large (at most {})", node.gpus, kMaxGpusPerNode));
+    return Status::invalid_argument(
+        fmt::format("hw.node.gpus: {} is too large (at most {})", node.gpus, kMaxGpusPerNode));
   }
-  for (auto [field, value, range] : {std::tuple{"gpu.memory", static_cast<double>(node.gpu.memory_bytes), kGpuMemoryRange},
-                                     std::tuple{"gpu.peak_flops", node.gpu.peak_flops, kFlopsRange},
-                                     std::tuple{"gpu.achievable_flops", node.gpu.achievable_flops, kFlopsRange},
-                                     std::tuple{"gpu.memory_bandwidth", node.gpu.memory_bandwidth, kBandwidthRange},
-                                     std::tuple{"cpu.memory", static_cast<double>(node.cpu_memory_bytes), kHostBytesRange},
-                                     std::tuple{"cpu.memory_bandwidth", node.cpu_memory_bandwidth, kBandwidthRange},
-                                     std::tuple{"nvme.read_bandwidth", node.nvme_read_bandwidth, kBandwidthRange},
-                                     std::tuple{"nvme.write_bandwidth", node.nvme_write_bandwidth, kBandwidthRange},
-                                     std::tuple{"links.pcie_per_gpu", node.pcie_bandwidth_per_gpu, kBandwidthRange},
-                                     std::tuple{"links.gpu_to_gpu", node.gpu_link_bandwidth, kBandwidthRange},
-                                     std::tuple{"links.network", node.network_bandwidth, kBandwidthRange}}) {
+  for (auto [field, value, range] :
+       {std::tuple{"gpu.memory", static_cast<double>(node.gpu.memory_bytes), kGpuMemoryRange},
+        std::tuple{"gpu.peak_flops", node.gpu.peak_flops, kFlopsRange},
+        std::tuple{"gpu.achievable_flops", node.gpu.achievable_flops, kFlopsRange},
+        std::tuple{"gpu.memory_bandwidth", node.gpu.memory_bandwidth, kBandwidthRange},
+        std::tuple{"cpu.memory", static_cast<double>(node.cpu_memory_bytes), kHostBytesRange},
+        std::tuple{"cpu.memory_bandwidth", node.cpu_memory_bandwidth, kBandwidthRange},
+        std::tuple{"nvme.read_bandwidth", node.nvme_read_bandwidth, kBandwidthRange},
+        std::tuple{"nvme.write_bandwidth", node.nvme_write_bandwidth, kBandwidthRange},
+        std::tuple{"links.pcie_per_gpu", node.pcie_bandwidth_per_gpu, kBandwidthRange},
+        std::tuple{"links.gpu_to_gpu", node.gpu_link_bandwidth, kBandwidthRange},
+        std::tuple{"links.network", node.network_bandwidth, kBandwidthRange}}) {
     ZINF_RETURN_IF_ERROR(check_figure(value, fmt::format("hw.node.{}", field), range));
   }
   if (node.nvme_capacity_bytes != 0) {
-    ZINF_RETURN_IF_ERROR(check_figure(static_cast<double>(node.nvme_capacity_bytes), "hw.node.nvme.capacity", kHostBytesRange));
+    ZINF_RETURN_IF_ERROR(
+        check_figure(static_cast<double>(node.nvme_capacity_bytes), "hw.node.nvme.capacity", kHostBytesRange));
   }
   if (node.gpu.achievable_flops > node.gpu.peak_flops) {
     return Status::invalid_argument(fmt::format(
@@ -159,8 +167,10 @@ Result<std::string_view> builtin_profile_text(std::string_view name) {
     if (builtin.name == name) return builtin.json_text;
   }
   std::string known;
-  for (std::string_view builtin : builtin_profile_names()) known += fmt::format("{}{}", known.empty() ? "" : ", ", builtin);
-  return Status::not_found(fmt::format("{} is not a built-in hardware profile or a .json file; built-in: {}", zinf::quoted(name), known));
+  for (std::string_view builtin : builtin_profile_names())
+    known += fmt::format("{}{}", known.empty() ? "" : ", ", builtin);
+  return Status::not_found(
+      fmt::format("{} is not a built-in hardware profile or a .json file; built-in: {}", zinf::quoted(name), known));
 }
 
 Result<HardwareProfile> load_hardware_profile(std::string_view name_or_path) {

@@ -20,23 +20,23 @@ namespace zinf::planner {
 
 struct GpuSpec {
   std::string name;
-  std::uint64_t memory_bytes = 0;   // device memory per GPU
-  double peak_flops = 0;            // datasheet dense half-precision FLOP/s (the MFU denominator)
-  double achievable_flops = 0;      // sustained FLOP/s of large GEMMs: the paper's peak_tp (70T on V100)
-  double memory_bandwidth = 0;      // HBM bytes/s (an optimizer step on the GPU streams its states)
+  std::uint64_t memory_bytes = 0;  // device memory per GPU
+  double peak_flops = 0;           // datasheet dense half-precision FLOP/s (the MFU denominator)
+  double achievable_flops = 0;     // sustained FLOP/s of large GEMMs: the paper's peak_tp (70T on V100)
+  double memory_bandwidth = 0;     // HBM bytes/s (an optimizer step on the GPU streams its states)
 };
 
 struct NodeSpec {
-  std::int64_t gpus = 0;                // GPUs per node
+  std::int64_t gpus = 0;  // GPUs per node
   GpuSpec gpu;
-  std::uint64_t cpu_memory_bytes = 0;   // CPU memory usable for training states
-  double cpu_memory_bandwidth = 0;      // node aggregate, bytes/s
+  std::uint64_t cpu_memory_bytes = 0;     // CPU memory usable for training states
+  double cpu_memory_bandwidth = 0;        // node aggregate, bytes/s
   std::uint64_t nvme_capacity_bytes = 0;  // usable NVMe per node; 0 when there is none
-  double nvme_read_bandwidth = 0;       // node aggregate over all drives, bytes/s
+  double nvme_read_bandwidth = 0;         // node aggregate over all drives, bytes/s
   double nvme_write_bandwidth = 0;
-  double pcie_bandwidth_per_gpu = 0;    // host<->GPU per direction per GPU, bytes/s
-  double gpu_link_bandwidth = 0;        // GPU<->GPU inside a node per direction per GPU (NVLink/NVSwitch)
-  double network_bandwidth = 0;         // between nodes per direction per node (all NICs), bytes/s
+  double pcie_bandwidth_per_gpu = 0;  // host<->GPU per direction per GPU, bytes/s
+  double gpu_link_bandwidth = 0;      // GPU<->GPU inside a node per direction per GPU (NVLink/NVSwitch)
+  double network_bandwidth = 0;       // between nodes per direction per node (all NICs), bytes/s
 };
 
 struct HardwareProfile {
@@ -71,8 +71,8 @@ Result<HardwareProfile> load_hardware_profile(std::string_view name_or_path);
 struct FigureRange {
   double min;
   double max;
-  std::string_view unit;      // printed after the value: "FLOP/s", "B/s", "B"
-  std::string_view allowed;   // "1 GFLOP/s to 10 EFLOP/s"
+  std::string_view unit;     // printed after the value: "FLOP/s", "B/s", "B"
+  std::string_view allowed;  // "1 GFLOP/s to 10 EFLOP/s"
 };
 inline constexpr FigureRange kFlopsRange{1e9, 1e19, "FLOP/s", "1 GFLOP/s to 10 EFLOP/s"};
 inline constexpr FigureRange kBandwidthRange{1e6, 1e15, "B/s", "1 MB/s to 1 PB/s"};

@@ -16,8 +16,8 @@ struct MaxParamsResult {
   bool at_search_limit = false;  // the search ceiling (kMaxParamsSearchLimit) fits: the true maximum is larger
   spec::ModelShape shape;        // the shape at max_params
   spec::StatePlacement placement;
-  std::string limit;             // what stops the next size up, in words ("gpu memory per GPU")
-  Prediction prediction;         // at max_params
+  std::string limit;      // what stops the next size up, in words ("gpu memory per GPU")
+  Prediction prediction;  // at max_params
 };
 
 inline constexpr double kMaxParamsSearchLimit = 1e16;

@@ -9,8 +9,8 @@ double paper_parameter_estimate(std::int64_t layers, std::int64_t hidden) {
   return 12.0 * static_cast<double>(layers) * hd * hd;
 }
 
-double activation_checkpoint_bytes(std::int64_t micro_batch, std::int64_t seq, std::int64_t hidden,
-                                   std::int64_t layers, std::int64_t ckpt_interval) {
+double activation_checkpoint_bytes(std::int64_t micro_batch, std::int64_t seq, std::int64_t hidden, std::int64_t layers,
+                                   std::int64_t ckpt_interval) {
   const std::int64_t checkpoints = (layers + ckpt_interval - 1) / ckpt_interval;
   return 2.0 * static_cast<double>(micro_batch) * static_cast<double>(seq) * static_cast<double>(hidden) *
          static_cast<double>(checkpoints);
@@ -42,8 +42,8 @@ ModelMemory model_memory(const spec::ModelShape& shape, const spec::TrainingSpec
   memory.params_bytes = memory.bytes_per_param.params * params;
   memory.grads_bytes = memory.bytes_per_param.grads * params;
   memory.optimizer_bytes = memory.bytes_per_param.optimizer() * params;
-  memory.activation_checkpoint_bytes_per_gpu =
-      activation_checkpoint_bytes(training.micro_batch, training.seq, shape.hidden, shape.layers, training.ckpt_interval);
+  memory.activation_checkpoint_bytes_per_gpu = activation_checkpoint_bytes(
+      training.micro_batch, training.seq, shape.hidden, shape.layers, training.ckpt_interval);
   memory.model_state_working_bytes_per_gpu = model_state_working_bytes(
       count.largest_operator, memory.bytes_per_param.params + memory.bytes_per_param.grads, training.tiling);
   // A checkpoint interval longer than the model recomputes at most the whole model.

@@ -18,8 +18,8 @@ double paper_parameter_estimate(std::int64_t layers, std::int64_t hidden);
 
 // 2·bsz·seq·hd·⌈nl/ci⌉ bytes: one half-precision checkpoint of the hidden state every ci layers
 // (the paper writes nl/ci; a partial last interval still needs its checkpoint).
-double activation_checkpoint_bytes(std::int64_t micro_batch, std::int64_t seq, std::int64_t hidden,
-                                   std::int64_t layers, std::int64_t ckpt_interval);
+double activation_checkpoint_bytes(std::int64_t micro_batch, std::int64_t seq, std::int64_t hidden, std::int64_t layers,
+                                   std::int64_t ckpt_interval);
 
 // Model-state working memory: the parameters and gradients of the largest operator, gathered on
 // the GPU at once, divided by the tiling factor. With half precision (2+2 bytes) and the MLP's

@@ -10,25 +10,30 @@ using spec::Tier;
 
 const TierUsage& Footprint::tier(Tier which) const {
   switch (which) {
-    case Tier::kDevice: return device;
-    case Tier::kCpu: return cpu;
-    case Tier::kNvme: return nvme;
+    case Tier::kDevice:
+      return device;
+    case Tier::kCpu:
+      return cpu;
+    case Tier::kNvme:
+      return nvme;
   }
   return device;
 }
 
-double Footprint::worst_fraction() const {
-  return std::max({device.fraction(), cpu.fraction(), nvme.fraction()});
-}
+double Footprint::worst_fraction() const { return std::max({device.fraction(), cpu.fraction(), nvme.fraction()}); }
 
 double cluster_state_bytes(StateKind kind, const ModelMemory& memory, const StrategyRules& rules,
                            std::int64_t total_gpus) {
   const double gpus = static_cast<double>(total_gpus);
   switch (kind) {
-    case StateKind::kParams: return memory.params_bytes * (rules.params_partitioned ? 1.0 : gpus);
-    case StateKind::kGrads: return memory.grads_bytes * (rules.states_partitioned ? 1.0 : gpus);
-    case StateKind::kOptimizer: return memory.optimizer_bytes * (rules.states_partitioned ? 1.0 : gpus);
-    case StateKind::kActivations: return memory.activation_checkpoint_bytes_per_gpu * gpus;
+    case StateKind::kParams:
+      return memory.params_bytes * (rules.params_partitioned ? 1.0 : gpus);
+    case StateKind::kGrads:
+      return memory.grads_bytes * (rules.states_partitioned ? 1.0 : gpus);
+    case StateKind::kOptimizer:
+      return memory.optimizer_bytes * (rules.states_partitioned ? 1.0 : gpus);
+    case StateKind::kActivations:
+      return memory.activation_checkpoint_bytes_per_gpu * gpus;
   }
   return 0;
 }
@@ -51,9 +56,15 @@ Footprint footprint(const ModelMemory& memory, const StrategyRules& rules, const
     const double total = cluster_state_bytes(kind, memory, rules, gpus);
     const std::string title(spec::state_kind_title(kind));
     switch (placement[kind]) {
-      case Tier::kDevice: add(out.device, title, total / static_cast<double>(gpus)); break;
-      case Tier::kCpu: add(out.cpu, title, total / static_cast<double>(hardware.nodes)); break;
-      case Tier::kNvme: add(out.nvme, title, total / static_cast<double>(hardware.nodes)); break;
+      case Tier::kDevice:
+        add(out.device, title, total / static_cast<double>(gpus));
+        break;
+      case Tier::kCpu:
+        add(out.cpu, title, total / static_cast<double>(hardware.nodes));
+        break;
+      case Tier::kNvme:
+        add(out.nvme, title, total / static_cast<double>(hardware.nodes));
+        break;
     }
   }
   // Working memory is always on the GPU. Gathering a partitioned operator needs room for its

@@ -80,7 +80,8 @@ json training_to_json(const spec::TrainingSpec& training) {
 
 json placement_to_json(const spec::StatePlacement& placement) {
   json out = json::object();
-  for (StateKind kind : spec::kAllStateKinds) out[std::string(spec::state_kind_name(kind))] = spec::tier_name(placement[kind]);
+  for (StateKind kind : spec::kAllStateKinds)
+    out[std::string(spec::state_kind_name(kind))] = spec::tier_name(placement[kind]);
   return out;
 }
 
@@ -135,27 +136,27 @@ void append_plan(const Plan& plan, json& record) {
       {"working",
        {{"model_state_bytes_per_gpu", memory.model_state_working_bytes_per_gpu},
         {"activation_bytes_per_gpu", memory.activation_working_bytes_per_gpu}}},
-      {"tiers",
-       json::array({tier_usage_to_json(plan.footprint.device), tier_usage_to_json(plan.footprint.cpu),
-                    tier_usage_to_json(plan.footprint.nvme)})},
+      {"tiers", json::array({tier_usage_to_json(plan.footprint.device), tier_usage_to_json(plan.footprint.cpu),
+                             tier_usage_to_json(plan.footprint.nvme)})},
   };
   record["feasible"] = plan.feasible;
   record["strategy"] = strategy_name(plan.input.strategy);
   record["family"] = plan.family;
-  record["partitioning"] = {{"params", plan.rules.params_partitioned}, {"grads_and_optimizer", plan.rules.states_partitioned}};
+  record["partitioning"] = {{"params", plan.rules.params_partitioned},
+                            {"grads_and_optimizer", plan.rules.states_partitioned}};
   record["placement"] = placement_to_json(plan.placement);
   if (plan.feasible) {
     json groups = json::array();
     for (TrafficGroup group : kAllTrafficGroups) {
       const GroupTraffic& traffic = plan.step.group(group);
-      groups.push_back({{"group", traffic_group_name(group)},
-                        {"bytes_per_gpu", traffic.bytes_per_gpu},
-                        {"arithmetic_intensity", traffic.arithmetic_intensity},
-                        {"seconds", traffic.seconds},
-                        {"available_bytes_per_second",
-                         traffic.seconds > 0 ? json(traffic.effective_bandwidth) : json(nullptr)},
-                        {"required_bytes_per_second", traffic.required_bandwidth},
-                        {"efficiency", traffic.efficiency}});
+      groups.push_back(
+          {{"group", traffic_group_name(group)},
+           {"bytes_per_gpu", traffic.bytes_per_gpu},
+           {"arithmetic_intensity", traffic.arithmetic_intensity},
+           {"seconds", traffic.seconds},
+           {"available_bytes_per_second", traffic.seconds > 0 ? json(traffic.effective_bandwidth) : json(nullptr)},
+           {"required_bytes_per_second", traffic.required_bandwidth},
+           {"efficiency", traffic.efficiency}});
     }
     json resources = json::array();
     for (Resource resource : kAllResources) {

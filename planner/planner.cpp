@@ -179,7 +179,6 @@ std::optional<std::int64_t> smallest_that_works(std::int64_t low, std::int64_t h
   return low;
 }
 
-
 std::optional<std::int64_t> nodes_that_fit(const PlanInput& base) {
   return smallest_that_works(base.hardware.nodes + 1, kMaxNodes, [&](std::int64_t n) {
     PlanInput changed = base;
@@ -305,7 +304,8 @@ std::vector<std::string> notes_for(const Plan& plan) {
 
 std::string Suggestion::command_line() const {
   std::string line;
-  for (const FlagChange& change : changes) line += fmt::format("{}{} {}", line.empty() ? "" : " ", change.flag, change.value);
+  for (const FlagChange& change : changes)
+    line += fmt::format("{}{} {}", line.empty() ? "" : " ", change.flag, change.value);
   return line;
 }
 

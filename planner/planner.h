@@ -25,14 +25,14 @@ namespace zinf::planner {
 
 struct PlanInput {
   spec::ModelShape shape;
-  std::string model_source;          // how the shape was given: "--params 1T", "--hf-config x.json", "shape flags"
+  std::string model_source;            // how the shape was given: "--params 1T", "--hf-config x.json", "shape flags"
   std::uint64_t requested_params = 0;  // the --params value, 0 when the shape was given directly
   spec::TrainingSpec training;
   HardwareProfile hardware;
   Strategy strategy = Strategy::kAuto;
   // Kinds pinned to a tier by the user (--place optimizer=nvme); others are searched.
   std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()> pinned{};
-  double target_efficiency = 0.9;    // the efficiency "required bandwidth" is quoted for
+  double target_efficiency = 0.9;  // the efficiency "required bandwidth" is quoted for
 };
 
 // One flag change: "--nodes" "4".
@@ -54,24 +54,24 @@ struct Prediction {
   double step_seconds = 0;
   double step_seconds_no_overlap = 0;
   double compute_seconds = 0;
-  double tokens_per_second = 0;            // whole cluster
-  double achieved_flops_per_gpu = 0;       // 8·bsz·seq·P / step (recompute included, as the paper counts)
-  double mfu = 0;                          // 6·bsz·seq·P / step / peak_flops (model FLOPs, no recompute)
-  double efficiency = 0;                   // compute time / step time
+  double tokens_per_second = 0;       // whole cluster
+  double achieved_flops_per_gpu = 0;  // 8·bsz·seq·P / step (recompute included, as the paper counts)
+  double mfu = 0;                     // 6·bsz·seq·P / step / peak_flops (model FLOPs, no recompute)
+  double efficiency = 0;              // compute time / step time
 };
 
 struct Plan {
   PlanInput input;
   spec::ParameterCount parameters;
   ModelMemory memory;
-  StrategyRules rules;             // of the family the chosen placement belongs to
-  std::string family;              // describe_family() of the choice: "ZeRO-2 (...)"
+  StrategyRules rules;  // of the family the chosen placement belongs to
+  std::string family;   // describe_family() of the choice: "ZeRO-2 (...)"
   bool feasible = false;
-  spec::StatePlacement placement;  // the chosen one; when infeasible, the closest to fitting
-  Footprint footprint;             // of `placement`
-  StepModel step;                  // of `placement` (meaningful only when feasible)
-  Prediction prediction;           // zeros when infeasible
-  std::string bottleneck;          // a sentence: what limits the step, or why nothing fits
+  spec::StatePlacement placement;       // the chosen one; when infeasible, the closest to fitting
+  Footprint footprint;                  // of `placement`
+  StepModel step;                       // of `placement` (meaningful only when feasible)
+  Prediction prediction;                // zeros when infeasible
+  std::string bottleneck;               // a sentence: what limits the step, or why nothing fits
   std::vector<Suggestion> suggestions;  // only when infeasible
   std::vector<std::string> notes;       // caveats worth reading (e.g. optimizer on NVMe dominates)
 };

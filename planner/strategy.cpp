@@ -6,26 +6,40 @@ using spec::Tier;
 
 std::string_view strategy_name(Strategy strategy) {
   switch (strategy) {
-    case Strategy::kAuto: return "auto";
-    case Strategy::kDataParallel: return "dp";
-    case Strategy::kZero2: return "zero2";
-    case Strategy::kZero3: return "zero3";
-    case Strategy::kZeroOffload: return "zero-offload";
-    case Strategy::kInfinityCpu: return "zinf-cpu";
-    case Strategy::kInfinityNvme: return "zinf-nvme";
+    case Strategy::kAuto:
+      return "auto";
+    case Strategy::kDataParallel:
+      return "dp";
+    case Strategy::kZero2:
+      return "zero2";
+    case Strategy::kZero3:
+      return "zero3";
+    case Strategy::kZeroOffload:
+      return "zero-offload";
+    case Strategy::kInfinityCpu:
+      return "zinf-cpu";
+    case Strategy::kInfinityNvme:
+      return "zinf-nvme";
   }
   return "?";
 }
 
 std::string_view strategy_title(Strategy strategy) {
   switch (strategy) {
-    case Strategy::kAuto: return "auto (ZeRO-Infinity placement search)";
-    case Strategy::kDataParallel: return "data parallel only";
-    case Strategy::kZero2: return "ZeRO-2 on GPU";
-    case Strategy::kZero3: return "ZeRO-3 on GPU";
-    case Strategy::kZeroOffload: return "ZeRO-Offload";
-    case Strategy::kInfinityCpu: return "ZeRO-Infinity, CPU offload";
-    case Strategy::kInfinityNvme: return "ZeRO-Infinity, NVMe offload";
+    case Strategy::kAuto:
+      return "auto (ZeRO-Infinity placement search)";
+    case Strategy::kDataParallel:
+      return "data parallel only";
+    case Strategy::kZero2:
+      return "ZeRO-2 on GPU";
+    case Strategy::kZero3:
+      return "ZeRO-3 on GPU";
+    case Strategy::kZeroOffload:
+      return "ZeRO-Offload";
+    case Strategy::kInfinityCpu:
+      return "ZeRO-Infinity, CPU offload";
+    case Strategy::kInfinityNvme:
+      return "ZeRO-Infinity, NVMe offload";
   }
   return "?";
 }
@@ -86,7 +100,8 @@ std::vector<StrategyRules> candidate_rules(Strategy strategy) {
 
 std::string describe_family(const StrategyRules& rules, const spec::StatePlacement& placement) {
   using spec::StateKind;
-  const bool states_on_gpu = placement[StateKind::kGrads] == Tier::kDevice && placement[StateKind::kOptimizer] == Tier::kDevice;
+  const bool states_on_gpu =
+      placement[StateKind::kGrads] == Tier::kDevice && placement[StateKind::kOptimizer] == Tier::kDevice;
   if (!rules.params_partitioned && !rules.states_partitioned) return "data parallel (every GPU holds every state)";
   if (!rules.params_partitioned) {
     return states_on_gpu ? "ZeRO-2 (parameters replicated; gradients and optimizer states partitioned on GPU)"

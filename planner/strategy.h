@@ -30,7 +30,8 @@ inline constexpr std::array kAllStrategies{Strategy::kAuto,        Strategy::kDa
                                            Strategy::kZero3,       Strategy::kZeroOffload,  Strategy::kInfinityCpu,
                                            Strategy::kInfinityNvme};
 
-std::string_view strategy_name(Strategy strategy);   // "auto", "dp", "zero2", "zero3", "zero-offload", "zinf-cpu", "zinf-nvme"
+std::string_view strategy_name(
+    Strategy strategy);  // "auto", "dp", "zero2", "zero3", "zero-offload", "zinf-cpu", "zinf-nvme"
 std::string_view strategy_title(Strategy strategy);  // "ZeRO-Infinity (auto placement)", "data parallel", ...
 std::optional<Strategy> strategy_from_name(std::string_view name);
 

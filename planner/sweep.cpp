@@ -21,8 +21,12 @@ struct KeyInfo {
   std::string_view name;
 };
 constexpr KeyInfo kKeys[] = {
-    {SweepKey::kParams, "params"},         {SweepKey::kNodes, "nodes"}, {SweepKey::kGpusPerNode, "gpus-per-node"},
-    {SweepKey::kMicroBatch, "micro-batch"}, {SweepKey::kSeq, "seq"},     {SweepKey::kTiling, "tiling"},
+    {SweepKey::kParams, "params"},
+    {SweepKey::kNodes, "nodes"},
+    {SweepKey::kGpusPerNode, "gpus-per-node"},
+    {SweepKey::kMicroBatch, "micro-batch"},
+    {SweepKey::kSeq, "seq"},
+    {SweepKey::kTiling, "tiling"},
     {SweepKey::kCkptInterval, "ckpt-interval"},
 };
 
@@ -74,7 +78,8 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
     ZINF_ASSIGN_OR_RETURN(const std::uint64_t low, parse_value(key, text.substr(0, range_at), field));
     ZINF_ASSIGN_OR_RETURN(const std::uint64_t high, parse_value(key, rest, field));
     if (low > high) {
-      return Status::invalid_argument(fmt::format("{}: range {} runs backwards; write low..high", field, zinf::quoted(text)));
+      return Status::invalid_argument(
+          fmt::format("{}: range {} runs backwards; write low..high", field, zinf::quoted(text)));
     }
     bool multiply = true;
     std::uint64_t amount = 2;
@@ -83,11 +88,13 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
     } else {
       if (step) {
         const bool valid_kind = !step->empty() && (step->front() == 'x' || step->front() == '+');
-        const auto parsed = valid_kind ? parse_count(step->substr(1), field) : Result<std::uint64_t>(Status::invalid_argument(""));
+        const auto parsed =
+            valid_kind ? parse_count(step->substr(1), field) : Result<std::uint64_t>(Status::invalid_argument(""));
         multiply = valid_kind && step->front() == 'x';
         if (!parsed.is_ok() || (multiply && *parsed < 2)) {
-          return Status::invalid_argument(fmt::format(
-              "{}: step {} is not valid; expected :xN (multiply, N >= 2) or :+N (add, N >= 1)", field, zinf::quoted(*step)));
+          return Status::invalid_argument(
+              fmt::format("{}: step {} is not valid; expected :xN (multiply, N >= 2) or :+N (add, N >= 1)", field,
+                          zinf::quoted(*step)));
         }
         amount = *parsed;
       }
@@ -102,7 +109,8 @@ Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_
     }
   }
   if (values.size() > kMaxValuesPerDimension) {
-    return Status::invalid_argument(fmt::format("{}: {} has more than {} values", field, zinf::quoted(text), kMaxValuesPerDimension));
+    return Status::invalid_argument(
+        fmt::format("{}: {} has more than {} values", field, zinf::quoted(text), kMaxValuesPerDimension));
   }
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
@@ -114,7 +122,8 @@ Result<SweepDimension> parse_sweep_dimension(std::string_view text, std::string_
   std::string keys;
   for (const KeyInfo& info : kKeys) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", info.name);
   if (equals == std::string_view::npos) {
-    return Status::invalid_argument(fmt::format("{}: {} is not key=values (e.g. params=1B..100T); keys: {}", field, zinf::quoted(text), keys));
+    return Status::invalid_argument(
+        fmt::format("{}: {} is not key=values (e.g. params=1B..100T); keys: {}", field, zinf::quoted(text), keys));
   }
   const std::string_view name = text.substr(0, equals);
   for (const KeyInfo& info : kKeys) {
@@ -134,8 +143,8 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
     }
     total *= dimension.values.size();
     if (total > kMaxSweepPoints) {
-      return Status::invalid_argument(fmt::format("--sweep: more than {} points; narrow a range or use a larger step",
-                                                  kMaxSweepPoints));
+      return Status::invalid_argument(
+          fmt::format("--sweep: more than {} points; narrow a range or use a larger step", kMaxSweepPoints));
     }
   }
   std::vector<SweepPoint> points;
@@ -154,13 +163,27 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
       const std::uint64_t value = dimensions[d].values[index[d]];
       const auto as_int = static_cast<std::int64_t>(value);
       switch (dimensions[d].key) {
-        case SweepKey::kParams: params = value; break;
-        case SweepKey::kNodes: input.hardware.nodes = as_int; break;
-        case SweepKey::kGpusPerNode: input.hardware.node.gpus = as_int; break;
-        case SweepKey::kMicroBatch: input.training.micro_batch = as_int; break;
-        case SweepKey::kSeq: input.training.seq = as_int; break;
-        case SweepKey::kTiling: input.training.tiling = as_int; break;
-        case SweepKey::kCkptInterval: input.training.ckpt_interval = as_int; break;
+        case SweepKey::kParams:
+          params = value;
+          break;
+        case SweepKey::kNodes:
+          input.hardware.nodes = as_int;
+          break;
+        case SweepKey::kGpusPerNode:
+          input.hardware.node.gpus = as_int;
+          break;
+        case SweepKey::kMicroBatch:
+          input.training.micro_batch = as_int;
+          break;
+        case SweepKey::kSeq:
+          input.training.seq = as_int;
+          break;
+        case SweepKey::kTiling:
+          input.training.tiling = as_int;
+          break;
+        case SweepKey::kCkptInterval:
+          input.training.ckpt_interval = as_int;
+          break;
       }
     }
     if (params) {

@@ -33,7 +33,7 @@ Result<SweepDimension> parse_sweep_dimension(std::string_view text, std::string_
 Result<std::vector<std::uint64_t>> parse_sweep_values(SweepKey key, std::string_view text, std::string_view field);
 
 struct SweepPoint {
-  PlanInput input;      // the base input with this point's values applied (shape from the rule for params)
+  PlanInput input;  // the base input with this point's values applied (shape from the rule for params)
   bool feasible = false;
   spec::StatePlacement placement;
   Prediction prediction;  // zeros when infeasible

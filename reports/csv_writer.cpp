@@ -40,10 +40,12 @@ void write_record(const Record& record, FieldText field_text, std::ostream& out)
 
 void write_csv(const Table& table, std::ostream& out) {
   if (table.columns.empty()) return;
-  write_record(table.columns, [](const Column& column) -> std::string_view { return column.title; }, out);
+  write_record(
+      table.columns, [](const Column& column) -> std::string_view { return column.title; }, out);
   for (const auto& row : table.rows) {
     ZINF_CHECK(row.size() == table.columns.size(), "a table row must have one cell per column");
-    write_record(row, [](const Cell& cell) -> std::string_view { return cell.text; }, out);
+    write_record(
+        row, [](const Cell& cell) -> std::string_view { return cell.text; }, out);
   }
 }
 

@@ -106,7 +106,8 @@ std::uint64_t memory_bytes_from_meminfo(std::string_view meminfo_text) {
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), amount);
     if (ec != std::errc()) return true;
     // The kernel prints "kB" and means KiB.
-    const std::string_view unit = trim(std::string_view(end, static_cast<std::size_t>(value.data() + value.size() - end)));
+    const std::string_view unit =
+        trim(std::string_view(end, static_cast<std::size_t>(value.data() + value.size() - end)));
     if (unit == "kB" && amount <= UINT64_MAX / 1024) {
       bytes = amount * 1024;
     } else if (unit.empty()) {

@@ -16,12 +16,18 @@ constexpr std::string_view kSgrBold = "\x1b[1m";
 
 std::string_view sgr_for(Emphasis emphasis) {
   switch (emphasis) {
-    case Emphasis::kNone: return {};
-    case Emphasis::kStrong: return kSgrBold;
-    case Emphasis::kGood: return "\x1b[32m";
-    case Emphasis::kWarn: return "\x1b[33m";
-    case Emphasis::kBad: return "\x1b[31m";
-    case Emphasis::kMuted: return "\x1b[2m";
+    case Emphasis::kNone:
+      return {};
+    case Emphasis::kStrong:
+      return kSgrBold;
+    case Emphasis::kGood:
+      return "\x1b[32m";
+    case Emphasis::kWarn:
+      return "\x1b[33m";
+    case Emphasis::kBad:
+      return "\x1b[31m";
+    case Emphasis::kMuted:
+      return "\x1b[2m";
   }
   return {};
 }

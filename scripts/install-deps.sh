@@ -21,6 +21,7 @@ packages=(
   libopenblas-openmp-dev  # its OpenMP build, which shares the kernels' thread pool (kernels/CMakeLists.txt)
   libopenmpi-dev      # MPI launch and CPU collectives (also pulls in mpirun)
   fio                 # NVMe baseline for benchmarks
+  clang-format        # scripts/check-format.sh (Debian bookworm: 14), run by .ci/run
   python3             # CLI end-to-end tests
   python3-torch       # PyTorch baselines: scripts/bench/torch_adam.py, scripts/fixtures/make_adam_fixture.py
 )

@@ -64,9 +64,9 @@ Result<std::string> find_torch_python(const std::string& requested) {
     Result<ProcessOutput> probe = run_process(argv);
     if (probe.is_ok() && probe.value().exit_status == 0) return candidate;
   }
-  return Status::not_found(fmt::format(
-      "--python: no python3 that imports torch among {} (Debian: apt-get install python3-torch)",
-      fmt::join(candidates, ", ")));
+  return Status::not_found(
+      fmt::format("--python: no python3 that imports torch among {} (Debian: apt-get install python3-torch)",
+                  fmt::join(candidates, ", ")));
 }
 
 class BenchTrainCommand final : public Subcommand {
@@ -79,7 +79,8 @@ class BenchTrainCommand final : public Subcommand {
         ->required()
         ->type_name("FILE");
     cmd_->add_option("--steps", steps_text_, "Timed steps per repetition (default 10)")->type_name("N");
-    cmd_->add_option("--warmup", warmup_text_, "Untimed steps before them in each repetition (default 3)")->type_name("N");
+    cmd_->add_option("--warmup", warmup_text_, "Untimed steps before them in each repetition (default 3)")
+        ->type_name("N");
     cmd_->add_option("--repeat", repeat_text_, "Repetitions of each side, alternating (default 3)")->type_name("N");
     threads_option_ = cmd_->add_option("--threads", threads_text_,
                                        "Compute threads for both sides (default: the scenario's; 0 = one per core)")
@@ -125,21 +126,20 @@ class BenchTrainCommand final : public Subcommand {
 
 Result<double> BenchTrainCommand::run_torch_once(const spec::Scenario& s, const std::string& python,
                                                  const std::string& script, SideResult& side, json& info) const {
-  const std::vector<std::string> argv{python,
-                                      script,
-                                      "--layers", std::to_string(s.shape.layers),
-                                      "--hidden", std::to_string(s.shape.hidden),
-                                      "--heads", std::to_string(s.shape.heads),
-                                      "--vocab", std::to_string(s.shape.vocab),
-                                      "--seq", std::to_string(s.seq),
-                                      "--batch", std::to_string(s.batch),
-                                      "--steps", std::to_string(steps_),
-                                      "--warmup", std::to_string(warmup_),
+  const std::vector<std::string> argv{python,      script,
+                                      "--layers",  std::to_string(s.shape.layers),
+                                      "--hidden",  std::to_string(s.shape.hidden),
+                                      "--heads",   std::to_string(s.shape.heads),
+                                      "--vocab",   std::to_string(s.shape.vocab),
+                                      "--seq",     std::to_string(s.seq),
+                                      "--batch",   std::to_string(s.batch),
+                                      "--steps",   std::to_string(steps_),
+                                      "--warmup",  std::to_string(warmup_),
                                       "--threads", std::to_string(kernels::cpu::compute_threads()),
-                                      "--seed", std::to_string(s.seed),
-                                      "--lr", fmt::format("{}", s.optimizer.lr),
-                                      "--device", std::string(spec::device_kind_name(s.device)),
-                                      "--dtype", std::string(dtype_name(s.precision))};
+                                      "--seed",    std::to_string(s.seed),
+                                      "--lr",      fmt::format("{}", s.optimizer.lr),
+                                      "--device",  std::string(spec::device_kind_name(s.device)),
+                                      "--dtype",   std::string(dtype_name(s.precision))};
   ZINF_ASSIGN_OR_RETURN(const ProcessOutput out, run_process(argv));
   if (out.exit_status != 0) {
     std::string last = out.err;
@@ -167,8 +167,8 @@ Status BenchTrainCommand::parse_flags() {
   ZINF_ASSIGN_OR_RETURN(warmup_, parse_int_in_range(warmup_text_, "--warmup", 0, kMaxBenchSteps));
   ZINF_ASSIGN_OR_RETURN(repeat_, parse_int_in_range(repeat_text_, "--repeat", 1, 1000));
   if (threads_option_->count() > 0) {
-    ZINF_ASSIGN_OR_RETURN(threads_,
-                          parse_int_in_range(threads_text_, "--threads", spec::kThreadsRange.min, spec::kThreadsRange.max));
+    ZINF_ASSIGN_OR_RETURN(
+        threads_, parse_int_in_range(threads_text_, "--threads", spec::kThreadsRange.min, spec::kThreadsRange.max));
   }
   return Status::ok();
 }
@@ -194,9 +194,10 @@ Status BenchTrainCommand::run(const Io& io) {
     const bool supported = scenario.precision == DType::kF32 ||
                            (scenario.precision == DType::kBF16 && scenario.device == spec::DeviceKind::kCuda);
     if (!supported) {
-      return Status::invalid_argument(fmt::format(
-          "scenario.precision: {} — the PyTorch comparison runs fp32, or bf16 on \"device\": \"cuda\"; use one of those",
-          dtype_name(scenario.precision)));
+      return Status::invalid_argument(
+          fmt::format("scenario.precision: {} — the PyTorch comparison runs fp32, or bf16 on \"device\": \"cuda\"; use "
+                      "one of those",
+                      dtype_name(scenario.precision)));
     }
     ZINF_ASSIGN_OR_RETURN(python, find_torch_python(python_));
     if (script.empty()) script = std::string(ZINF_SOURCE_DIR) + "/scripts/bench/torch_train.py";
@@ -242,12 +243,9 @@ Status BenchTrainCommand::run(const Io& io) {
   out.record["repetitions"] = repeat_;
   out.record["compute_peak_flops_per_s"] = peak.flops_per_s;
   out.record["flops_per_step"] = flops_per_step;
-  out.record["zinf"] = {{"tokens_per_s_median", zinf_tps},
-                        {"tokens_per_s_per_repetition", zinf_side.tokens_per_s},
-                        {"step_ms", zinf_side.step_ms},
-                        {"step_ms_median", zinf_step_ms},
-                        {"flops_per_s", zinf_flops},
-                        {"mfu", zinf_flops / peak.flops_per_s}};
+  out.record["zinf"] = {{"tokens_per_s_median", zinf_tps}, {"tokens_per_s_per_repetition", zinf_side.tokens_per_s},
+                        {"step_ms", zinf_side.step_ms},    {"step_ms_median", zinf_step_ms},
+                        {"flops_per_s", zinf_flops},       {"mfu", zinf_flops / peak.flops_per_s}};
   std::optional<double> ratio;
   if (torch_) {
     const double torch_tps = spread_of(torch_side.tokens_per_s).median;
@@ -271,25 +269,30 @@ Status BenchTrainCommand::run(const Io& io) {
                            scenario.shape.layers, scenario.shape.hidden, scenario.shape.heads, scenario.shape.vocab,
                            scenario.seq, scenario.batch, dtype_name(scenario.precision),
                            format_count(static_cast<double>(session->model().params().total_numel()))));
-  setup.fields.emplace_back("runs", fmt::format("{} repetitions x ({} warm-up + {} timed steps), {} threads, alternating",
-                                                repeat_, warmup_, steps_, threads));
-  setup.fields.emplace_back("matmul peak", fmt::format("{} ({} {}^3, same run)", format_flops(peak.flops_per_s), peak.kind,
-                                                       peak.matrix_size));
+  setup.fields.emplace_back(
+      "runs", fmt::format("{} repetitions x ({} warm-up + {} timed steps), {} threads, alternating", repeat_, warmup_,
+                          steps_, threads));
+  setup.fields.emplace_back("matmul peak", fmt::format("{} ({} {}^3, same run)", format_flops(peak.flops_per_s),
+                                                       peak.kind, peak.matrix_size));
   out.document.sections.push_back(std::move(setup));
   reports::Section results;
   results.title = "Training step";
-  results.table.columns = {{"engine"}, {"tokens/s", reports::Align::kRight}, {"step ms", reports::Align::kRight},
-                           {"TFLOP/s", reports::Align::kRight}, {"MFU", reports::Align::kRight}};
+  results.table.columns = {{"engine"},
+                           {"tokens/s", reports::Align::kRight},
+                           {"step ms", reports::Align::kRight},
+                           {"TFLOP/s", reports::Align::kRight},
+                           {"MFU", reports::Align::kRight}};
   results.table.rows.push_back({"zinf", reports::Cell(fmt::format("{:.0f}", zinf_tps), reports::Emphasis::kStrong),
                                 fmt::format("{:.1f}", zinf_step_ms), fmt::format("{:.3f}", zinf_flops / 1e12),
                                 fmt::format("{:.1f}%", 100.0 * zinf_flops / peak.flops_per_s)});
   if (torch_) {
     const json& t = out.record["torch"];
-    results.table.rows.push_back({"PyTorch " + torch_info.value("torch_version", std::string()),
-                                  fmt::format("{:.0f}", t["tokens_per_s_median"].get<double>()),
-                                  fmt::format("{:.1f}", t["step_ms_median"].get<double>()),
-                                  fmt::format("{:.3f}", flops_per_step * t["tokens_per_s_median"].get<double>() / tokens_per_step / 1e12),
-                                  fmt::format("{:.1f}%", 100.0 * t["mfu"].get<double>())});
+    results.table.rows.push_back(
+        {"PyTorch " + torch_info.value("torch_version", std::string()),
+         fmt::format("{:.0f}", t["tokens_per_s_median"].get<double>()),
+         fmt::format("{:.1f}", t["step_ms_median"].get<double>()),
+         fmt::format("{:.3f}", flops_per_step * t["tokens_per_s_median"].get<double>() / tokens_per_step / 1e12),
+         fmt::format("{:.1f}%", 100.0 * t["mfu"].get<double>())});
     results.fields.emplace_back("zinf / PyTorch",
                                 reports::Cell(fmt::format("{:.2f}x tokens/s", *ratio),
                                               *ratio >= 1.0 ? reports::Emphasis::kGood : reports::Emphasis::kBad));
@@ -300,10 +303,11 @@ Status BenchTrainCommand::run(const Io& io) {
                           fmt::format("{:.4g}", zinf_flops), fmt::format("{:.4f}", zinf_flops / peak.flops_per_s)});
   if (torch_) {
     const json& t = out.record["torch"];
-    out.csv.rows.push_back({"torch", fmt::format("{:.1f}", t["tokens_per_s_median"].get<double>()),
-                            fmt::format("{:.3f}", t["step_ms_median"].get<double>()),
-                            fmt::format("{:.4g}", flops_per_step * t["tokens_per_s_median"].get<double>() / tokens_per_step),
-                            fmt::format("{:.4f}", t["mfu"].get<double>())});
+    out.csv.rows.push_back(
+        {"torch", fmt::format("{:.1f}", t["tokens_per_s_median"].get<double>()),
+         fmt::format("{:.3f}", t["step_ms_median"].get<double>()),
+         fmt::format("{:.4g}", flops_per_step * t["tokens_per_s_median"].get<double>() / tokens_per_step),
+         fmt::format("{:.4f}", t["mfu"].get<double>())});
   }
   return emit(output_, out, io);
 }
@@ -315,8 +319,9 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
   }
   if (torch_) return Status::invalid_argument("--zero0: not together with --torch; run them separately");
   ZINF_ASSIGN_OR_RETURN(OffloadBenchResult result,
-                        run_offload_bench(scenario, warmup_, repeat_,
-                                          [&io](const std::string& line) { io.err << "bench train: " << line << '\n'; }));
+                        run_offload_bench(scenario, warmup_, repeat_, [&io](const std::string& line) {
+                          io.err << "bench train: " << line << '\n';
+                        }));
   Rendered out;
   out.record = reports::make_record_envelope("bench-train", 1);
   out.record["scenario_path"] = scenario_path_;
@@ -327,9 +332,14 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
   out.record["engine"] = offload_side_json(result.engine);
   out.record["zero0"] = offload_side_json(result.zero0);
   if (result.nvme_read_gbps) {
-    out.record["swap_store_sequential_gbps"] = {
-        {"read", {{"median", result.nvme_read_gbps->median}, {"min", result.nvme_read_gbps->min}, {"max", result.nvme_read_gbps->max}}},
-        {"write", {{"median", result.nvme_write_gbps->median}, {"min", result.nvme_write_gbps->min}, {"max", result.nvme_write_gbps->max}}}};
+    out.record["swap_store_sequential_gbps"] = {{"read",
+                                                 {{"median", result.nvme_read_gbps->median},
+                                                  {"min", result.nvme_read_gbps->min},
+                                                  {"max", result.nvme_read_gbps->max}}},
+                                                {"write",
+                                                 {{"median", result.nvme_write_gbps->median},
+                                                  {"min", result.nvme_write_gbps->min},
+                                                  {"max", result.nvme_write_gbps->max}}}};
   }
   out.record["targets"] = result.ratios;
 
@@ -338,16 +348,21 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
   setup.title = "Setup";
   setup.fields.emplace_back("scenario", scenario_path_);
   setup.fields.emplace_back("runs", fmt::format("{} repetitions x ({} warm-up + {} timed steps), engine and ZeRO-0 "
-                                                "alternating", repeat_, warmup_, steps_));
+                                                "alternating",
+                                                repeat_, warmup_, steps_));
   if (result.nvme_read_gbps) {
-    setup.fields.emplace_back("swap store", fmt::format("sequential read {:.2f} GB/s, write {:.2f} GB/s (median of 3, same run)",
-                                                        result.nvme_read_gbps->median, result.nvme_write_gbps->median));
+    setup.fields.emplace_back("swap store",
+                              fmt::format("sequential read {:.2f} GB/s, write {:.2f} GB/s (median of 3, same run)",
+                                          result.nvme_read_gbps->median, result.nvme_write_gbps->median));
   }
   out.document.sections.push_back(std::move(setup));
   reports::Section sides;
   sides.title = "Step time (ms)";
-  sides.table.columns = {{"states"}, {"median", reports::Align::kRight}, {"min", reports::Align::kRight},
-                         {"max", reports::Align::kRight}, {"fwd+bwd", reports::Align::kRight},
+  sides.table.columns = {{"states"},
+                         {"median", reports::Align::kRight},
+                         {"min", reports::Align::kRight},
+                         {"max", reports::Align::kRight},
+                         {"fwd+bwd", reports::Align::kRight},
                          {"optimizer", reports::Align::kRight}};
   for (const auto& [name, side] : {std::pair{"engine", &result.engine}, std::pair{"ZeRO-0", &result.zero0}}) {
     const json j = offload_side_json(*side);
@@ -360,23 +375,25 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
   out.document.sections.push_back(std::move(sides));
   reports::Section targets;
   targets.title = "Targets";
-  targets.table.columns = {{"target"}, {"value", reports::Align::kRight}, {"bound", reports::Align::kRight}, {"met"}, {"what"}};
+  targets.table.columns = {
+      {"target"}, {"value", reports::Align::kRight}, {"bound", reports::Align::kRight}, {"met"}, {"what"}};
   for (const auto& [name, t] : result.ratios.items()) {
     const bool met = t["met"].get<bool>();
-    targets.table.rows.push_back({name, fmt::format("{:.3f}", t["value"].get<double>()), fmt::format("{:.2f}", t["bound"].get<double>()),
-                                  reports::Cell(met ? "yes" : "no", met ? reports::Emphasis::kGood : reports::Emphasis::kBad),
-                                  t["what"].get<std::string>()});
+    targets.table.rows.push_back(
+        {name, fmt::format("{:.3f}", t["value"].get<double>()), fmt::format("{:.2f}", t["bound"].get<double>()),
+         reports::Cell(met ? "yes" : "no", met ? reports::Emphasis::kGood : reports::Emphasis::kBad),
+         t["what"].get<std::string>()});
   }
   const json engine = offload_side_json(result.engine);
-  targets.notes.push_back(fmt::format("host memory over the timed steps: host tier varied by {}, process RSS by {} (peak {})",
-                                      format_bytes(engine["host_tier_bytes_range"].get<double>()),
-                                      format_bytes(engine["rss_bytes_range"].get<double>()),
-                                      format_bytes(engine["rss_bytes_max"].get<double>())));
+  targets.notes.push_back(fmt::format(
+      "host memory over the timed steps: host tier varied by {}, process RSS by {} (peak {})",
+      format_bytes(engine["host_tier_bytes_range"].get<double>()),
+      format_bytes(engine["rss_bytes_range"].get<double>()), format_bytes(engine["rss_bytes_max"].get<double>())));
   out.document.sections.push_back(std::move(targets));
   out.csv.columns = {{"target"}, {"value"}, {"bound"}, {"met"}};
   for (const auto& [name, t] : result.ratios.items()) {
-    out.csv.rows.push_back({name, fmt::format("{:.4f}", t["value"].get<double>()), fmt::format("{:.2f}", t["bound"].get<double>()),
-                            t["met"].get<bool>() ? "true" : "false"});
+    out.csv.rows.push_back({name, fmt::format("{:.4f}", t["value"].get<double>()),
+                            fmt::format("{:.2f}", t["bound"].get<double>()), t["met"].get<bool>() ? "true" : "false"});
   }
   return emit(output_, out, io);
 }

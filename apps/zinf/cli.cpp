@@ -47,9 +47,7 @@ std::string one_line(std::string text) {
   return out;
 }
 
-void print_error(const Io& io, const std::string& message) {
-  io.err << "error: " << one_line(message) << '\n';
-}
+void print_error(const Io& io, const std::string& message) { io.err << "error: " << one_line(message) << '\n'; }
 
 }  // namespace
 
@@ -57,8 +55,8 @@ Io process_io(std::ostream& out, std::ostream& err) {
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
   const char* no_color = std::getenv("NO_COLOR");
   const char* term = std::getenv("TERM");
-  const bool color_allowed = (no_color == nullptr || no_color[0] == '\0') &&
-                             !(term != nullptr && std::string(term) == "dumb");
+  const bool color_allowed =
+      (no_color == nullptr || no_color[0] == '\0') && !(term != nullptr && std::string(term) == "dumb");
   int width = 100;
   winsize size{};
   if (tty && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col >= 40) width = size.ws_col;

@@ -495,10 +495,10 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
   }
   record["verified"] = result.verified ? nlohmann::json(*result.verified) : nlohmann::json(nullptr);
   if (run.fio) {
-    record["fio"] = {{"program", run.fio->program},     {"version", run.fio->version},
-                     {"ioengine", run.fio->ioengine},   {"direct", run.fio->direct}, {"iomem", run.fio->iomem},
-                     {"filenames", run.fio->filenames}, {"size_bytes", run.fio->size_bytes},
-                     {"target_ratio", kFioTargetRatio}, {"notes", run.fio->notes}};
+    record["fio"] = {
+        {"program", run.fio->program},       {"version", run.fio->version},     {"ioengine", run.fio->ioengine},
+        {"direct", run.fio->direct},         {"iomem", run.fio->iomem},         {"filenames", run.fio->filenames},
+        {"size_bytes", run.fio->size_bytes}, {"target_ratio", kFioTargetRatio}, {"notes", run.fio->notes}};
   } else {
     record["fio"] = nullptr;
   }
@@ -520,11 +520,11 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
                                   ? fmt::format("{} x {}", layout.tensor_count, bytes_text(config.tensor_bytes))
                                   : fmt::format("{} x {} + 1 x {}", layout.tensor_count - 1,
                                                 bytes_text(config.tensor_bytes), bytes_text(layout.last_tensor_bytes));
-  setup.fields.emplace_back("tensors", fmt::format("{} = {} per run; {} in flight ({} of buffers, {} with staging); {} "
-                                                   "of each test",
-                                                   tensors, bytes_text(config.size_bytes), layout.window_tensors,
-                                                   bytes_text(layout.ring_bytes), bytes_text(layout.memory_bytes),
-                                                   runs_text(config.repeat)));
+  setup.fields.emplace_back(
+      "tensors", fmt::format("{} = {} per run; {} in flight ({} of buffers, {} with staging); {} "
+                             "of each test",
+                             tensors, bytes_text(config.size_bytes), layout.window_tensors,
+                             bytes_text(layout.ring_bytes), bytes_text(layout.memory_bytes), runs_text(config.repeat)));
   if (run.fio) {
     setup.fields.emplace_back(
         "fio", fmt::format("{} ({}), {}, --direct={}, --iomem={}, on the store's swap files", run.fio->program,

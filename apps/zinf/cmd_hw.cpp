@@ -23,9 +23,11 @@ reports::Section profile_section(const planner::HardwareProfile& hw) {
       {"nodes", std::to_string(hw.nodes)},
       {"GPUs per node", fmt::format("{} x {}", n.gpus, n.gpu.name)},
       {"GPU memory", format_bytes(static_cast<double>(n.gpu.memory_bytes))},
-      {"GPU FLOP/s", fmt::format("{} peak, {} achievable", format_flops(n.gpu.peak_flops), format_flops(n.gpu.achievable_flops))},
+      {"GPU FLOP/s",
+       fmt::format("{} peak, {} achievable", format_flops(n.gpu.peak_flops), format_flops(n.gpu.achievable_flops))},
       {"GPU memory bandwidth", format_bandwidth(n.gpu.memory_bandwidth)},
-      {"CPU memory", fmt::format("{} at {}", format_bytes(static_cast<double>(n.cpu_memory_bytes)), format_bandwidth(n.cpu_memory_bandwidth))},
+      {"CPU memory", fmt::format("{} at {}", format_bytes(static_cast<double>(n.cpu_memory_bytes)),
+                                 format_bandwidth(n.cpu_memory_bandwidth))},
       {"NVMe", fmt::format("{}, read {}, write {}", format_bytes(static_cast<double>(n.nvme_capacity_bytes)),
                            format_bandwidth(n.nvme_read_bandwidth), format_bandwidth(n.nvme_write_bandwidth))},
       {"PCIe per GPU", format_bandwidth(n.pcie_bandwidth_per_gpu)},
@@ -57,15 +59,20 @@ class HwCommand final : public Subcommand {
     out.record = reports::make_record_envelope("hardware-list", 1);
     out.record["profiles"] = nlohmann::json::array();
     reports::Section s{"Built-in hardware profiles", {}, {}, {}};
-    s.table.columns = {{"name"}, {"GPUs", Align::kRight}, {"GPU"}, {"GPU mem", Align::kRight}, {"CPU mem", Align::kRight},
-                       {"NVMe", Align::kRight}, {"NVMe read", Align::kRight}};
+    s.table.columns = {{"name"},
+                       {"GPUs", Align::kRight},
+                       {"GPU"},
+                       {"GPU mem", Align::kRight},
+                       {"CPU mem", Align::kRight},
+                       {"NVMe", Align::kRight},
+                       {"NVMe read", Align::kRight}};
     for (std::string_view name : planner::builtin_profile_names()) {
       ZINF_ASSIGN_OR_RETURN(const planner::HardwareProfile hw, planner::load_hardware_profile(name));
       const planner::NodeSpec& n = hw.node;
-      s.table.rows.push_back({Cell(hw.name, reports::Emphasis::kStrong), std::to_string(n.gpus), n.gpu.name,
-                              format_bytes(static_cast<double>(n.gpu.memory_bytes)),
-                              format_bytes(static_cast<double>(n.cpu_memory_bytes)),
-                              format_bytes(static_cast<double>(n.nvme_capacity_bytes)), format_bandwidth(n.nvme_read_bandwidth)});
+      s.table.rows.push_back(
+          {Cell(hw.name, reports::Emphasis::kStrong), std::to_string(n.gpus), n.gpu.name,
+           format_bytes(static_cast<double>(n.gpu.memory_bytes)), format_bytes(static_cast<double>(n.cpu_memory_bytes)),
+           format_bytes(static_cast<double>(n.nvme_capacity_bytes)), format_bandwidth(n.nvme_read_bandwidth)});
       out.record["profiles"].push_back(planner::hardware_profile_to_json(hw));
     }
     out.csv = s.table;

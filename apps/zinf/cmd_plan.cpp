@@ -54,7 +54,8 @@ HardwareOverride bytes_override(std::string flag, std::string help, Field field,
 
 template <typename Field>
 HardwareOverride bandwidth_override(std::string flag, std::string help, Field field) {
-  return {std::move(flag), std::move(help), "BW", [field](HardwareProfile& hw, const std::string& text, const std::string& f) {
+  return {std::move(flag), std::move(help), "BW",
+          [field](HardwareProfile& hw, const std::string& text, const std::string& f) {
             ZINF_ASSIGN_OR_RETURN(const double value, parse_bandwidth(text, f));
             ZINF_RETURN_IF_ERROR(planner::check_figure(value, f, planner::kBandwidthRange));
             field(hw) = value;
@@ -64,7 +65,8 @@ HardwareOverride bandwidth_override(std::string flag, std::string help, Field fi
 
 template <typename Field>
 HardwareOverride flops_override(std::string flag, std::string help, Field field) {
-  return {std::move(flag), std::move(help), "FLOPS", [field](HardwareProfile& hw, const std::string& text, const std::string& f) {
+  return {std::move(flag), std::move(help), "FLOPS",
+          [field](HardwareProfile& hw, const std::string& text, const std::string& f) {
             ZINF_ASSIGN_OR_RETURN(const double value, parse_flops(text, f));
             ZINF_RETURN_IF_ERROR(planner::check_figure(value, f, planner::kFlopsRange));
             field(hw) = value;
@@ -74,34 +76,56 @@ HardwareOverride flops_override(std::string flag, std::string help, Field field)
 
 std::vector<HardwareOverride> hardware_overrides() {
   return {
-      {"--gpus-per-node", "GPUs per node", "N", [](HardwareProfile& hw, const std::string& t, const std::string& f) {
+      {"--gpus-per-node", "GPUs per node", "N",
+       [](HardwareProfile& hw, const std::string& t, const std::string& f) {
          ZINF_ASSIGN_OR_RETURN(hw.node.gpus, parse_positive_int(t, f, planner::kMaxGpusPerNode));
          return Status::ok();
        }},
-      bytes_override("--gpu-mem", "Device memory per GPU (e.g. 80GiB)", [](HardwareProfile& hw) -> auto& { return hw.node.gpu.memory_bytes; },
-                     planner::kGpuMemoryRange),
-      flops_override("--gpu-peak-flops", "Datasheet FLOP/s per GPU, the MFU denominator (e.g. 989TFLOPS)",
-                     [](HardwareProfile& hw) -> auto& { return hw.node.gpu.peak_flops; }),
-      flops_override("--gpu-flops", "Achievable FLOP/s per GPU on large GEMMs (the paper's peak_tp)",
-                     [](HardwareProfile& hw) -> auto& { return hw.node.gpu.achievable_flops; }),
-      bandwidth_override("--gpu-mem-bw", "GPU memory (HBM) bandwidth", [](HardwareProfile& hw) -> auto& { return hw.node.gpu.memory_bandwidth; }),
-      bytes_override("--cpu-mem", "CPU memory per node usable for training states", [](HardwareProfile& hw) -> auto& { return hw.node.cpu_memory_bytes; },
-                     planner::kHostBytesRange),
-      bandwidth_override("--cpu-mem-bw", "CPU memory bandwidth per node", [](HardwareProfile& hw) -> auto& { return hw.node.cpu_memory_bandwidth; }),
-      bytes_override("--nvme", "NVMe capacity per node (0 for none)", [](HardwareProfile& hw) -> auto& { return hw.node.nvme_capacity_bytes; },
-                     planner::kHostBytesRange, ZeroIs::kAllowed),
-      bandwidth_override("--nvme-read-bw", "NVMe read bandwidth per node (all drives)", [](HardwareProfile& hw) -> auto& { return hw.node.nvme_read_bandwidth; }),
-      bandwidth_override("--nvme-write-bw", "NVMe write bandwidth per node (all drives)", [](HardwareProfile& hw) -> auto& { return hw.node.nvme_write_bandwidth; }),
-      bandwidth_override("--pcie-bw", "Host<->GPU bandwidth per GPU per direction", [](HardwareProfile& hw) -> auto& { return hw.node.pcie_bandwidth_per_gpu; }),
-      bandwidth_override("--gpu-link-bw", "GPU<->GPU bandwidth per GPU inside a node (NVLink)", [](HardwareProfile& hw) -> auto& { return hw.node.gpu_link_bandwidth; }),
-      bandwidth_override("--net-bw", "Network bandwidth per node between nodes (all NICs)", [](HardwareProfile& hw) -> auto& { return hw.node.network_bandwidth; }),
+      bytes_override(
+          "--gpu-mem", "Device memory per GPU (e.g. 80GiB)",
+          [](HardwareProfile & hw) -> auto& { return hw.node.gpu.memory_bytes; }, planner::kGpuMemoryRange),
+      flops_override(
+          "--gpu-peak-flops", "Datasheet FLOP/s per GPU, the MFU denominator (e.g. 989TFLOPS)",
+          [](HardwareProfile & hw) -> auto& { return hw.node.gpu.peak_flops; }),
+      flops_override(
+          "--gpu-flops", "Achievable FLOP/s per GPU on large GEMMs (the paper's peak_tp)",
+          [](HardwareProfile & hw) -> auto& { return hw.node.gpu.achievable_flops; }),
+      bandwidth_override(
+          "--gpu-mem-bw", "GPU memory (HBM) bandwidth",
+          [](HardwareProfile & hw) -> auto& { return hw.node.gpu.memory_bandwidth; }),
+      bytes_override(
+          "--cpu-mem", "CPU memory per node usable for training states",
+          [](HardwareProfile & hw) -> auto& { return hw.node.cpu_memory_bytes; }, planner::kHostBytesRange),
+      bandwidth_override(
+          "--cpu-mem-bw", "CPU memory bandwidth per node",
+          [](HardwareProfile & hw) -> auto& { return hw.node.cpu_memory_bandwidth; }),
+      bytes_override(
+          "--nvme", "NVMe capacity per node (0 for none)",
+          [](HardwareProfile & hw) -> auto& { return hw.node.nvme_capacity_bytes; }, planner::kHostBytesRange,
+          ZeroIs::kAllowed),
+      bandwidth_override(
+          "--nvme-read-bw", "NVMe read bandwidth per node (all drives)",
+          [](HardwareProfile & hw) -> auto& { return hw.node.nvme_read_bandwidth; }),
+      bandwidth_override(
+          "--nvme-write-bw", "NVMe write bandwidth per node (all drives)",
+          [](HardwareProfile & hw) -> auto& { return hw.node.nvme_write_bandwidth; }),
+      bandwidth_override(
+          "--pcie-bw", "Host<->GPU bandwidth per GPU per direction",
+          [](HardwareProfile & hw) -> auto& { return hw.node.pcie_bandwidth_per_gpu; }),
+      bandwidth_override(
+          "--gpu-link-bw", "GPU<->GPU bandwidth per GPU inside a node (NVLink)",
+          [](HardwareProfile & hw) -> auto& { return hw.node.gpu_link_bandwidth; }),
+      bandwidth_override(
+          "--net-bw", "Network bandwidth per node between nodes (all NICs)",
+          [](HardwareProfile & hw) -> auto& { return hw.node.network_bandwidth; }),
   };
 }
 
 class PlanCommand final : public Subcommand {
  public:
   explicit PlanCommand(CLI::App& app) : overrides_(hardware_overrides()) {
-    command_ = app.add_subcommand("plan", "Plan training a model on a cluster: memory per tier, placement, step time, bottleneck");
+    command_ = app.add_subcommand(
+        "plan", "Plan training a model on a cluster: memory per tier, placement, step time, bottleneck");
     CLI::App& c = *command_;
     const auto option = [&](const std::string& name, std::string& target, const std::string& help,
                             const std::string& group, const std::string& type = "N") {
@@ -115,7 +139,8 @@ class PlanCommand final : public Subcommand {
     option("--kv-heads", kv_heads_, "Key/value heads (grouped-query attention; default = heads)", model);
     option("--ffn", ffn_, "MLP inner size (default 4 x hidden)", model);
     option("--vocab", vocab_, "Vocabulary size (default 50257)", model);
-    option("--hf-config", hf_config_, "A Hugging Face config.json (GPT-2, GPT-NeoX, LLaMA, Mistral, Qwen2)", model, "FILE");
+    option("--hf-config", hf_config_, "A Hugging Face config.json (GPT-2, GPT-NeoX, LLaMA, Mistral, Qwen2)", model,
+           "FILE");
 
     const std::string training = "Training";
     option("--seq", seq_, "Sequence length (default 1024)", training);
@@ -123,27 +148,36 @@ class PlanCommand final : public Subcommand {
     option("--ckpt-interval", ckpt_interval_, "Layers between activation checkpoints (default 1)", training);
     option("--tiling", tiling_, "Memory-centric tiling factor for the largest operator (default 1)", training);
     option("--precision", precision_, "bf16, fp16 or fp32 (default bf16)", training, "DTYPE");
-    option("--accounting", accounting_, "Model-state accounting: paper (20 B/param), zero (16) or fp32 (16)", training, "NAME");
+    option("--accounting", accounting_, "Model-state accounting: paper (20 B/param), zero (16) or fp32 (16)", training,
+           "NAME");
 
     const std::string hardware = "Hardware (a profile, then per-field overrides)";
-    option("--hw", hw_, fmt::format("Built-in profile name or a profile JSON file (default {}; see `zinf hw list`)", kDefaultHardware),
-           hardware, "NAME|FILE");
+    option(
+        "--hw", hw_,
+        fmt::format("Built-in profile name or a profile JSON file (default {}; see `zinf hw list`)", kDefaultHardware),
+        hardware, "NAME|FILE");
     option("--nodes", nodes_, "Nodes; a list (1,2,4) or range (1..64) sweeps", hardware, "N|LIST");
     for (HardwareOverride& o : overrides_) {
-      options_[o.flag] = c.add_option(o.flag, override_values_[o.flag], o.help)->type_name(o.type_name)->group(hardware);
+      options_[o.flag] =
+          c.add_option(o.flag, override_values_[o.flag], o.help)->type_name(o.type_name)->group(hardware);
     }
 
     const std::string strategy = "Strategy";
-    option("--strategy", strategy_, "auto (ZeRO-Infinity placement search), dp, zero2, zero3, zero-offload, zinf-cpu, zinf-nvme", strategy,
+    option("--strategy", strategy_,
+           "auto (ZeRO-Infinity placement search), dp, zero2, zero3, zero-offload, zinf-cpu, zinf-nvme", strategy,
            "NAME");
-    option("--place", place_, "Pin states to tiers: params=nvme,optimizer=cpu (kinds: params, grads, optimizer, activations; "
-                              "tiers: gpu, cpu, nvme)", strategy, "KIND=TIER,...");
-    option("--target-efficiency", target_efficiency_, "Efficiency the required bandwidth is quoted for (default 0.9)", strategy, "F");
+    option("--place", place_,
+           "Pin states to tiers: params=nvme,optimizer=cpu (kinds: params, grads, optimizer, activations; "
+           "tiers: gpu, cpu, nvme)",
+           strategy, "KIND=TIER,...");
+    option("--target-efficiency", target_efficiency_, "Efficiency the required bandwidth is quoted for (default 0.9)",
+           strategy, "F");
 
     const std::string modes = "Modes";
     c.add_flag("--max-params", max_params_, "The largest model each strategy can hold on this hardware")->group(modes);
-    c.add_option("--sweep", sweeps_, "Sweep KEY=VALUES, repeatable: params=1B..100T, micro-batch=1..16, seq=512,1024 "
-                                    "(keys: params, nodes, gpus-per-node, micro-batch, seq, tiling, ckpt-interval)")
+    c.add_option("--sweep", sweeps_,
+                 "Sweep KEY=VALUES, repeatable: params=1B..100T, micro-batch=1..16, seq=512,1024 "
+                 "(keys: params, nodes, gpus-per-node, micro-batch, seq, tiling, ckpt-interval)")
         ->type_name("KEY=VALUES")
         ->group(modes);
     add_output_options(c, output_);
@@ -188,7 +222,8 @@ Result<spec::TrainingSpec> PlanCommand::training() const {
     }
     training.precision = *precision;
   }
-  training.accounting = training.precision == DType::kF32 ? spec::StateAccounting::kFp32 : spec::StateAccounting::kPaper;
+  training.accounting =
+      training.precision == DType::kF32 ? spec::StateAccounting::kFp32 : spec::StateAccounting::kPaper;
   if (given("--accounting")) {
     const auto accounting = spec::accounting_from_name(accounting_);
     if (!accounting) {
@@ -255,7 +290,8 @@ Status PlanCommand::resolve_model(PlanInput& input, bool model_required, bool pa
     input.model_source = fmt::format("--params {} (shape rule)", params_);
   } else if (by_shape) {
     for (const char* flag : {"--layers", "--hidden", "--heads"}) {
-      if (!given(flag)) return Status::invalid_argument(fmt::format("{}: missing; a shape needs --layers, --hidden and --heads", flag));
+      if (!given(flag))
+        return Status::invalid_argument(fmt::format("{}: missing; a shape needs --layers, --hidden and --heads", flag));
     }
     ZINF_ASSIGN_OR_RETURN(const std::int64_t layers, parse_positive_int(layers_, "--layers", 100000));
     ZINF_ASSIGN_OR_RETURN(const std::int64_t hidden, parse_positive_int(hidden_, "--hidden", 1 << 24));
@@ -296,12 +332,14 @@ Result<std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()>> PlanC
     const auto tier = equals == std::string_view::npos ? std::nullopt : spec::tier_from_name(item.substr(equals + 1));
     if (kind == spec::kAllStateKinds.end() || !tier) {
       return Status::invalid_argument(fmt::format(
-          "--place: '{}' is not KIND=TIER (kinds: params, grads, optimizer, activations; tiers: gpu, cpu, nvme)", item));
+          "--place: '{}' is not KIND=TIER (kinds: params, grads, optimizer, activations; tiers: gpu, cpu, nvme)",
+          item));
     }
     std::optional<spec::Tier>& slot = out[static_cast<std::size_t>(*kind)];
     if (slot) {
-      return Status::invalid_argument(fmt::format("--place: '{}' places {} a second time (already {}); give each kind once",
-                                                  item, kind_name, spec::tier_name(*slot)));
+      return Status::invalid_argument(
+          fmt::format("--place: '{}' places {} a second time (already {}); give each kind once", item, kind_name,
+                      spec::tier_name(*slot)));
     }
     slot = *tier;
   }
@@ -317,18 +355,20 @@ Status PlanCommand::run(const Io& io) {
   if (given("--strategy")) {
     const auto strategy = planner::strategy_from_name(strategy_);
     if (!strategy) {
-      return Status::invalid_argument(
-          fmt::format("--strategy: '{}' is not one of auto, dp, zero2, zero3, zero-offload, zinf-cpu, zinf-nvme", strategy_));
+      return Status::invalid_argument(fmt::format(
+          "--strategy: '{}' is not one of auto, dp, zero2, zero3, zero-offload, zinf-cpu, zinf-nvme", strategy_));
     }
     input.strategy = *strategy;
   }
   ZINF_ASSIGN_OR_RETURN(input.pinned, pinned());
   if (given("--target-efficiency")) {
     double value = 0;
-    const auto [end, ec] = std::from_chars(target_efficiency_.data(), target_efficiency_.data() + target_efficiency_.size(), value);
-    if (ec != std::errc() || end != target_efficiency_.data() + target_efficiency_.size() || !(value > 0 && value < 1)) {
-      return Status::invalid_argument(
-          fmt::format("--target-efficiency: '{}' is not a number between 0 and 1 (exclusive), e.g. 0.9", target_efficiency_));
+    const auto [end, ec] =
+        std::from_chars(target_efficiency_.data(), target_efficiency_.data() + target_efficiency_.size(), value);
+    if (ec != std::errc() || end != target_efficiency_.data() + target_efficiency_.size() ||
+        !(value > 0 && value < 1)) {
+      return Status::invalid_argument(fmt::format(
+          "--target-efficiency: '{}' is not a number between 0 and 1 (exclusive), e.g. 0.9", target_efficiency_));
     }
     input.target_efficiency = value;
   }
@@ -336,8 +376,8 @@ Status PlanCommand::run(const Io& io) {
   std::vector<planner::SweepDimension> dimensions;
   for (const std::string& text : sweeps_) {
     ZINF_ASSIGN_OR_RETURN(planner::SweepDimension dimension, planner::parse_sweep_dimension(text, "--sweep"));
-    const auto duplicate = std::find_if(dimensions.begin(), dimensions.end(),
-                                        [&](const auto& d) { return d.key == dimension.key; });
+    const auto duplicate =
+        std::find_if(dimensions.begin(), dimensions.end(), [&](const auto& d) { return d.key == dimension.key; });
     if (duplicate != dimensions.end() || (dimension.key == planner::SweepKey::kNodes && given("--nodes"))) {
       return Status::invalid_argument(
           fmt::format("--sweep: '{}' is swept twice", planner::sweep_key_name(dimension.key)));

@@ -42,7 +42,9 @@ std::uint64_t peak_rss_bytes() {
 class RunObserver final : public train::StepObserver {
  public:
   RunObserver(TrainProgress& progress, TrainRun& run) : progress_(progress), run_(run) {}
-  void on_start(std::int64_t first_step, std::int64_t total_steps) override { progress_.start(first_step, total_steps); }
+  void on_start(std::int64_t first_step, std::int64_t total_steps) override {
+    progress_.start(first_step, total_steps);
+  }
   void on_step(const train::StepMetrics& metrics) override {
     run_.steps.push_back(metrics);
     progress_.step(metrics);
@@ -63,17 +65,19 @@ class RunObserver final : public train::StepObserver {
 class TrainCommand final : public Subcommand {
  public:
   explicit TrainCommand(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("train", "Train a GPT-like model from a scenario file (schema: scenarios/README.md)");
+    CLI::App* cmd =
+        app.add_subcommand("train", "Train a GPT-like model from a scenario file (schema: scenarios/README.md)");
     cmd->add_option("scenario", scenario_path_, "Scenario JSON file, e.g. scenarios/quickstart.json")
         ->required()
         ->type_name("FILE");
     // Integers are taken as text and parsed by zinf (plain decimal, the scenario's own ranges), not
     // by CLI11, which reads "0x10" as 16 and clamps 2^64 to 2^63 - 1.
-    steps_option_ = cmd->add_option("--steps", steps_, "Override the scenario's steps (a resumed run continues to this step)")
-                        ->type_name("N");
-    threads_option_ = cmd->add_option("--threads", threads_,
-                                      "Override the scenario's compute threads (0 = one per available core)")
-                          ->type_name("N");
+    steps_option_ =
+        cmd->add_option("--steps", steps_, "Override the scenario's steps (a resumed run continues to this step)")
+            ->type_name("N");
+    threads_option_ =
+        cmd->add_option("--threads", threads_, "Override the scenario's compute threads (0 = one per available core)")
+            ->type_name("N");
     cmd->add_option("--record", record_path_, "Write the JSON run record here (overrides output.record; - is stdout)")
         ->type_name("FILE");
     stop_after_option_ =
@@ -136,8 +140,8 @@ Status TrainCommand::run(const Io& io) {
                           parse_int_in_range(threads_, "--threads", spec::kThreadsRange.min, spec::kThreadsRange.max));
   }
   if (stop_after_option_->count() > 0) {
-    ZINF_ASSIGN_OR_RETURN(stop_after,
-                          parse_int_in_range(stop_after_, "--stop-after", spec::kStepsRange.min, spec::kStepsRange.max));
+    ZINF_ASSIGN_OR_RETURN(
+        stop_after, parse_int_in_range(stop_after_, "--stop-after", spec::kStepsRange.min, spec::kStepsRange.max));
   }
   const spec::ShapeResolver resolver = [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
     return planner::shape_for_params(params, vocab, seq);
@@ -176,16 +180,21 @@ Status TrainCommand::run(const Io& io) {
   run.engine.zero = spec::to_json(session->zero());
   run.threads = kernels::cpu::compute_threads();
   const spec::ModelShape& shape = scenario.shape;
-  run.model_shape = {{"layers", shape.layers},       {"hidden", shape.hidden},
-                     {"heads", shape.heads},         {"ffn_hidden", shape.ffn_hidden},
-                     {"vocab", shape.vocab},         {"max_positions", shape.max_positions},
+  run.model_shape = {{"layers", shape.layers},
+                     {"hidden", shape.hidden},
+                     {"heads", shape.heads},
+                     {"ffn_hidden", shape.ffn_hidden},
+                     {"vocab", shape.vocab},
+                     {"max_positions", shape.max_positions},
                      {"tied_embeddings", shape.tied_embeddings}};
   run.params = static_cast<std::uint64_t>(model.params().total_numel());
   run.flops_per_step = model.flops_per_step();
   run.activation_bytes = model.activation_bytes();
   ZINF_ASSIGN_OR_RETURN(run.peak, train::measure_matmul_peak(device, model.config().compute_dtype));
 
-  const ProgressMode mode = quiet_ ? ProgressMode::kQuiet : io.err_is_terminal ? ProgressMode::kBar : ProgressMode::kLines;
+  const ProgressMode mode = quiet_               ? ProgressMode::kQuiet
+                            : io.err_is_terminal ? ProgressMode::kBar
+                                                 : ProgressMode::kLines;
   TrainProgress progress(io.err, mode, scenario.output.log_every, io.terminal_width);
   if (!quiet_) {
     io.err << fmt::format("training {} ({} parameters) on {}, {} threads; {}\n", scenario.name,
@@ -193,8 +202,9 @@ Status TrainCommand::run(const Io& io) {
                           run.data_description);
     io.err << fmt::format("engine: {}\n", run.engine.description);
   }
-  if (!quiet_ && data.eval_overlaps_training(static_cast<std::uint64_t>(scenario.steps),
-                                             scenario.eval.every > 0 ? static_cast<std::uint64_t>(scenario.eval.batches) : 0)) {
+  if (!quiet_ &&
+      data.eval_overlaps_training(static_cast<std::uint64_t>(scenario.steps),
+                                  scenario.eval.every > 0 ? static_cast<std::uint64_t>(scenario.eval.batches) : 0)) {
     io.err << "warning: the held-out batches (the last of the token file) are also trained on by this many steps; "
               "the eval loss is not a held-out loss\n";
   }

@@ -20,7 +20,9 @@ struct LinkTotals {
 // GB/s over the phase that moved the bytes: the bytes of the measured steps divided by the time
 // those steps spent in that phase.
 json link_json(const LinkTotals& totals, double fb_seconds, double optimizer_seconds, std::size_t steps) {
-  const auto rate = [](double bytes, double seconds) { return seconds > 0 && bytes > 0 ? json(bytes / seconds / 1e9) : json(nullptr); };
+  const auto rate = [](double bytes, double seconds) {
+    return seconds > 0 && bytes > 0 ? json(bytes / seconds / 1e9) : json(nullptr);
+  };
   const double n = steps > 0 ? static_cast<double>(steps) : 1.0;
   return {{"forward_backward_bytes_per_step", totals.forward_backward_bytes / n},
           {"optimizer_bytes_per_step", totals.optimizer_bytes / n},
@@ -72,7 +74,8 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
     acquires += e.acquires;
     hits += e.prefetch_hits;
     sync_reads += e.sync_nvme_reads;
-    if (steps[i].forward_backward_seconds > 0) stall_fraction.push_back(e.stall_seconds / steps[i].forward_backward_seconds);
+    if (steps[i].forward_backward_seconds > 0)
+      stall_fraction.push_back(e.stall_seconds / steps[i].forward_backward_seconds);
   }
   json engine;
   engine["zero"] = run.zero;
@@ -83,11 +86,12 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
                      {"device_to_host", link_json(d2h, fb_seconds, optimizer_seconds, measured)}};
   const SampleSpread stall = spread_of(stall_fraction);
   engine["stall_fraction_of_forward_backward"] = stall_fraction.empty() ? json(nullptr) : json(stall.median);
-  engine["prefetch"] = {{"acquires", acquires},
-                        {"hits", hits},
-                        {"hit_rate", acquires > 0 ? json(static_cast<double>(hits) / static_cast<double>(acquires)) : json(nullptr)},
-                        {"synchronous_nvme_reads", sync_reads},
-                        {"order_mismatches", mismatches}};
+  engine["prefetch"] = {
+      {"acquires", acquires},
+      {"hits", hits},
+      {"hit_rate", acquires > 0 ? json(static_cast<double>(hits) / static_cast<double>(acquires)) : json(nullptr)},
+      {"synchronous_nvme_reads", sync_reads},
+      {"order_mismatches", mismatches}};
   engine["nvme"] = {{"peak_bytes", nvme_peak}, {"capacity_bytes", nvme_capacity}};
   return engine;
 }
@@ -100,10 +104,11 @@ reports::Section render_engine_section(const json& engine) {
   if (prefetch.at("acquires").get<std::uint64_t>() > 0) {
     const json& stall = engine.at("stall_fraction_of_forward_backward");
     section.fields.emplace_back(
-        "prefetch", fmt::format("{:.1f}% of {} acquires hit, stall {} of forward+backward, {} order mismatches",
-                                prefetch.at("hit_rate").get<double>() * 100.0, prefetch.at("acquires").get<std::uint64_t>(),
-                                stall.is_null() ? std::string("-") : fmt::format("{:.1f}%", stall.get<double>() * 100.0),
-                                prefetch.at("order_mismatches").get<std::uint64_t>()));
+        "prefetch",
+        fmt::format("{:.1f}% of {} acquires hit, stall {} of forward+backward, {} order mismatches",
+                    prefetch.at("hit_rate").get<double>() * 100.0, prefetch.at("acquires").get<std::uint64_t>(),
+                    stall.is_null() ? std::string("-") : fmt::format("{:.1f}%", stall.get<double>() * 100.0),
+                    prefetch.at("order_mismatches").get<std::uint64_t>()));
   }
   section.table.columns = {{"link"},
                            {"fwd+bwd / step", reports::Align::kRight},
@@ -115,8 +120,8 @@ reports::Section render_engine_section(const json& engine) {
     const double fb = link.at("forward_backward_bytes_per_step").get<double>();
     const double opt = link.at("optimizer_bytes_per_step").get<double>();
     if (fb == 0 && opt == 0) continue;
-    section.table.rows.push_back({name, format_bytes(fb), gbps_text(link.at("forward_backward_gbps")), format_bytes(opt),
-                                  gbps_text(link.at("optimizer_gbps"))});
+    section.table.rows.push_back({name, format_bytes(fb), gbps_text(link.at("forward_backward_gbps")),
+                                  format_bytes(opt), gbps_text(link.at("optimizer_gbps"))});
   }
   if (section.table.rows.empty()) section.table.columns.clear();
   return section;

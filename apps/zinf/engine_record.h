@@ -17,8 +17,8 @@
 namespace zinf::cli {
 
 struct EngineRun {
-  nlohmann::json zero;        // spec::to_json(ZeroConfig) resolved by the engine (derived budgets filled in)
-  std::string description;    // ModelStates::describe()
+  nlohmann::json zero;      // spec::to_json(ZeroConfig) resolved by the engine (derived budgets filled in)
+  std::string description;  // ModelStates::describe()
 };
 
 // `steps` are the run's steps; the first `warmup` are excluded from rates and medians (the first

@@ -12,10 +12,13 @@ inline constexpr int kExitRegression = 3;  // `zinf compare` found a regression
 
 inline int exit_code_for(const Status& status) {
   switch (status.code()) {
-    case ErrorCode::kOk: return kExitOk;
+    case ErrorCode::kOk:
+      return kExitOk;
     case ErrorCode::kInvalidArgument:
-    case ErrorCode::kNotFound: return kExitBadInput;
-    default: return kExitFailure;
+    case ErrorCode::kNotFound:
+      return kExitBadInput;
+    default:
+      return kExitFailure;
   }
 }
 

@@ -26,7 +26,7 @@ struct FioJob {
   std::vector<std::string> filenames;  // one per swap path; fio takes them as a ':' list
   std::string rw;                      // write, read, randwrite or randread
   std::string ioengine = "io_uring";
-  bool direct = true;  // --direct=1 (O_DIRECT) or 0 (buffered)
+  bool direct = true;            // --direct=1 (O_DIRECT) or 0 (buffered)
   std::string iomem = "malloc";  // --iomem: fio's own buffers; "shmhuge" puts them on huge pages
   std::uint64_t block_bytes = 1 << 20;
   unsigned iodepth = 32;

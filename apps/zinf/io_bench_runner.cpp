@@ -262,14 +262,16 @@ Result<IoBenchLayout> plan_io_bench(const IoBenchConfig& config, std::uint64_t b
   if (config.staging_bytes >= config.memory_limit_bytes) {
     return Status::invalid_argument(fmt::format(
         "--qd/--block: {} of staging buffers leaves nothing of the {} memory bound for tensors; lower --qd or --block",
-        format_bytes(static_cast<double>(config.staging_bytes)), format_bytes(static_cast<double>(config.memory_limit_bytes))));
+        format_bytes(static_cast<double>(config.staging_bytes)),
+        format_bytes(static_cast<double>(config.memory_limit_bytes))));
   }
   const std::uint64_t ring_limit = config.memory_limit_bytes - config.staging_bytes;
   if (buffer_bytes > ring_limit) {
     return Status::invalid_argument(fmt::format(
         "--tensor: {} does not fit the {} memory bound of bench io next to {} of staging buffers; use --tensor {} or "
         "less",
-        format_bytes(static_cast<double>(config.tensor_bytes)), format_bytes(static_cast<double>(config.memory_limit_bytes)),
+        format_bytes(static_cast<double>(config.tensor_bytes)),
+        format_bytes(static_cast<double>(config.memory_limit_bytes)),
         format_bytes(static_cast<double>(config.staging_bytes)),
         format_bytes(static_cast<double>(ring_limit / layout.buffer_alignment_bytes * layout.buffer_alignment_bytes))));
   }

@@ -35,7 +35,8 @@ class SideRecorder final : public train::StepObserver {
     side_.step_ms.push_back(m.step_seconds * 1e3);
     side_.fb_ms.push_back(m.forward_backward_seconds * 1e3);
     side_.optimizer_ms.push_back(m.optimizer_seconds * 1e3);
-    if (m.forward_backward_seconds > 0) side_.stall_fraction.push_back(m.engine.stall_seconds / m.forward_backward_seconds);
+    if (m.forward_backward_seconds > 0)
+      side_.stall_fraction.push_back(m.engine.stall_seconds / m.forward_backward_seconds);
     side_.acquires += m.engine.acquires;
     side_.prefetch_hits += m.engine.prefetch_hits;
     read_bytes_ += static_cast<double>(m.engine.nvme_read.optimizer);
@@ -68,7 +69,10 @@ double range_of(const std::vector<double>& values) {
 }
 
 json ratio_json(double value, double bound, bool at_most, std::string what) {
-  return {{"value", value}, {"bound", bound}, {"met", at_most ? value <= bound : value >= bound}, {"what", std::move(what)}};
+  return {{"value", value},
+          {"bound", bound},
+          {"met", at_most ? value <= bound : value >= bound},
+          {"what", std::move(what)}};
 }
 
 // Sequential write and read GB/s of the swap store on `path`, extents of `tensor_bytes`.
@@ -109,11 +113,11 @@ json offload_side_json(const OffloadSide& side) {
           {"optimizer_nvme_write_bytes_per_step", side.optimizer_nvme_write_bytes},
           {"host_tier_bytes_range", range_of(side.host_tier_bytes)},
           {"rss_bytes_range", range_of(side.rss_bytes)},
-          {"rss_bytes_max", side.rss_bytes.empty() ? 0.0 : *std::max_element(side.rss_bytes.begin(), side.rss_bytes.end())}};
+          {"rss_bytes_max",
+           side.rss_bytes.empty() ? 0.0 : *std::max_element(side.rss_bytes.begin(), side.rss_bytes.end())}};
 }
 
-Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std::int64_t warmup,
-                                             std::int64_t repeat,
+Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std::int64_t warmup, std::int64_t repeat,
                                              const std::function<void(const std::string&)>& progress) {
   const auto say = [&](const std::string& line) {
     if (progress) progress(line);
@@ -144,9 +148,9 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
   json ratios = json::object();
   ratios["offload_tax"] = ratio_json(engine_step / zero0_step, 1.15, true, "engine step / ZeRO-0 step");
   if (result.engine.acquires > 0) {
-    ratios["prefetch_hit_rate"] = ratio_json(static_cast<double>(result.engine.prefetch_hits) /
-                                                 static_cast<double>(result.engine.acquires),
-                                             0.95, false, "acquires whose parameter was prefetched");
+    ratios["prefetch_hit_rate"] =
+        ratio_json(static_cast<double>(result.engine.prefetch_hits) / static_cast<double>(result.engine.acquires), 0.95,
+                   false, "acquires whose parameter was prefetched");
     ratios["stall_fraction"] =
         ratio_json(median_of(result.engine.stall_fraction), 0.10, true, "stall / forward+backward (median step)");
   }
@@ -154,9 +158,9 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
     const double read_s = result.engine.optimizer_nvme_read_bytes / (result.nvme_read_gbps->median * 1e9);
     const double write_s = result.engine.optimizer_nvme_write_bytes / (result.nvme_write_gbps->median * 1e9);
     const double bound_ms = median_of(result.zero0.fb_ms) + (read_s + write_s) * 1e3;
-    ratios["nvme_step_bound"] =
-        ratio_json(engine_step / bound_ms, 1.15, true,
-                   "engine step / (ZeRO-0 forward+backward + optimizer NVMe bytes at the swap store's sequential GB/s)");
+    ratios["nvme_step_bound"] = ratio_json(
+        engine_step / bound_ms, 1.15, true,
+        "engine step / (ZeRO-0 forward+backward + optimizer NVMe bytes at the swap store's sequential GB/s)");
     const double optimizer_ms = median_of(result.engine.optimizer_ms);
     ratios["optimizer_nvme_speed"] = ratio_json((read_s + write_s) * 1e3 / optimizer_ms, 0.8, false,
                                                 "optimizer NVMe GB/s / swap store sequential GB/s");

@@ -10,8 +10,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,13 +23,13 @@
 namespace zinf::cli {
 
 struct OffloadSide {
-  std::vector<double> step_ms;       // every timed step of every repetition
-  std::vector<double> fb_ms;         // forward+backward
+  std::vector<double> step_ms;  // every timed step of every repetition
+  std::vector<double> fb_ms;    // forward+backward
   std::vector<double> optimizer_ms;
   std::vector<double> stall_fraction;  // stall / forward+backward, per timed step
   std::uint64_t acquires = 0;
   std::uint64_t prefetch_hits = 0;
-  double optimizer_nvme_read_bytes = 0;   // per timed step, mean
+  double optimizer_nvme_read_bytes = 0;  // per timed step, mean
   double optimizer_nvme_write_bytes = 0;
   std::vector<double> host_tier_bytes;  // host tier in use after each timed step
   std::vector<double> rss_bytes;        // process resident set after each timed step
@@ -38,7 +38,7 @@ struct OffloadSide {
 struct OffloadBenchResult {
   OffloadSide engine;
   OffloadSide zero0;
-  std::optional<SampleSpread> nvme_read_gbps;   // swap store, sequential, same run
+  std::optional<SampleSpread> nvme_read_gbps;  // swap store, sequential, same run
   std::optional<SampleSpread> nvme_write_gbps;
   nlohmann::json ratios;  // the targets, each with its figure and bound
 };
@@ -46,8 +46,8 @@ struct OffloadBenchResult {
 // `scenario` has a partitioned "zero" section and its steps set to warmup + timed steps; warmup and
 // repeat as bench train's flags.
 // `progress` gets one line per phase (may be empty).
-Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std::int64_t warmup,
-                                             std::int64_t repeat, const std::function<void(const std::string&)>& progress);
+Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std::int64_t warmup, std::int64_t repeat,
+                                             const std::function<void(const std::string&)>& progress);
 
 nlohmann::json offload_side_json(const OffloadSide& side);
 

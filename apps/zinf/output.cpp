@@ -24,7 +24,9 @@ void add_output_options(CLI::App& command, OutputOptions& options) {
   command.add_option("--format", options.format, "Output format: table, json, csv or md")
       ->type_name("FMT")
       ->default_str("table");
-  command.add_option("--out", options.out_path, "Write the output to FILE (atomically; - is stdout; FIFOs and devices are written through)")
+  command
+      .add_option("--out", options.out_path,
+                  "Write the output to FILE (atomically; - is stdout; FIFOs and devices are written through)")
       ->type_name("FILE");
 }
 
@@ -64,12 +66,14 @@ Result<Resolved> resolve(const std::string& path, std::string_view field) {
       return out;
     }
     if (hops == 40) {
-      return Status::invalid_argument(fmt::format("{}: '{}' is a chain of more than 40 symbolic links (a loop?)", field, path));
+      return Status::invalid_argument(
+          fmt::format("{}: '{}' is a chain of more than 40 symbolic links (a loop?)", field, path));
     }
     std::string target(PATH_MAX, '\0');
     const ssize_t length = ::readlink(out.path.c_str(), target.data(), target.size());
     if (length < 0) {
-      return Status::invalid_argument(fmt::format("{}: cannot read the link '{}': {}", field, out.path, errno_text(errno)));
+      return Status::invalid_argument(
+          fmt::format("{}: cannot read the link '{}': {}", field, out.path, errno_text(errno)));
     }
     target.resize(static_cast<std::size_t>(length));
     const fs::path next(target);
@@ -86,7 +90,8 @@ std::string directory_of(const std::string& path) {
 Status probe_directory(const std::string& dir, std::string_view field, const std::string& shown) {
   std::string probe = (fs::path(dir) / ".zinf-probe-XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
-  if (fd < 0) return Status::invalid_argument(fmt::format("{}: cannot write '{}': {}", field, shown, errno_text(errno)));
+  if (fd < 0)
+    return Status::invalid_argument(fmt::format("{}: cannot write '{}': {}", field, shown, errno_text(errno)));
   ::close(fd);
   ::unlink(probe.c_str());
   return Status::ok();
@@ -119,7 +124,8 @@ Status write_through(const Resolved& target, std::string_view text, std::string_
   return status;
 }
 
-Status write_atomically(const Resolved& target, std::string_view text, std::string_view field, const std::string& shown) {
+Status write_atomically(const Resolved& target, std::string_view text, std::string_view field,
+                        const std::string& shown) {
   const std::string temporary = fmt::format("{}.tmp-{}", target.path, ::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -172,7 +178,9 @@ Status check_output_path(const std::string& path, std::string_view field, bool c
   if (create_parents) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (ec) return Status::invalid_argument(fmt::format("{}: cannot create the directory of '{}': {}", field, path, ec.message()));
+    if (ec)
+      return Status::invalid_argument(
+          fmt::format("{}: cannot create the directory of '{}': {}", field, path, ec.message()));
   }
   struct stat dir_info {};
   if (::stat(dir.c_str(), &dir_info) != 0 || !S_ISDIR(dir_info.st_mode)) {
@@ -186,7 +194,8 @@ Status check_writable_directory(const std::string& dir, std::string_view field) 
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::invalid_argument(fmt::format("{}: cannot create '{}': {}", field, dir, ec.message()));
-  if (!fs::is_directory(dir, ec)) return Status::invalid_argument(fmt::format("{}: '{}' is not a directory", field, dir));
+  if (!fs::is_directory(dir, ec))
+    return Status::invalid_argument(fmt::format("{}: '{}' is not a directory", field, dir));
   return probe_directory(dir, field, dir);
 }
 
@@ -200,9 +209,15 @@ Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io
       reports::write_text(rendered.document, text, reports::TextStyle{color, io.terminal_width});
       break;
     }
-    case Format::kJson: text << rendered.record.dump(2) << '\n'; break;
-    case Format::kCsv: reports::write_csv(rendered.csv, text); break;
-    case Format::kMarkdown: reports::write_markdown(rendered.document, text); break;
+    case Format::kJson:
+      text << rendered.record.dump(2) << '\n';
+      break;
+    case Format::kCsv:
+      reports::write_csv(rendered.csv, text);
+      break;
+    case Format::kMarkdown:
+      reports::write_markdown(rendered.document, text);
+      break;
   }
   if (to_file) return write_output_file(options.out_path, text.str(), "--out", io);
   io.out << text.str();

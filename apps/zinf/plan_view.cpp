@@ -45,15 +45,18 @@ std::string placement_short(const spec::StatePlacement& p) {
 
 std::string state_detail(StateKind kind, const spec::StateBytesPerParam& per, DType precision) {
   switch (kind) {
-    case StateKind::kParams: return fmt::format("{} B/param ({})", per.params, dtype_name(precision));
-    case StateKind::kGrads: return fmt::format("{} B/param ({})", per.grads, dtype_name(precision));
+    case StateKind::kParams:
+      return fmt::format("{} B/param ({})", per.params, dtype_name(precision));
+    case StateKind::kGrads:
+      return fmt::format("{} B/param ({})", per.grads, dtype_name(precision));
     case StateKind::kOptimizer: {
       std::string parts;
       if (per.master_params > 0) parts += "fp32 params, ";
       if (per.fp32_grads > 0) parts += "fp32 grads, ";
       return fmt::format("{} B/param ({}Adam m, v)", per.optimizer(), parts);
     }
-    case StateKind::kActivations: return "2·bsz·seq·hd per checkpoint";
+    case StateKind::kActivations:
+      return "2·bsz·seq·hd per checkpoint";
   }
   return "";
 }
@@ -63,24 +66,26 @@ Section model_section(const planner::Plan& plan) {
   Section s{"Model", {}, {}, {}};
   s.fields.push_back({"source", plan.input.model_source});
   s.fields.push_back({"shape", shape_line(shape)});
-  s.fields.push_back({"parameters", Cell(fmt::format("{} ({} exact; paper estimate 12·nl·hd² = {})",
-                                                     format_count(static_cast<double>(plan.parameters.total)),
-                                                     plan.parameters.total,
-                                                     format_count(planner::paper_parameter_estimate(shape.layers, shape.hidden))),
-                                         Emphasis::kStrong)});
+  s.fields.push_back(
+      {"parameters", Cell(fmt::format("{} ({} exact; paper estimate 12·nl·hd² = {})",
+                                      format_count(static_cast<double>(plan.parameters.total)), plan.parameters.total,
+                                      format_count(planner::paper_parameter_estimate(shape.layers, shape.hidden))),
+                          Emphasis::kStrong)});
   const spec::TrainingSpec& t = plan.input.training;
-  s.fields.push_back({"training", fmt::format("seq {}, micro-batch {} per GPU, checkpoint every {} layer(s), tiling {}, {} "
-                                              "with '{}' accounting ({} B/param)",
-                                              t.seq, t.micro_batch, t.ckpt_interval, t.tiling, dtype_name(t.precision),
-                                              spec::accounting_name(t.accounting), plan.memory.bytes_per_param.total())});
+  s.fields.push_back(
+      {"training", fmt::format("seq {}, micro-batch {} per GPU, checkpoint every {} layer(s), tiling {}, {} "
+                               "with '{}' accounting ({} B/param)",
+                               t.seq, t.micro_batch, t.ckpt_interval, t.tiling, dtype_name(t.precision),
+                               spec::accounting_name(t.accounting), plan.memory.bytes_per_param.total())});
   return s;
 }
 
 Section states_section(const planner::Plan& plan) {
   const std::int64_t gpus = plan.input.hardware.total_gpus();
   Section s{"Memory per kind of state", {}, {}, {}};
-  s.table.columns = {{"state"}, {"size"}, {"total", Align::kRight}, {"per GPU", Align::kRight},
-                     {"per node", Align::kRight}, {"placed on"}};
+  s.table.columns = {
+      {"state"},    {"size"}, {"total", Align::kRight}, {"per GPU", Align::kRight}, {"per node", Align::kRight},
+      {"placed on"}};
   for (StateKind kind : spec::kAllStateKinds) {
     const double total = planner::cluster_state_bytes(kind, plan.memory, plan.rules, gpus);
     s.table.rows.push_back({std::string(spec::state_kind_title(kind)),
@@ -89,56 +94,67 @@ Section states_section(const planner::Plan& plan) {
                             format_bytes(total / static_cast<double>(plan.input.hardware.nodes)),
                             Cell(std::string(spec::tier_name(plan.placement[kind])), Emphasis::kStrong)});
   }
-  s.table.rows.push_back({"model-state working memory", fmt::format("largest operator / tiling {}", plan.input.training.tiling),
-                          "", format_bytes(plan.memory.model_state_working_bytes_per_gpu), "", "gpu"});
+  s.table.rows.push_back({"model-state working memory",
+                          fmt::format("largest operator / tiling {}", plan.input.training.tiling), "",
+                          format_bytes(plan.memory.model_state_working_bytes_per_gpu), "", "gpu"});
   s.table.rows.push_back({"activation working memory", "bsz·seq·ci·(16·hd + 2·heads·seq)", "",
                           format_bytes(plan.memory.activation_working_bytes_per_gpu), "", "gpu"});
   if (!plan.rules.params_partitioned) {
-    s.notes.push_back(fmt::format("{} keeps a full copy of the parameters on every GPU, so no gathering working memory is needed",
-                                  planner::strategy_title(plan.input.strategy)));
+    s.notes.push_back(
+        fmt::format("{} keeps a full copy of the parameters on every GPU, so no gathering working memory is needed",
+                    planner::strategy_title(plan.input.strategy)));
   }
   return s;
 }
 
 Section tiers_section(const planner::Plan& plan) {
   Section s{"Memory per tier", {}, {}, {}};
-  s.table.columns = {{"tier"}, {"unit"}, {"used", Align::kRight}, {"capacity", Align::kRight}, {"used %", Align::kRight},
-                     {"holds"}};
+  s.table.columns = {
+      {"tier"}, {"unit"}, {"used", Align::kRight}, {"capacity", Align::kRight}, {"used %", Align::kRight}, {"holds"}};
   for (Tier tier : spec::kAllTiers) {
     const planner::TierUsage& usage = plan.footprint.tier(tier);
     std::string holds;
     for (const planner::TierItem& item : usage.items) holds += (holds.empty() ? "" : ", ") + item.what;
-    const Emphasis emphasis = !usage.fits() ? Emphasis::kBad : usage.fraction() > 0.9 ? Emphasis::kWarn : Emphasis::kNone;
-    s.table.rows.push_back({std::string(spec::tier_name(tier)), tier == Tier::kDevice ? "per GPU" : "per node",
-                            format_bytes(usage.used_bytes), format_bytes(usage.capacity_bytes),
-                            Cell(usage.capacity_bytes > 0 ? percent(usage.fraction()) : (usage.used_bytes > 0 ? "n/a" : "-"),
-                                 emphasis),
-                            holds.empty() ? "-" : holds});
+    const Emphasis emphasis = !usage.fits()            ? Emphasis::kBad
+                              : usage.fraction() > 0.9 ? Emphasis::kWarn
+                                                       : Emphasis::kNone;
+    s.table.rows.push_back(
+        {std::string(spec::tier_name(tier)), tier == Tier::kDevice ? "per GPU" : "per node",
+         format_bytes(usage.used_bytes), format_bytes(usage.capacity_bytes),
+         Cell(usage.capacity_bytes > 0 ? percent(usage.fraction()) : (usage.used_bytes > 0 ? "n/a" : "-"), emphasis),
+         holds.empty() ? "-" : holds});
   }
   return s;
 }
 
 Section bandwidth_section(const planner::Plan& plan) {
   Section s{"Bandwidth (ZeRO-Infinity paper, §4)", {}, {}, {}};
-  s.table.columns = {{"traffic"}, {"tier"}, {"FLOP/byte", Align::kRight}, {"moved per GPU", Align::kRight},
+  s.table.columns = {{"traffic"},
+                     {"tier"},
+                     {"FLOP/byte", Align::kRight},
+                     {"moved per GPU", Align::kRight},
                      {fmt::format("needed for {}", percent(plan.input.target_efficiency)), Align::kRight},
-                     {"available", Align::kRight}, {"efficiency", Align::kRight}};
+                     {"available", Align::kRight},
+                     {"efficiency", Align::kRight}};
   const auto tier_of = [&](TrafficGroup g) -> std::string {
     const spec::StatePlacement& p = plan.placement;
     switch (g) {
       case TrafficGroup::kParamsAndGrads:
         return p[StateKind::kParams] == p[StateKind::kGrads]
                    ? std::string(spec::tier_name(p[StateKind::kParams]))
-                   : fmt::format("{}+{}", spec::tier_name(p[StateKind::kParams]), spec::tier_name(p[StateKind::kGrads]));
-      case TrafficGroup::kOptimizer: return std::string(spec::tier_name(p[StateKind::kOptimizer]));
-      case TrafficGroup::kActivations: return std::string(spec::tier_name(p[StateKind::kActivations]));
+                   : fmt::format("{}+{}", spec::tier_name(p[StateKind::kParams]),
+                                 spec::tier_name(p[StateKind::kGrads]));
+      case TrafficGroup::kOptimizer:
+        return std::string(spec::tier_name(p[StateKind::kOptimizer]));
+      case TrafficGroup::kActivations:
+        return std::string(spec::tier_name(p[StateKind::kActivations]));
     }
     return "";
   };
   for (TrafficGroup group : planner::kAllTrafficGroups) {
     const planner::GroupTraffic& g = plan.step.group(group);
     const bool moves = g.seconds > 0;
-    const Emphasis emphasis = !moves ? Emphasis::kNone
+    const Emphasis emphasis = !moves                                         ? Emphasis::kNone
                               : g.efficiency >= plan.input.target_efficiency ? Emphasis::kGood
                               : g.efficiency >= 0.5                          ? Emphasis::kWarn
                                                                              : Emphasis::kBad;
@@ -157,17 +173,19 @@ Section bandwidth_section(const planner::Plan& plan) {
 
 Section links_section(const planner::Plan& plan) {
   Section s{"Per step, per link", {}, {}, {}};
-  s.table.columns = {{"resource"}, {"unit"}, {"work", Align::kRight}, {"busy", Align::kRight}, {"vs compute", Align::kRight}};
+  s.table.columns = {
+      {"resource"}, {"unit"}, {"work", Align::kRight}, {"busy", Align::kRight}, {"vs compute", Align::kRight}};
   for (Resource r : planner::kAllResources) {
     const planner::ResourceLoad& load = plan.step.load(r);
     if (r != Resource::kCompute && load.seconds <= 0) continue;
     const bool bottleneck = r == plan.step.bottleneck;
-    s.table.rows.push_back({Cell(std::string(planner::resource_title(r)), bottleneck ? Emphasis::kStrong : Emphasis::kNone),
-                            planner::resource_is_per_node(r) ? "per node" : "per GPU",
-                            r == Resource::kCompute ? fmt::format("{:.3g} FLOP", load.bytes) : format_bytes(load.bytes),
-                            format_duration(load.seconds),
-                            Cell(fmt::format("{:.2f}x", load.seconds / plan.step.compute_seconds),
-                                 bottleneck && r != Resource::kCompute ? Emphasis::kBad : Emphasis::kNone)});
+    s.table.rows.push_back(
+        {Cell(std::string(planner::resource_title(r)), bottleneck ? Emphasis::kStrong : Emphasis::kNone),
+         planner::resource_is_per_node(r) ? "per node" : "per GPU",
+         r == Resource::kCompute ? fmt::format("{:.3g} FLOP", load.bytes) : format_bytes(load.bytes),
+         format_duration(load.seconds),
+         Cell(fmt::format("{:.2f}x", load.seconds / plan.step.compute_seconds),
+              bottleneck && r != Resource::kCompute ? Emphasis::kBad : Emphasis::kNone)});
   }
   return s;
 }
@@ -175,17 +193,20 @@ Section links_section(const planner::Plan& plan) {
 Section prediction_section(const planner::Plan& plan) {
   const planner::Prediction& p = plan.prediction;
   Section s{"Prediction", {}, {}, {}};
-  s.fields.push_back({"step time", Cell(fmt::format("{} (with full overlap; {} if transfers do not overlap compute)",
-                                                    format_duration(p.step_seconds), format_duration(p.step_seconds_no_overlap)),
-                                        Emphasis::kStrong)});
-  s.fields.push_back({"throughput", fmt::format("{} tokens/s ({} GPUs x {} x {} tokens per step)", format_count(p.tokens_per_second),
-                                                plan.input.hardware.total_gpus(), plan.input.training.micro_batch,
-                                                plan.input.training.seq)});
-  s.fields.push_back({"per GPU", fmt::format("{} achieved ({} of {} achievable), MFU {}",
-                                             format_flops(p.achieved_flops_per_gpu), percent(p.efficiency),
-                                             format_flops(plan.input.hardware.node.gpu.achievable_flops), percent(p.mfu))});
-  s.fields.push_back({"bottleneck", Cell(plan.bottleneck, plan.step.bottleneck == Resource::kCompute ? Emphasis::kGood
-                                                                                                      : Emphasis::kWarn)});
+  s.fields.push_back(
+      {"step time", Cell(fmt::format("{} (with full overlap; {} if transfers do not overlap compute)",
+                                     format_duration(p.step_seconds), format_duration(p.step_seconds_no_overlap)),
+                         Emphasis::kStrong)});
+  s.fields.push_back({"throughput", fmt::format("{} tokens/s ({} GPUs x {} x {} tokens per step)",
+                                                format_count(p.tokens_per_second), plan.input.hardware.total_gpus(),
+                                                plan.input.training.micro_batch, plan.input.training.seq)});
+  s.fields.push_back(
+      {"per GPU", fmt::format("{} achieved ({} of {} achievable), MFU {}", format_flops(p.achieved_flops_per_gpu),
+                              percent(p.efficiency), format_flops(plan.input.hardware.node.gpu.achievable_flops),
+                              percent(p.mfu))});
+  s.fields.push_back(
+      {"bottleneck",
+       Cell(plan.bottleneck, plan.step.bottleneck == Resource::kCompute ? Emphasis::kGood : Emphasis::kWarn)});
   return s;
 }
 
@@ -246,8 +267,9 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
   } else {
     Section fixes{"What would make it fit", {}, {}, {}};
     if (plan.suggestions.empty()) {
-      fixes.notes.push_back("no change among --nodes, --tiling, --micro-batch, --ckpt-interval, --nvme or --cpu-mem "
-                            "(nor tiling with more nodes) makes this fit; try another --strategy or a smaller model");
+      fixes.notes.push_back(
+          "no change among --nodes, --tiling, --micro-batch, --ckpt-interval, --nvme or --cpu-mem "
+          "(nor tiling with more nodes) makes this fit; try another --strategy or a smaller model");
     } else {
       fixes.table.columns = {{"change"}, {"why"}};
       for (const planner::Suggestion& s : plan.suggestions) {
@@ -268,22 +290,36 @@ Rendered render_max_params(const planner::PlanInput& base, const std::vector<pla
   reports::Document& doc = out.document;
   doc.title = fmt::format("zinf plan --max-params: largest model per strategy on {}", hardware_line(base.hardware));
   Section s{"Largest trainable model", {}, {}, {}};
-  s.fields.push_back({"training", fmt::format("seq {}, micro-batch {} per GPU, checkpoint every {} layer(s), tiling {}, {} B/param",
-                                              base.training.seq, base.training.micro_batch, base.training.ckpt_interval,
-                                              base.training.tiling, spec::state_bytes_per_param(base.training.accounting).total())});
-  s.table.columns = {{"strategy"}, {"max params", Align::kRight}, {"shape (layers x hidden)"}, {"params/grads/optim/ckpt on"},
-                     {"limited by"}, {"step", Align::kRight}, {"TFLOP/s/GPU", Align::kRight}};
-  out.csv.columns = {{"strategy"}, {"max_params"}, {"at_search_limit"}, {"layers"}, {"hidden"}, {"heads"}, {"params_tier"},
-                     {"grads_tier"}, {"optimizer_tier"}, {"activations_tier"}, {"limit"}, {"step_seconds"},
+  s.fields.push_back(
+      {"training", fmt::format("seq {}, micro-batch {} per GPU, checkpoint every {} layer(s), tiling {}, {} B/param",
+                               base.training.seq, base.training.micro_batch, base.training.ckpt_interval,
+                               base.training.tiling, spec::state_bytes_per_param(base.training.accounting).total())});
+  s.table.columns = {
+      {"strategy"},   {"max params", Align::kRight}, {"shape (layers x hidden)"},   {"params/grads/optim/ckpt on"},
+      {"limited by"}, {"step", Align::kRight},       {"TFLOP/s/GPU", Align::kRight}};
+  out.csv.columns = {{"strategy"},
+                     {"max_params"},
+                     {"at_search_limit"},
+                     {"layers"},
+                     {"hidden"},
+                     {"heads"},
+                     {"params_tier"},
+                     {"grads_tier"},
+                     {"optimizer_tier"},
+                     {"activations_tier"},
+                     {"limit"},
+                     {"step_seconds"},
                      {"achieved_flops_per_gpu"}};
   for (const planner::MaxParamsResult& r : results) {
     const bool any = r.max_params > 0;
-    const std::string size = !any ? "none" : fmt::format("{}{}", r.at_search_limit ? ">= " : "", format_count(static_cast<double>(r.max_params)));
-    s.table.rows.push_back({std::string(planner::strategy_title(r.strategy)), Cell(size, Emphasis::kStrong),
-                            any ? fmt::format("{} x {}", r.shape.layers, r.shape.hidden) : "-",
-                            any ? placement_short(r.placement) : "-", r.at_search_limit ? "search limit (1e16)" : r.limit,
-                            any ? format_duration(r.prediction.step_seconds) : "-",
-                            any ? fmt::format("{:.1f}", r.prediction.achieved_flops_per_gpu / 1e12) : "-"});
+    const std::string size =
+        !any ? "none"
+             : fmt::format("{}{}", r.at_search_limit ? ">= " : "", format_count(static_cast<double>(r.max_params)));
+    s.table.rows.push_back(
+        {std::string(planner::strategy_title(r.strategy)), Cell(size, Emphasis::kStrong),
+         any ? fmt::format("{} x {}", r.shape.layers, r.shape.hidden) : "-", any ? placement_short(r.placement) : "-",
+         r.at_search_limit ? "search limit (1e16)" : r.limit, any ? format_duration(r.prediction.step_seconds) : "-",
+         any ? fmt::format("{:.1f}", r.prediction.achieved_flops_per_gpu / 1e12) : "-"});
     out.csv.rows.push_back({std::string(planner::strategy_name(r.strategy)), std::to_string(r.max_params),
                             r.at_search_limit ? "true" : "false", std::to_string(any ? r.shape.layers : 0),
                             std::to_string(any ? r.shape.hidden : 0), std::to_string(any ? r.shape.heads : 0),
@@ -294,53 +330,98 @@ Rendered render_max_params(const planner::PlanInput& base, const std::vector<pla
                             any ? fmt::format("{:.6g}", r.prediction.step_seconds) : "",
                             any ? fmt::format("{:.6g}", r.prediction.achieved_flops_per_gpu) : ""});
   }
-  s.notes.push_back("shapes follow the --params shape rule (head_dim 128, hidden/layers near 128); 'limited by' is the tier "
-                    "that overflows first at the next size up");
+  s.notes.push_back(
+      "shapes follow the --params shape rule (head_dim 128, hidden/layers near 128); 'limited by' is the tier "
+      "that overflows first at the next size up");
   doc.sections.push_back(std::move(s));
   return out;
 }
 
-Rendered render_sweep(const std::vector<planner::SweepDimension>& dimensions, const std::vector<planner::SweepPoint>& points) {
+Rendered render_sweep(const std::vector<planner::SweepDimension>& dimensions,
+                      const std::vector<planner::SweepPoint>& points) {
   Rendered out;
   out.record = reports::make_record_envelope("plan-sweep", planner::kPlanRecordVersion);
   planner::append_sweep(dimensions, points, out.record);
 
   std::string dims;
-  for (const auto& d : dimensions) dims += fmt::format("{}{} ({})", dims.empty() ? "" : " x ", planner::sweep_key_name(d.key), d.values.size());
+  for (const auto& d : dimensions)
+    dims += fmt::format("{}{} ({})", dims.empty() ? "" : " x ", planner::sweep_key_name(d.key), d.values.size());
   reports::Document& doc = out.document;
   doc.title = fmt::format("zinf plan sweep: {} = {} plans on {}", dims, points.size(),
                           points.empty() ? std::string("-") : points.front().input.hardware.name);
   Section s{"Plans", {}, {}, {}};
-  s.table.columns = {{"params", Align::kRight}, {"layers x hidden"}, {"nodes", Align::kRight}, {"GPUs", Align::kRight},
-                     {"bsz", Align::kRight},    {"seq", Align::kRight}, {"fits"}, {"p/g/o/a on"}, {"step", Align::kRight},
-                     {"tokens/s", Align::kRight}, {"TFLOP/s/GPU", Align::kRight}, {"MFU", Align::kRight}, {"bottleneck"}};
-  out.csv.columns = {{"params"}, {"layers"}, {"hidden"}, {"heads"}, {"nodes"}, {"gpus_per_node"}, {"micro_batch"}, {"seq"},
-                     {"tiling"}, {"ckpt_interval"}, {"feasible"}, {"params_tier"}, {"grads_tier"}, {"optimizer_tier"},
-                     {"activations_tier"}, {"step_seconds"}, {"tokens_per_second"}, {"achieved_flops_per_gpu"}, {"mfu"},
-                     {"efficiency"}, {"bottleneck"}};
+  s.table.columns = {{"params", Align::kRight},
+                     {"layers x hidden"},
+                     {"nodes", Align::kRight},
+                     {"GPUs", Align::kRight},
+                     {"bsz", Align::kRight},
+                     {"seq", Align::kRight},
+                     {"fits"},
+                     {"p/g/o/a on"},
+                     {"step", Align::kRight},
+                     {"tokens/s", Align::kRight},
+                     {"TFLOP/s/GPU", Align::kRight},
+                     {"MFU", Align::kRight},
+                     {"bottleneck"}};
+  out.csv.columns = {{"params"},
+                     {"layers"},
+                     {"hidden"},
+                     {"heads"},
+                     {"nodes"},
+                     {"gpus_per_node"},
+                     {"micro_batch"},
+                     {"seq"},
+                     {"tiling"},
+                     {"ckpt_interval"},
+                     {"feasible"},
+                     {"params_tier"},
+                     {"grads_tier"},
+                     {"optimizer_tier"},
+                     {"activations_tier"},
+                     {"step_seconds"},
+                     {"tokens_per_second"},
+                     {"achieved_flops_per_gpu"},
+                     {"mfu"},
+                     {"efficiency"},
+                     {"bottleneck"}};
   for (const planner::SweepPoint& p : points) {
     const spec::ModelShape& shape = p.input.shape;
     const std::uint64_t params = spec::count_parameters(shape).total;
     const auto& hw = p.input.hardware;
     const auto& t = p.input.training;
     s.table.rows.push_back(
-        {format_count(static_cast<double>(params)), fmt::format("{} x {}", shape.layers, shape.hidden), std::to_string(hw.nodes),
-         std::to_string(hw.total_gpus()), std::to_string(t.micro_batch), std::to_string(t.seq),
-         Cell(p.feasible ? "yes" : "no", p.feasible ? Emphasis::kGood : Emphasis::kBad),
+        {format_count(static_cast<double>(params)), fmt::format("{} x {}", shape.layers, shape.hidden),
+         std::to_string(hw.nodes), std::to_string(hw.total_gpus()), std::to_string(t.micro_batch),
+         std::to_string(t.seq), Cell(p.feasible ? "yes" : "no", p.feasible ? Emphasis::kGood : Emphasis::kBad),
          p.feasible ? placement_short(p.placement) : "-", p.feasible ? format_duration(p.prediction.step_seconds) : "-",
          p.feasible ? format_count(p.prediction.tokens_per_second) : "-",
          p.feasible ? fmt::format("{:.1f}", p.prediction.achieved_flops_per_gpu / 1e12) : "-",
          p.feasible ? percent(p.prediction.mfu) : "-",
-         p.feasible ? std::string(planner::resource_name(p.bottleneck)) : fmt::format("needs {:.3g}x memory", p.worst_fraction)});
-    const auto tier = [&](StateKind k) { return p.feasible ? std::string(spec::tier_name(p.placement[k])) : std::string(); };
+         p.feasible ? std::string(planner::resource_name(p.bottleneck))
+                    : fmt::format("needs {:.3g}x memory", p.worst_fraction)});
+    const auto tier = [&](StateKind k) {
+      return p.feasible ? std::string(spec::tier_name(p.placement[k])) : std::string();
+    };
     const auto number = [&](double v) { return p.feasible ? fmt::format("{:.6g}", v) : std::string(); };
-    out.csv.rows.push_back({std::to_string(params), std::to_string(shape.layers), std::to_string(shape.hidden),
-                            std::to_string(shape.heads), std::to_string(hw.nodes), std::to_string(hw.node.gpus),
-                            std::to_string(t.micro_batch), std::to_string(t.seq), std::to_string(t.tiling),
-                            std::to_string(t.ckpt_interval), p.feasible ? "true" : "false", tier(StateKind::kParams),
-                            tier(StateKind::kGrads), tier(StateKind::kOptimizer), tier(StateKind::kActivations),
-                            number(p.prediction.step_seconds), number(p.prediction.tokens_per_second),
-                            number(p.prediction.achieved_flops_per_gpu), number(p.prediction.mfu),
+    out.csv.rows.push_back({std::to_string(params),
+                            std::to_string(shape.layers),
+                            std::to_string(shape.hidden),
+                            std::to_string(shape.heads),
+                            std::to_string(hw.nodes),
+                            std::to_string(hw.node.gpus),
+                            std::to_string(t.micro_batch),
+                            std::to_string(t.seq),
+                            std::to_string(t.tiling),
+                            std::to_string(t.ckpt_interval),
+                            p.feasible ? "true" : "false",
+                            tier(StateKind::kParams),
+                            tier(StateKind::kGrads),
+                            tier(StateKind::kOptimizer),
+                            tier(StateKind::kActivations),
+                            number(p.prediction.step_seconds),
+                            number(p.prediction.tokens_per_second),
+                            number(p.prediction.achieved_flops_per_gpu),
+                            number(p.prediction.mfu),
                             number(p.prediction.efficiency),
                             p.feasible ? std::string(planner::resource_name(p.bottleneck)) : std::string()});
   }

@@ -49,8 +49,8 @@ void TrainProgress::step(const train::StepMetrics& m) {
   if (mode_ == ProgressMode::kLines) {
     if (done % log_every_ != 0 && done != total_steps_ && m.step != first_step_ && !m.skipped) return;
     err_ << fmt::format("step {:>{}}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} {} {:.1f} ms/step{}{}\n", done,
-                        std::to_string(total_steps_).size(), total_steps_, m.loss, m.lr, m.grad_norm,
-                        tokens_rate(rate), m.step_seconds * 1e3, nvme, skipped);
+                        std::to_string(total_steps_).size(), total_steps_, m.loss, m.lr, m.grad_norm, tokens_rate(rate),
+                        m.step_seconds * 1e3, nvme, skipped);
     err_.flush();
     return;
   }

@@ -27,8 +27,8 @@ json ms_summary(const std::vector<double>& seconds) {
   std::sort(sorted.begin(), sorted.end());
   const double p10 = sorted.empty() ? 0.0 : percentile_of_sorted(sorted, 10);
   const double min = sorted.empty() ? 0.0 : sorted.front();
-  return {{"median", s.p50 * 1e3}, {"p10", p10 * 1e3}, {"p90", s.p90 * 1e3}, {"min", min * 1e3}, {"max", s.max * 1e3},
-          {"mean", s.mean * 1e3}};
+  return {{"median", s.p50 * 1e3}, {"p10", p10 * 1e3},   {"p90", s.p90 * 1e3},
+          {"min", min * 1e3},      {"max", s.max * 1e3}, {"mean", s.mean * 1e3}};
 }
 
 std::string opt_number(const json& value, const char* format_spec) {
@@ -49,9 +49,10 @@ json make_train_record(const TrainRun& run) {
   record["scenario"] = run.scenario;
   record["device"] = {{"description", run.device_description}, {"threads", run.threads}};
   record["model"] = {{"shape", run.model_shape}, {"params", run.params}, {"flops_per_step", run.flops_per_step}};
-  record["data"] = {{"description", run.data_description},
-                    {"entropy_rate_nats", run.entropy_rate_nats ? json(*run.entropy_rate_nats) : json(nullptr)},
-                    {"unigram_entropy_nats", run.unigram_entropy_nats ? json(*run.unigram_entropy_nats) : json(nullptr)}};
+  record["data"] = {
+      {"description", run.data_description},
+      {"entropy_rate_nats", run.entropy_rate_nats ? json(*run.entropy_rate_nats) : json(nullptr)},
+      {"unigram_entropy_nats", run.unigram_entropy_nats ? json(*run.unigram_entropy_nats) : json(nullptr)}};
   record["compute_peak"] = {{"kind", run.peak.kind},
                             {"matrix_size", run.peak.matrix_size},
                             {"flops_per_s", run.peak.flops_per_s},
@@ -155,12 +156,9 @@ json make_train_record(const TrainRun& run) {
   record["engine"] = make_engine_record(run.engine, run.steps, warmup);
   json host = tier_json(run.host_memory);
   host["peak_rss_bytes"] = run.host_peak_rss_bytes;
-  record["memory"] = {{"device", tier_json(run.device_memory)},
-                      {"host", std::move(host)},
-                      {"nvme", record["engine"].at("nvme")},
-                      {"model_states_bytes", states},
-                      {"model_states_tier", state_tiers},
-                      {"model_states_total_bytes", state_total},
+  record["memory"] = {{"device", tier_json(run.device_memory)},   {"host", std::move(host)},
+                      {"nvme", record["engine"].at("nvme")},      {"model_states_bytes", states},
+                      {"model_states_tier", state_tiers},         {"model_states_total_bytes", state_total},
                       {"activations_bytes", run.activation_bytes}};
   record["checkpoint"] = {
       {"resumed_from", run.outcome.resumed_from ? json(run.outcome.resumed_from->string()) : json(nullptr)},
@@ -178,14 +176,17 @@ Rendered render_train_record(const json& record) {
   reports::Section run;
   run.title = "Run";
   run.fields.emplace_back("scenario", record.at("scenario_path").get<std::string>());
-  run.fields.emplace_back("device", fmt::format("{}, {} threads", record.at("device").at("description").get<std::string>(),
-                                                record.at("device").at("threads").get<int>()));
-  run.fields.emplace_back("model", fmt::format("{} parameters", format_count(record.at("model").at("params").get<double>())));
+  run.fields.emplace_back("device",
+                          fmt::format("{}, {} threads", record.at("device").at("description").get<std::string>(),
+                                      record.at("device").at("threads").get<int>()));
+  run.fields.emplace_back("model",
+                          fmt::format("{} parameters", format_count(record.at("model").at("params").get<double>())));
   run.fields.emplace_back("data", record.at("data").at("description").get<std::string>());
   const std::int64_t first = summary.at("first_step").get<std::int64_t>();
-  run.fields.emplace_back("steps", fmt::format("{} run{} ({} warm-up, excluded from medians)", summary.at("steps_run").get<std::size_t>(),
-                                               first > 0 ? fmt::format(", resumed at step {}", first) : std::string(),
-                                               summary.at("warmup_steps").get<std::int64_t>()));
+  run.fields.emplace_back(
+      "steps", fmt::format("{} run{} ({} warm-up, excluded from medians)", summary.at("steps_run").get<std::size_t>(),
+                           first > 0 ? fmt::format(", resumed at step {}", first) : std::string(),
+                           summary.at("warmup_steps").get<std::int64_t>()));
   out.document.sections.push_back(std::move(run));
 
   reports::Section result;
@@ -195,8 +196,8 @@ Rendered render_train_record(const json& record) {
       "final loss",
       reports::Cell(summary.at("final_loss").is_null()
                         ? std::string("-")
-                        : fmt::format("{:.4f} nats/token (mean of the last {} step{})", summary.at("final_loss").get<double>(),
-                                      loss_steps, loss_steps == 1 ? "" : "s"),
+                        : fmt::format("{:.4f} nats/token (mean of the last {} step{})",
+                                      summary.at("final_loss").get<double>(), loss_steps, loss_steps == 1 ? "" : "s"),
                     reports::Emphasis::kStrong));
   if (!summary.at("final_eval_loss").is_null()) {
     result.fields.emplace_back("held-out loss", opt_number(summary.at("final_eval_loss"), "{:.4f} nats/token"));
@@ -204,35 +205,40 @@ Rendered render_train_record(const json& record) {
   const json& entropy = record.at("data").at("entropy_rate_nats");
   if (!entropy.is_null()) {
     const json& gap = summary.at("loss_vs_entropy_rate");
-    result.fields.emplace_back("entropy rate", fmt::format("{:.4f} nats/token (the best any model can do)", entropy.get<double>()));
+    result.fields.emplace_back("entropy rate",
+                               fmt::format("{:.4f} nats/token (the best any model can do)", entropy.get<double>()));
     if (!gap.is_null()) {
       const double pct = gap.get<double>() * 100.0;
-      result.fields.emplace_back("loss above entropy rate",
-                                 reports::Cell(fmt::format("{:+.1f}%", pct),
-                                               std::abs(pct) <= 5.0 ? reports::Emphasis::kGood : reports::Emphasis::kWarn));
+      result.fields.emplace_back(
+          "loss above entropy rate",
+          reports::Cell(fmt::format("{:+.1f}%", pct),
+                        std::abs(pct) <= 5.0 ? reports::Emphasis::kGood : reports::Emphasis::kWarn));
     }
   }
   if (summary.at("skipped_steps").get<std::int64_t>() > 0) {
-    result.fields.emplace_back("skipped steps", fmt::format("{} (fp16 inf/NaN gradients)", summary.at("skipped_steps").get<std::int64_t>()));
+    result.fields.emplace_back(
+        "skipped steps", fmt::format("{} (fp16 inf/NaN gradients)", summary.at("skipped_steps").get<std::int64_t>()));
   }
   const json& step_ms = summary.at("step_ms");
-  result.fields.emplace_back("throughput", reports::Cell(summary.at("tokens_per_s").is_null()
-                                                             ? std::string("-")
-                                                             : format_count(summary.at("tokens_per_s").get<double>()) + " tokens/s",
-                                                         reports::Emphasis::kStrong));
-  result.fields.emplace_back("step time", fmt::format("{:.1f} ms median (p10 {:.1f}, p90 {:.1f}): forward {:.1f} + backward {:.1f}, optimizer {:.1f}, data {:.2f}",
-                                                      step_ms.at("median").get<double>(), step_ms.at("p10").get<double>(),
-                                                      step_ms.at("p90").get<double>(),
-                                                      summary.at("forward_ms_median").get<double>(),
-                                                      summary.at("backward_ms_median").get<double>(),
-                                                      summary.at("optimizer_ms_median").get<double>(),
-                                                      summary.at("data_ms_median").get<double>()));
+  result.fields.emplace_back("throughput",
+                             reports::Cell(summary.at("tokens_per_s").is_null()
+                                               ? std::string("-")
+                                               : format_count(summary.at("tokens_per_s").get<double>()) + " tokens/s",
+                                           reports::Emphasis::kStrong));
+  result.fields.emplace_back(
+      "step time",
+      fmt::format(
+          "{:.1f} ms median (p10 {:.1f}, p90 {:.1f}): forward {:.1f} + backward {:.1f}, optimizer {:.1f}, data {:.2f}",
+          step_ms.at("median").get<double>(), step_ms.at("p10").get<double>(), step_ms.at("p90").get<double>(),
+          summary.at("forward_ms_median").get<double>(), summary.at("backward_ms_median").get<double>(),
+          summary.at("optimizer_ms_median").get<double>(), summary.at("data_ms_median").get<double>()));
   if (!summary.at("flops_per_s").is_null()) {
     result.fields.emplace_back(
-        "compute", fmt::format("{}, MFU {:.1f}% of the measured {} {} peak", format_flops(summary.at("flops_per_s").get<double>()),
-                               summary.at("mfu").is_null() ? 0.0 : summary.at("mfu").get<double>() * 100.0,
-                               format_flops(record.at("compute_peak").at("flops_per_s").get<double>()),
-                               record.at("compute_peak").at("kind").get<std::string>()));
+        "compute",
+        fmt::format("{}, MFU {:.1f}% of the measured {} {} peak", format_flops(summary.at("flops_per_s").get<double>()),
+                    summary.at("mfu").is_null() ? 0.0 : summary.at("mfu").get<double>() * 100.0,
+                    format_flops(record.at("compute_peak").at("flops_per_s").get<double>()),
+                    record.at("compute_peak").at("kind").get<std::string>()));
   }
   out.document.sections.push_back(std::move(result));
 
@@ -249,37 +255,40 @@ Rendered render_train_record(const json& record) {
     return bytes;
   };
   mem.table.rows.push_back({"device", format_bytes(device.at("peak_bytes").get<double>()),
-                            device.at("capacity_bytes").is_null() ? std::string("none")
-                                                                  : format_bytes(device.at("capacity_bytes").get<double>()),
+                            device.at("capacity_bytes").is_null()
+                                ? std::string("none")
+                                : format_bytes(device.at("capacity_bytes").get<double>()),
                             fmt::format("model states {} + activations {}", format_bytes(states_on("gpu")),
                                         format_bytes(memory.at("activations_bytes").get<double>()))});
   const json& host = memory.at("host");
-  mem.table.rows.push_back({"host", format_bytes(host.at("peak_bytes").get<double>()),
-                            host.at("capacity_bytes").is_null() ? std::string("none")
-                                                                : format_bytes(host.at("capacity_bytes").get<double>()),
-                            fmt::format("model states {}; process peak RSS {} (includes the device arena on the CPU "
-                                        "backend)",
-                                        format_bytes(states_on("cpu")), format_bytes(host.at("peak_rss_bytes").get<double>()))});
+  mem.table.rows.push_back(
+      {"host", format_bytes(host.at("peak_bytes").get<double>()),
+       host.at("capacity_bytes").is_null() ? std::string("none")
+                                           : format_bytes(host.at("capacity_bytes").get<double>()),
+       fmt::format("model states {}; process peak RSS {} (includes the device arena on the CPU "
+                   "backend)",
+                   format_bytes(states_on("cpu")), format_bytes(host.at("peak_rss_bytes").get<double>()))});
   const json& nvme = memory.at("nvme");
   const double nvme_peak = nvme.at("peak_bytes").get<double>();
-  mem.table.rows.push_back({"nvme", format_bytes(nvme_peak),
-                            nvme_peak > 0 ? format_bytes(nvme.at("capacity_bytes").get<double>()) : std::string("none"),
-                            nvme_peak > 0 ? fmt::format("model states {} (swap files, removed at exit)",
-                                                        format_bytes(states_on("nvme")))
-                                          : std::string("not used")});
+  mem.table.rows.push_back(
+      {"nvme", format_bytes(nvme_peak),
+       nvme_peak > 0 ? format_bytes(nvme.at("capacity_bytes").get<double>()) : std::string("none"),
+       nvme_peak > 0 ? fmt::format("model states {} (swap files, removed at exit)", format_bytes(states_on("nvme")))
+                     : std::string("not used")});
   out.document.sections.push_back(std::move(mem));
   out.document.sections.push_back(render_engine_section(record.at("engine")));
 
   // CSV: one row per step, base units.
   out.csv.columns = {{"step"}, {"loss"}, {"lr"}, {"grad_norm"}, {"step_ms"}, {"tokens_per_s"}, {"skipped"}, {"warmup"}};
   for (const json& s : record.at("steps")) {
-    out.csv.rows.push_back({std::to_string(s.at("step").get<std::int64_t>()),
-                            s.at("loss").is_null() ? std::string("nan") : fmt::format("{:.6f}", s.at("loss").get<double>()),
-                            fmt::format("{:.6g}", s.at("lr").get<double>()),
-                            s.at("grad_norm").is_null() ? std::string("nan") : fmt::format("{:.6g}", s.at("grad_norm").get<double>()),
-                            fmt::format("{:.3f}", s.at("step_ms").get<double>()),
-                            fmt::format("{:.1f}", s.at("tokens_per_s").get<double>()),
-                            s.at("skipped").get<bool>() ? "true" : "false", s.at("warmup").get<bool>() ? "true" : "false"});
+    out.csv.rows.push_back(
+        {std::to_string(s.at("step").get<std::int64_t>()),
+         s.at("loss").is_null() ? std::string("nan") : fmt::format("{:.6f}", s.at("loss").get<double>()),
+         fmt::format("{:.6g}", s.at("lr").get<double>()),
+         s.at("grad_norm").is_null() ? std::string("nan") : fmt::format("{:.6g}", s.at("grad_norm").get<double>()),
+         fmt::format("{:.3f}", s.at("step_ms").get<double>()),
+         fmt::format("{:.1f}", s.at("tokens_per_s").get<double>()), s.at("skipped").get<bool>() ? "true" : "false",
+         s.at("warmup").get<bool>() ? "true" : "false"});
   }
   return out;
 }

@@ -27,22 +27,22 @@ namespace zinf::cli {
 inline constexpr int kTrainRecordVersion = 1;
 
 struct TrainRun {
-  nlohmann::json scenario;                    // spec::to_json of the resolved scenario
+  nlohmann::json scenario;  // spec::to_json of the resolved scenario
   std::string scenario_path;
   std::string data_description;
-  std::optional<double> entropy_rate_nats;    // Markov data only
+  std::optional<double> entropy_rate_nats;  // Markov data only
   std::optional<double> unigram_entropy_nats;
   std::string device_description;
   int threads = 0;
-  nlohmann::json model_shape;                 // the resolved shape (a scenario may give only "params")
+  nlohmann::json model_shape;  // the resolved shape (a scenario may give only "params")
   std::uint64_t params = 0;
-  double flops_per_step = 0;                  // model FLOPs of one forward+backward
+  double flops_per_step = 0;  // model FLOPs of one forward+backward
   train::ComputePeak peak;
   std::vector<train::StepMetrics> steps;
   std::vector<train::EvalMetrics> evals;
   train::TrainOutcome outcome;
   memory::TierUsage device_memory;
-  memory::TierUsage host_memory;              // the host tier's accounting (pinned/staging/offloaded states)
+  memory::TierUsage host_memory;  // the host tier's accounting (pinned/staging/offloaded states)
   std::uint64_t host_peak_rss_bytes = 0;
   EngineRun engine;
   std::vector<zero::StateBytes> state_bytes;

@@ -252,6 +252,7 @@ constexpr std::size_t kMaxVectors = 2;  // 6 x 2 accumulators + 2 loads + 1 broa
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
 #include "kernels/cpu/attention_vector_exp.h"  // NOLINT(build/include): compiled once per ISA
+// attention_tiles.h uses exp_flushed from attention_vector_exp.h: keep this order.
 #include "kernels/cpu/attention_tiles.h"  // NOLINT(build/include): compiled once per ISA
 }  // namespace avx2
 #if defined(__clang__)
@@ -283,6 +284,7 @@ constexpr std::size_t kMaxVectors = 4;  // 6 x 4 accumulators + 4 loads + 1 broa
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
 #include "kernels/cpu/attention_vector_exp.h"  // NOLINT(build/include): compiled once per ISA
+// attention_tiles.h uses exp_flushed from attention_vector_exp.h: keep this order.
 #include "kernels/cpu/attention_tiles.h"  // NOLINT(build/include): compiled once per ISA
 }  // namespace avx512
 #if defined(__clang__)

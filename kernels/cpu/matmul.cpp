@@ -44,8 +44,8 @@ void matmul_forward_strided(float* out, std::size_t ld_out, const float* inp, co
     return;
   }
   // out[R,OC] = inp[R,C] · weight[OC,C]ᵀ (+ out).
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(rows), as_blas(out_channels), as_blas(in_channels),
-              1.0f, inp, as_blas(in_channels), weight, as_blas(in_channels), beta, out, as_blas(ld_out));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(rows), as_blas(out_channels), as_blas(in_channels), 1.0f,
+              inp, as_blas(in_channels), weight, as_blas(in_channels), beta, out, as_blas(ld_out));
 }
 
 void matmul_backward_strided(float* dinp, bool accumulate_dinp, float* dweight, float* dbias, const float* dout,
@@ -59,13 +59,12 @@ void matmul_backward_strided(float* dinp, bool accumulate_dinp, float* dweight, 
   }
   if (in_channels != 0) {
     // dinp[R,C] (+)= dout[R,OC] · weight[OC,C]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_blas(rows), as_blas(in_channels),
-                as_blas(out_channels), 1.0f, dout, as_blas(ld_dout), weight, as_blas(in_channels),
-                accumulate_dinp ? 1.0f : 0.0f, dinp, as_blas(in_channels));
-    // dweight[OC,C] += dout[R,OC]ᵀ · inp[R,C]
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_blas(out_channels), as_blas(in_channels),
-                as_blas(rows), 1.0f, dout, as_blas(ld_dout), inp, as_blas(in_channels), 1.0f, dweight,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_blas(rows), as_blas(in_channels), as_blas(out_channels),
+                1.0f, dout, as_blas(ld_dout), weight, as_blas(in_channels), accumulate_dinp ? 1.0f : 0.0f, dinp,
                 as_blas(in_channels));
+    // dweight[OC,C] += dout[R,OC]ᵀ · inp[R,C]
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_blas(out_channels), as_blas(in_channels), as_blas(rows),
+                1.0f, dout, as_blas(ld_dout), inp, as_blas(in_channels), 1.0f, dweight, as_blas(in_channels));
   }
   if (dbias != nullptr) {
     // Rows added in order into one fp64 sum per channel: the same bits for any OpenBLAS thread

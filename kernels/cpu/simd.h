@@ -33,10 +33,10 @@
 // <stem>_avx2 and <stem>_avx512 (the last two exist only on x86), so one line picks among them and
 // non-x86 builds never name the vector variants.
 #if ZINF_KERNELS_X86
-#define ZINF_KERNEL_VARIANT(isa, stem)                        \
+#define ZINF_KERNEL_VARIANT(isa, stem)                         \
   ((isa) == ::zinf::kernels::cpu::Isa::kAvx512 ? stem##_avx512 \
    : (isa) == ::zinf::kernels::cpu::Isa::kAvx2 ? stem##_avx2   \
-                                                : stem##_scalar)
+                                               : stem##_scalar)
 #else
 #define ZINF_KERNEL_VARIANT(isa, stem) ((void)(isa), stem##_scalar)
 #endif

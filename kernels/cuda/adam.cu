@@ -25,8 +25,8 @@
 namespace zinf::kernels::cuda {
 namespace {
 
-using detail::Pack;
 using detail::aligned;
+using detail::Pack;
 
 constexpr int kThreads = 256;
 constexpr int kStepElements = 4;

@@ -129,8 +129,7 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool val
 
 // 4 bytes global -> shared; valid = false writes a zero.
 __device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(dst)), "l"(src),
-               "r"(valid ? 4 : 0)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(valid ? 4 : 0)
                : "memory");
 }
 
@@ -234,8 +233,7 @@ constexpr int kPad = 8;
 // `head` pointing at row 0) into a shared tile [kRows][kHs + kPad]; rows at or past seq_len are
 // zero-filled, so masked products read zeros rather than stale shared memory (0 * NaN would leak).
 template <int kRows, int kHs, int kThreads, typename T>
-__device__ __forceinline__ void load_tile_async(T* tile, const T* head, std::int64_t stride, int row0,
-                                                int seq_len) {
+__device__ __forceinline__ void load_tile_async(T* tile, const T* head, std::int64_t stride, int row0, int seq_len) {
   constexpr int kChunks = kHs / 8;  // 16-byte pieces per row
   static_assert((kRows * kChunks) % kThreads == 0, "every thread copies the same number of pieces");
 #pragma unroll
@@ -299,8 +297,7 @@ struct TcForward {
 template <typename T, int kHs>
 __global__ void __launch_bounds__(TcForward<kHs>::kThreads, 2)
     tc_forward_kernel(T* __restrict__ out /*[B,T,C]*/, float* __restrict__ lse /*[B,NH,T] or null*/,
-                      const T* __restrict__ qkv /*[B,T,3C]*/, int seq_len, int channels, int heads,
-                      float scale_log2) {
+                      const T* __restrict__ qkv /*[B,T,3C]*/, int seq_len, int channels, int heads, float scale_log2) {
   using Cfg = TcForward<kHs>;
   constexpr int kLd = Cfg::kLd;
   constexpr int kRows = Cfg::kRows;
@@ -308,8 +305,8 @@ __global__ void __launch_bounds__(TcForward<kHs>::kThreads, 2)
   constexpr int kThreads = Cfg::kThreads;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   T* const q_tile = reinterpret_cast<T*>(shared_bytes);  // [kRows][kLd]
-  T* const k_tiles = q_tile + kRows * kLd;                // [2][kKeys][kLd]
-  T* const v_tiles = k_tiles + 2 * kKeys * kLd;           // [2][kKeys][kLd]
+  T* const k_tiles = q_tile + kRows * kLd;               // [2][kKeys][kLd]
+  T* const v_tiles = k_tiles + 2 * kKeys * kLd;          // [2][kKeys][kLd]
 
   const int pair = static_cast<int>(blockIdx.x);
   const int b = pair / heads;
@@ -334,9 +331,9 @@ __global__ void __launch_bounds__(TcForward<kHs>::kThreads, 2)
   const int row_lo = warp_row0 + lane / 4;       // accumulator rows row_lo and row_lo + 8
   const int col_pair = 2 * (lane % 4);           // accumulator columns col_pair, col_pair + 1 of each n8 tile
 
-  float o[kHs / 8][4] = {};                           // unnormalised output, 16 rows x kHs per warp
-  float row_max[2] = {-INFINITY, -INFINITY};          // running max of scale*log2(e)*s, rows row_lo, +8
-  float row_sum[2] = {0.0f, 0.0f};                    // this thread's part of the running sum of 2^(...)
+  float o[kHs / 8][4] = {};                   // unnormalised output, 16 rows x kHs per warp
+  float row_max[2] = {-INFINITY, -INFINITY};  // running max of scale*log2(e)*s, rows row_lo, +8
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's part of the running sum of 2^(...)
   [[maybe_unused]] std::uint32_t q_frag[Cfg::kQInRegisters ? kHs / 16 : 1][4];
 
   for (int tile = 0; tile < num_tiles; ++tile) {
@@ -361,7 +358,8 @@ __global__ void __launch_bounds__(TcForward<kHs>::kThreads, 2)
       if constexpr (Cfg::kQInRegisters) {
         if (tile == 0) {
 #pragma unroll
-          for (int ks = 0; ks < kHs / 16; ++ks) ldmatrix_x4(q_frag[ks], a_operand<kLd>(q_tile, 16 * warp, 16 * ks, lane));
+          for (int ks = 0; ks < kHs / 16; ++ks)
+            ldmatrix_x4(q_frag[ks], a_operand<kLd>(q_tile, 16 * warp, 16 * ks, lane));
         }
       }
       // S = Q K^T for the warp's 16 rows and the tile's keys.
@@ -487,9 +485,9 @@ __global__ void __launch_bounds__(TcDq<kHs>::kThreads, 2)
   constexpr int kThreads = Cfg::kThreads;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   T* const q_tile = reinterpret_cast<T*>(shared_bytes);  // [kRows][kLd]
-  T* const do_tile = q_tile + kRows * kLd;                // [kRows][kLd]
-  T* const k_tiles = do_tile + kRows * kLd;               // [2][kKeys][kLd]
-  T* const v_tiles = k_tiles + 2 * kKeys * kLd;           // [2][kKeys][kLd]
+  T* const do_tile = q_tile + kRows * kLd;               // [kRows][kLd]
+  T* const k_tiles = do_tile + kRows * kLd;              // [2][kKeys][kLd]
+  T* const v_tiles = k_tiles + 2 * kKeys * kLd;          // [2][kKeys][kLd]
 
   const int pair = static_cast<int>(blockIdx.x);
   const int b = pair / heads;
@@ -613,7 +611,7 @@ template <int kHs>
 struct TcDkdv {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kKeys = 16 * kWarps;           // keys per block
+  static constexpr int kKeys = 16 * kWarps;  // keys per block
   // Queries per tile. At hs 128 dK and dV alone hold 128 fp32 registers a thread, and 32-query tiles
   // (32 more for S^T and dP^T) ran past 255 and spilled; 16-query tiles do not.
   static constexpr int kRows = kHs == 128 ? 16 : 64;
@@ -636,10 +634,10 @@ __global__ void __launch_bounds__(TcDkdv<kHs>::kThreads, 2)
   constexpr int kKeys = Cfg::kKeys;
   constexpr int kThreads = Cfg::kThreads;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  T* const k_tile = reinterpret_cast<T*>(shared_bytes);  // [kKeys][kLd]
-  T* const v_tile = k_tile + kKeys * kLd;                 // [kKeys][kLd]
-  T* const q_tiles = v_tile + kKeys * kLd;                // [2][kRows][kLd]
-  T* const do_tiles = q_tiles + 2 * kRows * kLd;          // [2][kRows][kLd]
+  T* const k_tile = reinterpret_cast<T*>(shared_bytes);                               // [kKeys][kLd]
+  T* const v_tile = k_tile + kKeys * kLd;                                             // [kKeys][kLd]
+  T* const q_tiles = v_tile + kKeys * kLd;                                            // [2][kRows][kLd]
+  T* const do_tiles = q_tiles + 2 * kRows * kLd;                                      // [2][kRows][kLd]
   float* const lse_tiles = reinterpret_cast<float*>(shared_bytes + Cfg::kElemBytes);  // [2][kRows]
   float* const delta_tiles = lse_tiles + 2 * kRows;                                   // [2][kRows]
 
@@ -815,8 +813,8 @@ struct GeneralForwardSmem {
 template <typename T>
 __global__ void __launch_bounds__(kGenThreads)
     general_forward_kernel(T* __restrict__ out /*[B,T,C]*/, float* __restrict__ lse /*[B,NH,T] or null*/,
-                           const T* __restrict__ qkv /*[B,T,3C]*/, int seq_len, int channels, int heads,
-                           int head_size, float scale) {
+                           const T* __restrict__ qkv /*[B,T,3C]*/, int seq_len, int channels, int heads, int head_size,
+                           float scale) {
   __shared__ GeneralForwardSmem sm;
   const int pair = static_cast<int>(blockIdx.x);
   const int b = pair / heads;
@@ -905,8 +903,8 @@ __global__ void __launch_bounds__(kGenThreads)
     total += __shfl_xor_sync(kFullMask, total, 4);
     const int row = q0 + 2 * ty + i;
     if (row < seq_len) {
-      T* const out_row = out + (static_cast<std::int64_t>(b) * seq_len + row) * channels +
-                         static_cast<std::int64_t>(h) * head_size;
+      T* const out_row =
+          out + (static_cast<std::int64_t>(b) * seq_len + row) * channels + static_cast<std::int64_t>(h) * head_size;
       const float inv = 1.0f / total;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -921,14 +919,14 @@ __global__ void __launch_bounds__(kGenThreads)
 }
 
 struct GeneralBackwardSmem {
-  float q[kGenTile][kGenChunk + 1];   // Q rows x a chunk of hs
-  float k[kGenTile][kGenChunk + 1];   // K rows x the chunk
-  float v[kGenTile][kGenChunk + 1];   // V rows x the chunk
-  float o[kGenTile][kGenChunk + 1];   // dO rows x the chunk
-  float p[kGenTile][kGenTile + 1];    // P^T (dK/dV pass)
-  float ds[kGenTile][kGenTile + 1];   // dS^T (dK/dV pass) or dS (dQ pass)
-  float x[kGenTile][kGenOut];         // the block's output columns of dO (dK/dV) or K (dQ)
-  float y[kGenTile][kGenOut];         // the block's output columns of Q (dK/dV)
+  float q[kGenTile][kGenChunk + 1];  // Q rows x a chunk of hs
+  float k[kGenTile][kGenChunk + 1];  // K rows x the chunk
+  float v[kGenTile][kGenChunk + 1];  // V rows x the chunk
+  float o[kGenTile][kGenChunk + 1];  // dO rows x the chunk
+  float p[kGenTile][kGenTile + 1];   // P^T (dK/dV pass)
+  float ds[kGenTile][kGenTile + 1];  // dS^T (dK/dV pass) or dS (dQ pass)
+  float x[kGenTile][kGenOut];        // the block's output columns of dO (dK/dV) or K (dQ)
+  float y[kGenTile][kGenOut];        // the block's output columns of Q (dK/dV)
 };
 
 // dK, dV for keys [32 y, 32 y + 32) and head columns [64 z, 64 z + 64): a loop over the query tiles
@@ -1052,8 +1050,8 @@ template <typename T>
 __global__ void __launch_bounds__(kGenThreads)
     general_dq_kernel(T* __restrict__ dqkv /*[B,T,3C]*/, const T* __restrict__ dout /*[B,T,C]*/,
                       const T* __restrict__ qkv /*[B,T,3C]*/, const float* __restrict__ lse /*[B,NH,T]*/,
-                      const float* __restrict__ delta /*[B,NH,T]*/, int seq_len, int channels, int heads,
-                      int head_size, float scale) {
+                      const float* __restrict__ delta /*[B,NH,T]*/, int seq_len, int channels, int heads, int head_size,
+                      float scale) {
   __shared__ GeneralBackwardSmem sm;
   const int pair = static_cast<int>(blockIdx.x);
   const int b = pair / heads;
@@ -1162,8 +1160,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
                  int head_size) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kDeltaWarps;
-  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeltaWarps + threadIdx.x / 32; r < rows;
-       r += warps) {
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeltaWarps + threadIdx.x / 32; r < rows; r += warps) {
     const std::int64_t pair = r / seq_len;
     const std::int64_t t = r % seq_len;
     const std::int64_t b = pair / heads;
@@ -1210,8 +1207,8 @@ LaunchStatus launch_tc_backward(T* dqkv, const T* dout, const T* qkv, const floa
   dkdv<<<dim3(pairs, static_cast<unsigned int>(ceil_div(p.seq_len, Dkdv::kKeys))), Dkdv::kThreads, Dkdv::kSmemBytes,
          stream>>>(dqkv, dout, qkv, lse, delta, p.seq_len, p.channels, p.heads, p.scale, p.scale * kLog2e);
   if (const LaunchStatus status = detail::last_launch_status(); status != 0) return status;
-  dq<<<dim3(pairs, static_cast<unsigned int>(ceil_div(p.seq_len, Dq::kRows))), Dq::kThreads, Dq::kSmemBytes,
-       stream>>>(dqkv, dout, qkv, lse, delta, p.seq_len, p.channels, p.heads, p.scale, p.scale * kLog2e);
+  dq<<<dim3(pairs, static_cast<unsigned int>(ceil_div(p.seq_len, Dq::kRows))), Dq::kThreads, Dq::kSmemBytes, stream>>>(
+      dqkv, dout, qkv, lse, delta, p.seq_len, p.channels, p.heads, p.scale, p.scale * kLog2e);
   return detail::last_launch_status();
 }
 
@@ -1247,8 +1244,8 @@ LaunchStatus attention_forward(Elem elem, void* out, float* lse, const void* qkv
         return launch_tc_forward<T, 128>(o, lse, x, p, s);
       }
     }
-    general_forward_kernel<T><<<general_grid(p), kGenThreads, 0, s>>>(o, lse, x, p.seq_len, p.channels, p.heads,
-                                                                      p.head_size, p.scale);
+    general_forward_kernel<T>
+        <<<general_grid(p), kGenThreads, 0, s>>>(o, lse, x, p.seq_len, p.channels, p.heads, p.head_size, p.scale);
     return detail::last_launch_status();
   });
 }
@@ -1282,11 +1279,11 @@ LaunchStatus attention_backward(Elem elem, void* dqkv, const void* dout, const v
       }
     }
     const dim3 grid = general_grid(p);
-    general_dkdv_kernel<T><<<grid, kGenThreads, 0, s>>>(dx, dy, x, lse, delta, p.seq_len, p.channels, p.heads,
-                                                        p.head_size, p.scale);
+    general_dkdv_kernel<T>
+        <<<grid, kGenThreads, 0, s>>>(dx, dy, x, lse, delta, p.seq_len, p.channels, p.heads, p.head_size, p.scale);
     if (const LaunchStatus status = detail::last_launch_status(); status != 0) return status;
-    general_dq_kernel<T><<<grid, kGenThreads, 0, s>>>(dx, dy, x, lse, delta, p.seq_len, p.channels, p.heads,
-                                                      p.head_size, p.scale);
+    general_dq_kernel<T>
+        <<<grid, kGenThreads, 0, s>>>(dx, dy, x, lse, delta, p.seq_len, p.channels, p.heads, p.head_size, p.scale);
     return detail::last_launch_status();
   });
 }

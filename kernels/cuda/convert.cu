@@ -118,10 +118,10 @@ __global__ void __launch_bounds__(kThreads)
 template <Elem kSrc, Elem kDst>
 LaunchStatus launch(void* dst, const void* src, std::int64_t n, cudaStream_t stream) {
   const std::int64_t vector_steps = aligned16(dst) && aligned16(src) ? n / kStepElements : 0;
-  convert_kernel<kSrc, kDst><<<detail::vector_and_tail_blocks(n, vector_steps, kStepElements, kThreads), kThreads, 0,
-                                stream>>>(
-      static_cast<typename Format<kDst>::Bits*>(dst), static_cast<const typename Format<kSrc>::Bits*>(src), n,
-      vector_steps);
+  convert_kernel<kSrc, kDst>
+      <<<detail::vector_and_tail_blocks(n, vector_steps, kStepElements, kThreads), kThreads, 0, stream>>>(
+          static_cast<typename Format<kDst>::Bits*>(dst), static_cast<const typename Format<kSrc>::Bits*>(src), n,
+          vector_steps);
   return detail::last_launch_status();
 }
 

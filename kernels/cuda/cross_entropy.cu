@@ -22,8 +22,8 @@
 namespace zinf::kernels::cuda {
 namespace {
 
-using detail::Pack;
 using detail::load_pack;
+using detail::Pack;
 
 constexpr int kThreads = 512;
 

@@ -25,19 +25,28 @@ __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 template <typename T>
 __device__ __forceinline__ T from_f32(float x);
 template <>
-__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 template <>
-__device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_f32<__half>(float x) {
+  return __float2half_rn(x);
+}
 
 // Calls f(T{}) with T the C++ type of `elem`: float, __nv_bfloat16 or __half.
 template <typename F>
 LaunchStatus dispatch_elem(Elem elem, F&& f) {
   switch (elem) {
-    case Elem::kF32: return f(float{});
-    case Elem::kBF16: return f(__nv_bfloat16{});
-    case Elem::kF16: return f(__half{});
+    case Elem::kF32:
+      return f(float{});
+    case Elem::kBF16:
+      return f(__nv_bfloat16{});
+    case Elem::kF16:
+      return f(__half{});
   }
   return static_cast<LaunchStatus>(cudaErrorInvalidValue);
 }

@@ -24,10 +24,10 @@
 namespace zinf::kernels::cuda {
 namespace {
 
-using detail::Pack;
-using detail::load_pack;
-using detail::store_pack;
 using detail::aligned;
+using detail::load_pack;
+using detail::Pack;
+using detail::store_pack;
 
 constexpr int kForwardMaxThreads = 256;
 constexpr int kBackwardVec = 4;   // channels a backward thread owns (a float4 of the fp32 gradient)
@@ -201,10 +201,9 @@ __global__ void __launch_bounds__(kDwteThreads)
   const std::int64_t c = (static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * kVec;
   if (c >= channels) return;
   const std::int64_t end = run_end(sorted_tokens, count, begin, token);
-  add_rows_in_order<T, kVec>(dwte + static_cast<std::int64_t>(token) * channels + c, end - begin,
-                             [&](std::int64_t i) {
-                               return dout + static_cast<std::int64_t>(sorted_positions[begin + i]) * channels + c;
-                             });
+  add_rows_in_order<T, kVec>(dwte + static_cast<std::int64_t>(token) * channels + c, end - begin, [&](std::int64_t i) {
+    return dout + static_cast<std::int64_t>(sorted_positions[begin + i]) * channels + c;
+  });
 }
 
 // A thread per (t, kVec channels): dwpe[t, c] += dout[b, t, c] for b = 0..B-1 in order.

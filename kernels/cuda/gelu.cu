@@ -88,8 +88,9 @@ LaunchStatus gelu_forward(Elem elem, void* out, const void* inp, std::int64_t n,
     using T = decltype(tag);
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     const std::int64_t vector_steps = aligned16(out) && aligned16(inp) ? n / kVec : 0;
-    gelu_forward_kernel<T><<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
-        static_cast<T*>(out), static_cast<const T*>(inp), n, vector_steps);
+    gelu_forward_kernel<T>
+        <<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
+            static_cast<T*>(out), static_cast<const T*>(inp), n, vector_steps);
     return detail::last_launch_status();
   });
 }
@@ -102,8 +103,9 @@ LaunchStatus gelu_backward(Elem elem, void* dinp, const void* inp, const void* d
     using T = decltype(tag);
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     const std::int64_t vector_steps = aligned16(dinp) && aligned16(inp) && aligned16(dout) ? n / kVec : 0;
-    gelu_backward_kernel<T><<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
-        static_cast<T*>(dinp), static_cast<const T*>(inp), static_cast<const T*>(dout), n, vector_steps);
+    gelu_backward_kernel<T>
+        <<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
+            static_cast<T*>(dinp), static_cast<const T*>(inp), static_cast<const T*>(dout), n, vector_steps);
     return detail::last_launch_status();
   });
 }

@@ -28,8 +28,8 @@ namespace zinf::kernels::cuda {
 namespace {
 
 using detail::aligned16;
-using detail::Pack;
 using detail::load_pack;
+using detail::Pack;
 using detail::store_pack;
 
 constexpr int kForwardWarps = 4;

@@ -76,8 +76,9 @@ LaunchStatus residual_forward(Elem elem, void* out, const void* inp1, const void
     using T = decltype(tag);
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     const std::int64_t vector_steps = aligned16(out) && aligned16(inp1) && aligned16(inp2) ? n / kVec : 0;
-    residual_forward_kernel<T><<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
-        static_cast<T*>(out), static_cast<const T*>(inp1), static_cast<const T*>(inp2), n, vector_steps);
+    residual_forward_kernel<T>
+        <<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
+            static_cast<T*>(out), static_cast<const T*>(inp1), static_cast<const T*>(inp2), n, vector_steps);
     return detail::last_launch_status();
   });
 }
@@ -90,8 +91,9 @@ LaunchStatus residual_backward(Elem elem, void* dinp1, void* dinp2, const void* 
     using T = decltype(tag);
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     const std::int64_t vector_steps = aligned16(dinp1) && aligned16(dinp2) && aligned16(dout) ? n / kVec : 0;
-    residual_backward_kernel<T><<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
-        static_cast<T*>(dinp1), static_cast<T*>(dinp2), static_cast<const T*>(dout), n, vector_steps);
+    residual_backward_kernel<T>
+        <<<detail::vector_and_tail_blocks(n, vector_steps, kVec, kThreads), kThreads, 0, detail::native(stream)>>>(
+            static_cast<T*>(dinp1), static_cast<T*>(dinp2), static_cast<const T*>(dout), n, vector_steps);
     return detail::last_launch_status();
   });
 }

@@ -6,7 +6,7 @@ namespace zinf::detail {
 [[noreturn]] void check_failed(const char* condition, const char* file, int line, const char* message);
 }  // namespace zinf::detail
 
-#define ZINF_CHECK(cond, message)                                           \
-  do {                                                                      \
+#define ZINF_CHECK(cond, message)                                                    \
+  do {                                                                               \
     if (!(cond)) ::zinf::detail::check_failed(#cond, __FILE__, __LINE__, (message)); \
   } while (false)

@@ -14,9 +14,12 @@ constexpr std::size_t dtype_size_bytes(DType dtype) { return dtype == DType::kF3
 
 constexpr std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "fp32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "fp16";
+    case DType::kF32:
+      return "fp32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "fp16";
   }
   return "?";
 }

@@ -35,7 +35,8 @@ Result<std::string> read_input_file(const std::string& path, std::uint64_t max_b
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return Status::not_found(fmt::format("{}: no such file", path));
-    if (err == ENOTDIR) return Status::not_found(fmt::format("{}: no such file (a part of the path is not a directory)", path));
+    if (err == ENOTDIR)
+      return Status::not_found(fmt::format("{}: no such file (a part of the path is not a directory)", path));
     // The system failing (EIO, out of descriptors or memory) is a runtime failure; any other refusal
     // (permissions, a name too long, a link loop) is about the path the user gave.
     if (err == EIO || err == EMFILE || err == ENFILE || err == ENOMEM) {

@@ -7,13 +7,20 @@ namespace zinf {
 
 std::string_view error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kOutOfMemory: return "out of memory";
-    case ErrorCode::kIoError: return "I/O error";
-    case ErrorCode::kInfeasible: return "infeasible";
-    case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kOk:
+      return "ok";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kOutOfMemory:
+      return "out of memory";
+    case ErrorCode::kIoError:
+      return "I/O error";
+    case ErrorCode::kInfeasible:
+      return "infeasible";
+    case ErrorCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

@@ -55,7 +55,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor): ergonomic return
+  Result(T value) : value_(std::move(value)) {}          // NOLINT(google-explicit-constructor): ergonomic return
   Result(Status status) : status_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool is_ok() const { return value_.has_value(); }
@@ -96,9 +96,9 @@ T&& Result<T>::value() && {
 }  // namespace zinf
 
 // Return early from a function returning Status or Result<U> when `expr` (a Status) is an error.
-#define ZINF_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::zinf::Status zinf_status_ = (expr);     \
+#define ZINF_RETURN_IF_ERROR(expr)                  \
+  do {                                              \
+    ::zinf::Status zinf_status_ = (expr);           \
     if (!zinf_status_.is_ok()) return zinf_status_; \
   } while (false)
 
@@ -106,8 +106,7 @@ T&& Result<T>::value() && {
 #define ZINF_CONCAT_(a, b) ZINF_CONCAT_INNER_(a, b)
 
 // `ZINF_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a Result or returns its Status.
-#define ZINF_ASSIGN_OR_RETURN(decl, expr) \
-  ZINF_ASSIGN_OR_RETURN_IMPL_(ZINF_CONCAT_(zinf_result_, __LINE__), decl, expr)
+#define ZINF_ASSIGN_OR_RETURN(decl, expr) ZINF_ASSIGN_OR_RETURN_IMPL_(ZINF_CONCAT_(zinf_result_, __LINE__), decl, expr)
 #define ZINF_ASSIGN_OR_RETURN_IMPL_(tmp, decl, expr) \
   auto tmp = (expr);                                 \
   if (!tmp.is_ok()) return tmp.status();             \

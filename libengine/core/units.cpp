@@ -20,28 +20,34 @@ struct Unit {
   double multiplier;
 };
 
-constexpr std::array kCountUnits{Unit{"", 1.0}, Unit{"K", 1e3}, Unit{"k", 1e3}, Unit{"M", 1e6},
-                                 Unit{"B", 1e9}, Unit{"T", 1e12}};
+constexpr std::array kCountUnits{Unit{"", 1.0},  Unit{"K", 1e3}, Unit{"k", 1e3},
+                                 Unit{"M", 1e6}, Unit{"B", 1e9}, Unit{"T", 1e12}};
 constexpr std::string_view kCountAllowed = "a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T)";
 
-constexpr std::array kByteUnits{Unit{"", 1.0},           Unit{"B", 1.0},
-                                Unit{"kB", 1e3},         Unit{"KB", 1e3},
-                                Unit{"MB", 1e6},         Unit{"GB", 1e9},
-                                Unit{"TB", 1e12},        Unit{"PB", 1e15},
-                                Unit{"KiB", 1024.0},     Unit{"MiB", 1048576.0},
-                                Unit{"GiB", 1073741824.0}, Unit{"TiB", 1099511627776.0},
+constexpr std::array kByteUnits{Unit{"", 1.0},
+                                Unit{"B", 1.0},
+                                Unit{"kB", 1e3},
+                                Unit{"KB", 1e3},
+                                Unit{"MB", 1e6},
+                                Unit{"GB", 1e9},
+                                Unit{"TB", 1e12},
+                                Unit{"PB", 1e15},
+                                Unit{"KiB", 1024.0},
+                                Unit{"MiB", 1048576.0},
+                                Unit{"GiB", 1073741824.0},
+                                Unit{"TiB", 1099511627776.0},
                                 Unit{"PiB", 1125899906842624.0}};
 constexpr std::string_view kBytesAllowed =
     "a size like 512MiB, 80GiB or 1.5TB (B, kB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB)";
 
-constexpr std::array kBitUnits{Unit{"b", 1.0}, Unit{"Kb", 1e3}, Unit{"kb", 1e3}, Unit{"Mb", 1e6},
-                               Unit{"Gb", 1e9}, Unit{"Tb", 1e12}};
+constexpr std::array kBitUnits{Unit{"b", 1.0},  Unit{"Kb", 1e3}, Unit{"kb", 1e3},
+                               Unit{"Mb", 1e6}, Unit{"Gb", 1e9}, Unit{"Tb", 1e12}};
 constexpr std::string_view kBandwidthAllowed =
     "a bandwidth like 12GB/s, 25GiB/s or 100Gb/s (a byte unit or b, Kb, Mb, Gb, Tb followed by /s; "
     "or Gbps, Gbit/s)";
 
-constexpr std::array kFlopPrefixes{Unit{"", 1.0}, Unit{"K", 1e3}, Unit{"M", 1e6}, Unit{"G", 1e9},
-                                   Unit{"T", 1e12}, Unit{"P", 1e15}};
+constexpr std::array kFlopPrefixes{Unit{"", 1.0},  Unit{"K", 1e3},  Unit{"M", 1e6},
+                                   Unit{"G", 1e9}, Unit{"T", 1e12}, Unit{"P", 1e15}};
 constexpr std::string_view kFlopsAllowed = "a throughput like 989TFLOPS, 70 TFLOP/s, 312T or 1.2e15";
 
 std::string_view trim(std::string_view s) {
@@ -127,8 +133,8 @@ std::optional<std::string_view> integer_literal(std::string_view original) {
 // n x multiplier exactly, for an integer literal and a whole multiplier. nullopt: not that case.
 template <std::size_t N>
 std::optional<Result<std::uint64_t>> exact_whole(std::string_view text, const NumberAndUnit& parts,
-                                                 const std::array<Unit, N>& units, std::string_view field,
-                                                 ZeroIs zero, std::string_view allowed) {
+                                                 const std::array<Unit, N>& units, std::string_view field, ZeroIs zero,
+                                                 std::string_view allowed) {
   const std::optional<std::string_view> literal = integer_literal(text);
   const Unit* unit = find_unit(units, parts.unit);
   if (!literal || unit == nullptr || unit->multiplier != std::floor(unit->multiplier)) return std::nullopt;
@@ -167,18 +173,22 @@ std::string scaled(double value, const std::array<Unit, N>& ladder, std::string_
 Result<std::uint64_t> parse_count(std::string_view text, std::string_view field, ZeroIs zero) {
   ZINF_ASSIGN_OR_RETURN(const NumberAndUnit parts, split_number(text, field, kCountAllowed));
   const Unit* unit = find_unit(kCountUnits, parts.unit);
-  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown suffix {}", zinf::quoted(parts.unit)), kCountAllowed);
+  if (unit == nullptr)
+    return bad(field, text, fmt::format("has an unknown suffix {}", zinf::quoted(parts.unit)), kCountAllowed);
   if (auto exact = exact_whole(text, parts, kCountUnits, field, zero, kCountAllowed)) return *std::move(exact);
-  ZINF_ASSIGN_OR_RETURN(const double value, checked_product(parts.number, unit->multiplier, field, text, zero, kCountAllowed));
+  ZINF_ASSIGN_OR_RETURN(const double value,
+                        checked_product(parts.number, unit->multiplier, field, text, zero, kCountAllowed));
   return to_whole(value, field, text, kCountAllowed);
 }
 
 Result<std::uint64_t> parse_bytes(std::string_view text, std::string_view field, ZeroIs zero) {
   ZINF_ASSIGN_OR_RETURN(const NumberAndUnit parts, split_number(text, field, kBytesAllowed));
   const Unit* unit = find_unit(kByteUnits, parts.unit);
-  if (unit == nullptr) return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kBytesAllowed);
+  if (unit == nullptr)
+    return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kBytesAllowed);
   if (auto exact = exact_whole(text, parts, kByteUnits, field, zero, kBytesAllowed)) return *std::move(exact);
-  ZINF_ASSIGN_OR_RETURN(const double value, checked_product(parts.number, unit->multiplier, field, text, zero, kBytesAllowed));
+  ZINF_ASSIGN_OR_RETURN(const double value,
+                        checked_product(parts.number, unit->multiplier, field, text, zero, kBytesAllowed));
   return to_whole(value, field, text, kBytesAllowed);
 }
 
@@ -221,7 +231,8 @@ Result<double> parse_flops(std::string_view text, std::string_view field, ZeroIs
     }
   }
   const Unit* prefix = find_unit(kFlopPrefixes, unit);
-  if (prefix == nullptr) return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kFlopsAllowed);
+  if (prefix == nullptr)
+    return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kFlopsAllowed);
   return checked_product(parts.number, prefix->multiplier, field, text, zero, kFlopsAllowed);
 }
 
@@ -240,8 +251,10 @@ Result<std::int64_t> parse_int_in_range(std::string_view original, std::string_v
   if (!all_digits(digits)) return bad(field, original, "is not a whole number", allowed);
   std::int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc::result_out_of_range) return bad(field, original, text.front() == '-' ? "is too small" : "is too large", allowed);
-  if (ec != std::errc() || end != text.data() + text.size()) return bad(field, original, "is not a whole number", allowed);
+  if (ec == std::errc::result_out_of_range)
+    return bad(field, original, text.front() == '-' ? "is too small" : "is too large", allowed);
+  if (ec != std::errc() || end != text.data() + text.size())
+    return bad(field, original, "is not a whole number", allowed);
   if (value == 0 && min > 0) return bad(field, original, "is zero", allowed);
   if (value > max) return bad(field, original, "is too large", allowed);
   if (value < min) return bad(field, original, "is too small", allowed);
@@ -249,8 +262,8 @@ Result<std::int64_t> parse_int_in_range(std::string_view original, std::string_v
 }
 
 std::string format_count(double count) {
-  static constexpr std::array kLadder{Unit{"", 1.0}, Unit{"K", 1e3}, Unit{"M", 1e6}, Unit{"B", 1e9},
-                                      Unit{"T", 1e12}, Unit{"Q", 1e15}};
+  static constexpr std::array kLadder{Unit{"", 1.0},  Unit{"K", 1e3},  Unit{"M", 1e6},
+                                      Unit{"B", 1e9}, Unit{"T", 1e12}, Unit{"Q", 1e15}};
   return scaled(count, kLadder, "");
 }
 
@@ -266,14 +279,14 @@ std::string format_bytes(double bytes) {
 }
 
 std::string format_bandwidth(double bytes_per_s) {
-  static constexpr std::array kLadder{Unit{"B/s", 1.0},   Unit{"kB/s", 1e3}, Unit{"MB/s", 1e6},
-                                      Unit{"GB/s", 1e9},  Unit{"TB/s", 1e12}, Unit{"PB/s", 1e15}};
+  static constexpr std::array kLadder{Unit{"B/s", 1.0},  Unit{"kB/s", 1e3},  Unit{"MB/s", 1e6},
+                                      Unit{"GB/s", 1e9}, Unit{"TB/s", 1e12}, Unit{"PB/s", 1e15}};
   return scaled(bytes_per_s, kLadder, " ");
 }
 
 std::string format_flops(double flops_per_s) {
-  static constexpr std::array kLadder{Unit{"FLOP/s", 1.0},   Unit{"kFLOP/s", 1e3},  Unit{"MFLOP/s", 1e6},
-                                      Unit{"GFLOP/s", 1e9},  Unit{"TFLOP/s", 1e12}, Unit{"PFLOP/s", 1e15},
+  static constexpr std::array kLadder{Unit{"FLOP/s", 1.0},  Unit{"kFLOP/s", 1e3},  Unit{"MFLOP/s", 1e6},
+                                      Unit{"GFLOP/s", 1e9}, Unit{"TFLOP/s", 1e12}, Unit{"PFLOP/s", 1e15},
                                       Unit{"EFLOP/s", 1e18}};
   return scaled(flops_per_s, kLadder, " ");
 }

@@ -31,8 +31,7 @@ Result<std::uint64_t> parse_bytes(std::string_view text, std::string_view field,
 Result<double> parse_bandwidth(std::string_view text, std::string_view field, ZeroIs zero = ZeroIs::kRejected);
 Result<double> parse_flops(std::string_view text, std::string_view field, ZeroIs zero = ZeroIs::kRejected);
 // A positive whole number without units, at most `max`.
-Result<std::int64_t> parse_positive_int(std::string_view text, std::string_view field,
-                                        std::int64_t max = INT32_MAX);
+Result<std::int64_t> parse_positive_int(std::string_view text, std::string_view field, std::int64_t max = INT32_MAX);
 // A whole number in [min, max] written in plain decimal digits (leading '-' only when min < 0): no
 // hex, octal, exponent, fraction or '+'. "--steps: '0x10' is not a whole number; expected a whole
 // number from 1 to 1099511627776". Every flag that sets an integer parses through this (or
@@ -41,10 +40,10 @@ Result<std::int64_t> parse_int_in_range(std::string_view text, std::string_view 
                                         std::int64_t max);
 
 // Human-readable renderings with three significant digits.
-std::string format_count(double count);              // 1.00T, 175B, 124M, 950
-std::string format_bytes(double bytes);              // 80.0 GiB, 1.36 TiB, 512 B (IEC)
-std::string format_bandwidth(double bytes_per_s);    // 12.0 GB/s (SI, as drives and links are sold)
-std::string format_flops(double flops_per_s);        // 70.0 TFLOP/s
-std::string format_duration(double seconds);         // 850 ms, 12.3 s, 4.5 min, 3.2 h
+std::string format_count(double count);            // 1.00T, 175B, 124M, 950
+std::string format_bytes(double bytes);            // 80.0 GiB, 1.36 TiB, 512 B (IEC)
+std::string format_bandwidth(double bytes_per_s);  // 12.0 GB/s (SI, as drives and links are sold)
+std::string format_flops(double flops_per_s);      // 70.0 TFLOP/s
+std::string format_duration(double seconds);       // 850 ms, 12.3 s, 4.5 min, 3.2 h
 
 }  // namespace zinf

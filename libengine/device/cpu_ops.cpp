@@ -96,9 +96,9 @@ double CpuOps::sum_squares(std::span<const Tensor> tensors) {
 
 void CpuOps::adam_step(const kernels::AdamHyper& hyper, Tensor master, Tensor exp_avg, Tensor exp_avg_sq, Tensor grad,
                        const Tensor* param_half) {
-  ZINF_CHECK(exp_avg.numel() == master.numel() && exp_avg_sq.numel() == master.numel() &&
-                 grad.numel() == master.numel(),
-             "adam_step: master, exp_avg, exp_avg_sq and grad differ in size");
+  ZINF_CHECK(
+      exp_avg.numel() == master.numel() && exp_avg_sq.numel() == master.numel() && grad.numel() == master.numel(),
+      "adam_step: master, exp_avg, exp_avg_sq and grad differ in size");
   ZINF_CHECK(param_half == nullptr || (param_half->numel() == master.numel() && param_half->dtype() != DType::kF32),
              "adam_step: param_half is not a bf16/fp16 tensor of master's size");
   kernels::AdamSlice slice;
@@ -161,7 +161,8 @@ void CpuOps::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tenso
   ZINF_CHECK(dinp.shape() == inp.shape() && dout.shape() == inp.shape(),
              "layernorm_backward: dinp/dout's shape is not inp's");
   ZINF_CHECK(n(mean) == r && n(rstd) == r, "layernorm_backward: mean/rstd are not [R]");
-  ZINF_CHECK(n(weight) == c && n(dweight) == c && n(dbias) == c, "layernorm_backward: weight/dweight/dbias are not [C]");
+  ZINF_CHECK(n(weight) == c && n(dweight) == c && n(dbias) == c,
+             "layernorm_backward: weight/dweight/dbias are not [C]");
   k::layernorm_backward(dinp.f32(), dweight.f32(), dbias.f32(), dout.f32(), inp.f32(), weight.f32(), mean.f32(),
                         rstd.f32(), r, c);
 }
@@ -229,8 +230,7 @@ double CpuOps::cross_entropy_forward(Tensor logits, std::span<const std::int32_t
   return k::cross_entropy_forward(nullptr, logits.f32(), targets.data(), rows(logits), cols(logits));
 }
 
-void CpuOps::cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
-                                    float dloss) {
+void CpuOps::cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets, float dloss) {
   ZINF_CHECK(dlogits.shape() == logits.shape(), "cross_entropy_backward: dlogits's shape is not logits's");
   ZINF_CHECK(targets.size() == rows(logits), "cross_entropy_backward: targets are not R ids");
   k::cross_entropy_backward(dlogits.f32(), logits.f32(), targets.data(), dloss, rows(logits), cols(logits));

@@ -315,7 +315,7 @@ class CudaDevice final : public Device {
   ~CudaDevice() override {
     (void)cudaSetDevice(index_);
     reclaim_released(true);  // pending stream-ordered frees go back to the pool and tiers owned here
-    ops_.reset();  // waits for the compute stream, then returns its scratch and workspace to the pool
+    ops_.reset();            // waits for the compute stream, then returns its scratch and workspace to the pool
     for (auto& stream : streams_) stream.reset();  // each waits for its own work
     (void)cudaFree(pool_->arena());
   }

@@ -57,8 +57,8 @@ class Ops {
   // One fused Adam/AdamW step over a flat slice: master, exp_avg, exp_avg_sq fp32 [N] updated in
   // place; grad [N] fp32, bf16 or fp16; param_half nullptr or [N] bf16/fp16, written with the
   // updated parameters rounded.
-  virtual void adam_step(const kernels::AdamHyper& hyper, Tensor master, Tensor exp_avg, Tensor exp_avg_sq,
-                         Tensor grad, const Tensor* param_half) = 0;
+  virtual void adam_step(const kernels::AdamHyper& hyper, Tensor master, Tensor exp_avg, Tensor exp_avg_sq, Tensor grad,
+                         const Tensor* param_half) = 0;
 
   // Linear layer (nn.Linear layout). Writes columns [out_col_begin, out_col_begin + OC) of
   // out [R, OUT_WIDTH] = inp [R,C] · weight [OC,C]ᵀ + bias [OC]; bias may be nullptr. The column

@@ -163,10 +163,9 @@ std::uint32_t crc32c_table(std::span<const std::byte> data, std::uint32_t crc) {
     }
     for (; length >= 8; p += 8, length -= 8) {
       const std::uint64_t word = load_u64(p) ^ reg;
-      reg = kByteTables[7][word & 0xffu] ^ kByteTables[6][(word >> 8) & 0xffu] ^
-            kByteTables[5][(word >> 16) & 0xffu] ^ kByteTables[4][(word >> 24) & 0xffu] ^
-            kByteTables[3][(word >> 32) & 0xffu] ^ kByteTables[2][(word >> 40) & 0xffu] ^
-            kByteTables[1][(word >> 48) & 0xffu] ^ kByteTables[0][word >> 56];
+      reg = kByteTables[7][word & 0xffu] ^ kByteTables[6][(word >> 8) & 0xffu] ^ kByteTables[5][(word >> 16) & 0xffu] ^
+            kByteTables[4][(word >> 24) & 0xffu] ^ kByteTables[3][(word >> 32) & 0xffu] ^
+            kByteTables[2][(word >> 40) & 0xffu] ^ kByteTables[1][(word >> 48) & 0xffu] ^ kByteTables[0][word >> 56];
     }
   }
   for (; length > 0; --length) byte_step(*p++);
@@ -230,8 +229,6 @@ std::string_view checksum_kind_name(ChecksumKind kind) {
 
 std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc) { return dispatched_crc32c()(data, crc); }
 
-std::string_view crc32c_implementation() {
-  return dispatched_crc32c() == &detail::crc32c_sse42 ? "sse4.2" : "table";
-}
+std::string_view crc32c_implementation() { return dispatched_crc32c() == &detail::crc32c_sse42 ? "sse4.2" : "table"; }
 
 }  // namespace zinf::io

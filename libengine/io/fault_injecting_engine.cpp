@@ -53,8 +53,8 @@ Status FaultInjectingEngine::submit(std::span<const IoOp> ops) {
   // Checked here, not left to the inner engine: faulted ops never reach it but still occupy a
   // place until reaped.
   if (const unsigned busy = in_flight(); ops.size() > queue_depth() - std::min(busy, queue_depth())) {
-    return Status::internal(fmt::format("submit of {} ops with {} in flight exceeds the queue depth {}", ops.size(),
-                                        busy, queue_depth()));
+    return Status::internal(
+        fmt::format("submit of {} ops with {} in flight exceeds the queue depth {}", ops.size(), busy, queue_depth()));
   }
   std::vector<IoOp> forwarded;
   forwarded.reserve(ops.size());

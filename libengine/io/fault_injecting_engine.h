@@ -40,9 +40,9 @@ struct FaultRule {
   // reads or writes alone. Must be >= 1.
   std::uint64_t nth_op = 1;
   std::optional<IoOpKind> only;
-  int error = EIO;                 // kError: the positive errno reported (EIO, ENOSPC, ...)
-  std::uint32_t short_bytes = 0;   // kShort: bytes performed (an op already shorter runs whole)
-  bool persistent = false;         // also fire on every later counted op (a full disk, a dead device)
+  int error = EIO;                // kError: the positive errno reported (EIO, ENOSPC, ...)
+  std::uint32_t short_bytes = 0;  // kShort: bytes performed (an op already shorter runs whole)
+  bool persistent = false;        // also fire on every later counted op (a full disk, a dead device)
 
   // Readable construction, e.g. FaultRule::fail(3, ENOSPC).and_every_later_op() or
   // FaultRule::shorten(2, 4096).counting_only(IoOpKind::kRead). (Designated initializers that skip

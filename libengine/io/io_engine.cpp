@@ -17,8 +17,10 @@ Result<EngineKind> engine_kind_from_name(std::string_view name, std::string_view
 
 std::string_view engine_kind_name(EngineKind kind) {
   switch (kind) {
-    case EngineKind::kUring: return "uring";
-    case EngineKind::kPosix: return "posix";
+    case EngineKind::kUring:
+      return "uring";
+    case EngineKind::kPosix:
+      return "posix";
   }
   return "unknown";
 }

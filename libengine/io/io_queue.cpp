@@ -126,7 +126,8 @@ void IoQueue::handle_result(const IoResult& result, std::vector<IoDone>& done) {
     if (error == EAGAIN || error == EINTR) {
       if (++a.retries > max_retries_) {
         finish(slot,
-               Status::io_error(fmt::format("{}: still {} after {} retries", describe(a), errno_text(error), max_retries_)),
+               Status::io_error(
+                   fmt::format("{}: still {} after {} retries", describe(a), errno_text(error), max_retries_)),
                done);
         return;
       }
@@ -142,7 +143,8 @@ void IoQueue::handle_result(const IoResult& result, std::vector<IoDone>& done) {
   if (moved == 0) {
     // No progress: a read at end of file, or a device that accepts nothing. Retrying would spin.
     const char* why = a.transfer.kind == IoOpKind::kRead ? "unexpected end of file" : "the device accepted 0 bytes";
-    finish(slot, Status::io_error(fmt::format("{}: {} ({} of {} bytes done)", describe(a), why, a.moved, a.transfer.length)),
+    finish(slot,
+           Status::io_error(fmt::format("{}: {} ({} of {} bytes done)", describe(a), why, a.moved, a.transfer.length)),
            done);
     return;
   }

@@ -70,9 +70,9 @@ class IoQueue {
  private:
   using Clock = std::chrono::steady_clock;
   struct Active {
-    IoTransfer transfer;         // the original request
-    std::uint64_t moved = 0;     // bytes done so far
-    unsigned retries = 0;        // consecutive EAGAIN/EINTR answers
+    IoTransfer transfer;             // the original request
+    std::uint64_t moved = 0;         // bytes done so far
+    unsigned retries = 0;            // consecutive EAGAIN/EINTR answers
     Clock::time_point not_before{};  // backoff: do not resubmit before this
   };
 
@@ -85,12 +85,12 @@ class IoQueue {
   IoEngine& engine_;
   std::vector<std::string> file_names_;
   unsigned max_retries_;
-  std::vector<Active> slots_;                 // indexed by engine tag
+  std::vector<Active> slots_;  // indexed by engine tag
   std::vector<std::uint32_t> free_slots_;
-  std::deque<std::uint32_t> backlog_;         // slots waiting for room in the engine's queue
-  std::size_t in_flight_ = 0;                 // slots handed to the engine
-  std::vector<IoResult> results_;             // scratch for reap()
-  std::vector<IoOp> ops_;                     // scratch for submit()
+  std::deque<std::uint32_t> backlog_;  // slots waiting for room in the engine's queue
+  std::size_t in_flight_ = 0;          // slots handed to the engine
+  std::vector<IoResult> results_;      // scratch for reap()
+  std::vector<IoOp> ops_;              // scratch for submit()
   IoQueueCounters counters_;
 };
 

@@ -89,8 +89,8 @@ Status PosixEngine::submit(std::span<const IoOp> ops) {
   {
     std::lock_guard lock(mutex_);
     if (ops.size() > queue_depth_ - in_flight_) {
-      return Status::internal(fmt::format("submit of {} ops with {} in flight exceeds the queue depth {}",
-                                          ops.size(), in_flight_, queue_depth_));
+      return Status::internal(fmt::format("submit of {} ops with {} in flight exceeds the queue depth {}", ops.size(),
+                                          in_flight_, queue_depth_));
     }
     for (const IoOp& op : ops) {
       // -1 makes the syscall itself answer EBADF, exactly as io_uring does for a bad fixed-file index.
@@ -110,7 +110,8 @@ Status PosixEngine::submit(std::span<const IoOp> ops) {
 Result<std::size_t> PosixEngine::reap(std::size_t min_results, std::chrono::milliseconds timeout,
                                       std::vector<IoResult>& out) {
   std::unique_lock lock(mutex_);
-  done_ready_.wait_for(lock, std::min(timeout, kLongestWait), [&] { return completed_.size() >= min_results || woken_; });
+  done_ready_.wait_for(lock, std::min(timeout, kLongestWait),
+                       [&] { return completed_.size() >= min_results || woken_; });
   const std::size_t count = completed_.size();
   out.insert(out.end(), completed_.begin(), completed_.end());
   completed_.clear();

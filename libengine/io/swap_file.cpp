@@ -30,16 +30,26 @@ std::string file_system_name(const std::string& directory) {
   struct statfs info {};
   if (::statfs(directory.c_str(), &info) != 0) return "unknown file system";
   switch (static_cast<std::uint64_t>(info.f_type)) {
-    case 0x01021994: return "tmpfs";
-    case 0x858458f6: return "ramfs";
-    case 0x794c7630: return "overlay";
-    case 0xef53: return "ext4";
-    case 0x58465342: return "xfs";
-    case 0x9123683e: return "btrfs";
-    case 0x6969: return "nfs";
-    case 0x65735546: return "fuse";
-    case 0x2fc12fc1: return "zfs";
-    default: return fmt::format("file system type {:#x}", static_cast<std::uint64_t>(info.f_type));
+    case 0x01021994:
+      return "tmpfs";
+    case 0x858458f6:
+      return "ramfs";
+    case 0x794c7630:
+      return "overlay";
+    case 0xef53:
+      return "ext4";
+    case 0x58465342:
+      return "xfs";
+    case 0x9123683e:
+      return "btrfs";
+    case 0x6969:
+      return "nfs";
+    case 0x65735546:
+      return "fuse";
+    case 0x2fc12fc1:
+      return "zfs";
+    default:
+      return fmt::format("file system type {:#x}", static_cast<std::uint64_t>(info.f_type));
   }
 }
 

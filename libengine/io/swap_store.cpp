@@ -33,8 +33,8 @@
 namespace zinf::io {
 namespace {
 
-constexpr std::uint64_t kMinAlignmentBytes = 4096;        // page: what O_DIRECT needs almost everywhere
-constexpr std::uint64_t kMaxBlockBytes = 256ull << 20;    // one engine op; keeps staging buffers sane
+constexpr std::uint64_t kMinAlignmentBytes = 4096;      // page: what O_DIRECT needs almost everywhere
+constexpr std::uint64_t kMaxBlockBytes = 256ull << 20;  // one engine op; keeps staging buffers sane
 constexpr unsigned kMaxQueueDepth = 4096;
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
@@ -52,8 +52,9 @@ Status validate(const SwapStoreOptions& options) {
   }
   if (options.block_bytes < kMinAlignmentBytes || options.block_bytes > kMaxBlockBytes ||
       options.block_bytes % kMinAlignmentBytes != 0) {
-    return Status::invalid_argument(fmt::format("swap block size: {} bytes is not a multiple of 4 KiB between 4 KiB and {}",
-                                                options.block_bytes, format_bytes(static_cast<double>(kMaxBlockBytes))));
+    return Status::invalid_argument(
+        fmt::format("swap block size: {} bytes is not a multiple of 4 KiB between 4 KiB and {}", options.block_bytes,
+                    format_bytes(static_cast<double>(kMaxBlockBytes))));
   }
   if (options.queue_depth < 1 || options.queue_depth > kMaxQueueDepth) {
     return Status::invalid_argument(
@@ -108,11 +109,11 @@ struct Extent {
   enum class State { kUnwritten, kValid, kFailed };
   std::uint64_t id = 0;
   std::uint64_t size_bytes = 0;
-  std::uint32_t first_path = 0;     // chunk k lives on path (first_path + k) % P
-  std::vector<ExtentPart> parts;    // one per path; bytes == 0 where the extent has no chunk
+  std::uint32_t first_path = 0;   // chunk k lives on path (first_path + k) % P
+  std::vector<ExtentPart> parts;  // one per path; bytes == 0 where the extent has no chunk
   State state = State::kUnwritten;
-  std::uint32_t crc = 0;            // of the last successful write, when checksums are on
-  std::deque<Op*> queue;            // ops in issue order; the front one runs
+  std::uint32_t crc = 0;  // of the last successful write, when checksums are on
+  std::deque<Op*> queue;  // ops in issue order; the front one runs
 };
 
 struct Op {
@@ -136,7 +137,7 @@ struct Op {
 struct ChunkInFlight {
   Op* op = nullptr;
   std::uint64_t data_offset = 0;
-  std::uint64_t length = 0;        // logical bytes of the tensor in this chunk
+  std::uint64_t length = 0;  // logical bytes of the tensor in this chunk
   int staging_index = -1;
   std::byte* staging = nullptr;
 };
@@ -218,12 +219,14 @@ class SwapStore::Impl {
     std::lock_guard lock(mutex_);
     auto it = extents_.find(written.extent_id);
     if (it == extents_.end()) {
-      return Status::invalid_argument(fmt::format("swap: extent {} does not exist (released already?)", written.extent_id));
+      return Status::invalid_argument(
+          fmt::format("swap: extent {} does not exist (released already?)", written.extent_id));
     }
     Extent& extent = it->second;
     if (!extent.queue.empty()) {
-      return Status::invalid_argument(fmt::format("swap: extent {} still has {} operation(s) in flight; wait for them first",
-                                                  written.extent_id, extent.queue.size()));
+      return Status::invalid_argument(
+          fmt::format("swap: extent {} still has {} operation(s) in flight; wait for them first", written.extent_id,
+                      extent.queue.size()));
     }
     for (std::size_t p = 0; p < paths_.size(); ++p) {
       if (extent.parts[p].bytes > 0) paths_[p].allocator.free(extent.parts[p].offset, extent.parts[p].bytes);
@@ -235,7 +238,8 @@ class SwapStore::Impl {
   Result<std::uint64_t> extent_bytes(const Ticket& written) const {
     std::lock_guard lock(mutex_);
     auto it = extents_.find(written.extent_id);
-    if (it == extents_.end()) return Status::invalid_argument(fmt::format("swap: extent {} does not exist", written.extent_id));
+    if (it == extents_.end())
+      return Status::invalid_argument(fmt::format("swap: extent {} does not exist", written.extent_id));
     return it->second.size_bytes;
   }
 
@@ -273,13 +277,14 @@ class SwapStore::Impl {
     std::size_t direct = 0;
     for (const SwapPath& p : paths_) direct += p.file.direct() ? 1 : 0;
     const std::string mode = direct == paths_.size() ? "O_DIRECT"
-                             : direct == 0          ? "buffered"
-                                                    : fmt::format("{} O_DIRECT, {} buffered", direct, paths_.size() - direct);
-    return fmt::format("swap: {} path{} ({}), {} reserved, {} engine qd {}, {} blocks, staging {} x {} = {}, checksum {}",
-                       paths_.size(), paths_.size() == 1 ? "" : "s", mode, format_bytes(static_cast<double>(reserved_bytes_)),
-                       engine_->name(), options_.queue_depth, format_bytes(static_cast<double>(options_.block_bytes)),
-                       staging_->buffer_count(), format_bytes(static_cast<double>(staging_->buffer_bytes())),
-                       format_bytes(static_cast<double>(staging_->total_bytes())), checksum_kind_name(options_.checksum));
+                             : direct == 0           ? "buffered"
+                                           : fmt::format("{} O_DIRECT, {} buffered", direct, paths_.size() - direct);
+    return fmt::format(
+        "swap: {} path{} ({}), {} reserved, {} engine qd {}, {} blocks, staging {} x {} = {}, checksum {}",
+        paths_.size(), paths_.size() == 1 ? "" : "s", mode, format_bytes(static_cast<double>(reserved_bytes_)),
+        engine_->name(), options_.queue_depth, format_bytes(static_cast<double>(options_.block_bytes)),
+        staging_->buffer_count(), format_bytes(static_cast<double>(staging_->buffer_bytes())),
+        format_bytes(static_cast<double>(staging_->total_bytes())), checksum_kind_name(options_.checksum));
   }
 
  private:
@@ -343,11 +348,11 @@ class SwapStore::Impl {
     SwapPath& path = paths_[p];
     if (std::optional<std::uint64_t> offset = path.allocator.allocate(bytes)) return *offset;
     if (!options_.grow_beyond_plan) {
-      return Status::out_of_memory(fmt::format(
-          "swap path '{}' is full: {} more needed, {} of {} in use, and growing beyond the plan is off",
-          path.file.directory(), format_bytes(static_cast<double>(bytes)),
-          format_bytes(static_cast<double>(path.allocator.used_bytes())),
-          format_bytes(static_cast<double>(path.allocator.capacity_bytes()))));
+      return Status::out_of_memory(
+          fmt::format("swap path '{}' is full: {} more needed, {} of {} in use, and growing beyond the plan is off",
+                      path.file.directory(), format_bytes(static_cast<double>(bytes)),
+                      format_bytes(static_cast<double>(path.allocator.used_bytes())),
+                      format_bytes(static_cast<double>(path.allocator.capacity_bytes()))));
     }
     // Grow by at least a quarter so a run that outgrows its plan does not fallocate on every write.
     const std::uint64_t current = path.file.size_bytes();
@@ -574,7 +579,8 @@ class SwapStore::Impl {
   // ones, so no caller waits forever.
   void fail_everything(const Status& why) {
     std::lock_guard lock(mutex_);
-    broken_ = Status::io_error(fmt::format("swap: the I/O engine failed, no further I/O is possible: {}", why.message()));
+    broken_ =
+        Status::io_error(fmt::format("swap: the I/O engine failed, no further I/O is possible: {}", why.message()));
     std::vector<Op*> all(active_.begin(), active_.end());
     for (Op* op : incoming_) all.push_back(op);
     active_.clear();
@@ -630,7 +636,8 @@ Result<std::unique_ptr<SwapStore>> SwapStore::open(SwapStoreOptions options) {
   Result<std::unique_ptr<IoEngine>> engine = make_io_engine(options.engine, options.queue_depth);
   if (!engine.is_ok() && options.engine == EngineKind::kUring && options.fall_back_to_posix) {
     if (options.on_warning) {
-      options.on_warning(fmt::format("{}; using the posix engine (pread/pwrite threads) instead", engine.status().message()));
+      options.on_warning(
+          fmt::format("{}; using the posix engine (pread/pwrite threads) instead", engine.status().message()));
     }
     engine = make_io_engine(EngineKind::kPosix, options.queue_depth);
   }
@@ -652,15 +659,17 @@ Result<std::unique_ptr<SwapStore>> SwapStore::open(SwapStoreOptions options, std
   for (const std::string& directory : options.paths) {
     ZINF_ASSIGN_OR_RETURN(SwapFile file, SwapFile::create(directory, options.allow_buffered_fallback));
     if (!file.direct() && options.on_warning) {
-      options.on_warning(fmt::format("swap path '{}': {}; using buffered I/O, so swapped data also passes through the "
-                                     "page cache",
-                                     directory, file.why_buffered()));
+      options.on_warning(
+          fmt::format("swap path '{}': {}; using buffered I/O, so swapped data also passes through the "
+                      "page cache",
+                      directory, file.why_buffered()));
     }
     const std::uint64_t alignment = std::max<std::uint64_t>(kMinAlignmentBytes, file.offset_alignment());
     if (options.block_bytes % alignment != 0) {
-      return Status::invalid_argument(fmt::format("swap block size: {} bytes is not a multiple of {} bytes, the direct-I/O "
-                                                  "alignment of '{}'",
-                                                  options.block_bytes, alignment, directory));
+      return Status::invalid_argument(
+          fmt::format("swap block size: {} bytes is not a multiple of {} bytes, the direct-I/O "
+                      "alignment of '{}'",
+                      options.block_bytes, alignment, directory));
     }
     memory_alignment = std::max<std::uint64_t>(memory_alignment, file.memory_alignment());
     if (share_bytes > 0) ZINF_RETURN_IF_ERROR(file.reserve(share_bytes));
@@ -668,7 +677,8 @@ Result<std::unique_ptr<SwapStore>> SwapStore::open(SwapStoreOptions options, std
     paths.push_back(SwapPath{std::move(file), std::move(allocator), alignment});
   }
 
-  const std::uint64_t largest = options.largest_transfer_bytes > 0 ? options.largest_transfer_bytes : options.planned_bytes;
+  const std::uint64_t largest =
+      options.largest_transfer_bytes > 0 ? options.largest_transfer_bytes : options.planned_bytes;
   const std::uint64_t staging_bytes = memory::StagingPool::recommended_bytes(
       std::max<std::uint64_t>(largest, 1), options.block_bytes, options.queue_depth, options.staging_budget_bytes);
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<memory::StagingPool> staging,
@@ -681,7 +691,8 @@ Result<std::unique_ptr<SwapStore>> SwapStore::open(SwapStoreOptions options, std
   ZINF_RETURN_IF_ERROR(engine->register_buffers(buffers).with_context("swap: registering staging buffers"));
 
   const std::uint64_t reserved = share_bytes * count;
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(engine), std::move(paths), std::move(staging), reserved);
+  auto impl =
+      std::make_unique<Impl>(std::move(options), std::move(engine), std::move(paths), std::move(staging), reserved);
   return std::unique_ptr<SwapStore>(new SwapStore(std::move(impl)));
 }
 

@@ -34,17 +34,17 @@
 namespace zinf::io {
 
 struct SwapStoreOptions {
-  std::vector<std::string> paths;               // directories, one swap file each; at least one
-  std::uint64_t planned_bytes = 0;              // reserved up front over all paths; checked against free space
-  bool grow_beyond_plan = true;                 // extend the files when the plan runs out
-  std::uint64_t block_bytes = 1ull << 20;       // request size and stripe unit
-  unsigned queue_depth = 32;                    // ops in flight over all paths
+  std::vector<std::string> paths;          // directories, one swap file each; at least one
+  std::uint64_t planned_bytes = 0;         // reserved up front over all paths; checked against free space
+  bool grow_beyond_plan = true;            // extend the files when the plan runs out
+  std::uint64_t block_bytes = 1ull << 20;  // request size and stripe unit
+  unsigned queue_depth = 32;               // ops in flight over all paths
   EngineKind engine = EngineKind::kUring;
-  bool fall_back_to_posix = true;               // use PosixEngine (with a warning) when io_uring is unavailable
-  bool allow_buffered_fallback = true;          // buffered I/O (with a warning) where O_DIRECT is refused
+  bool fall_back_to_posix = true;       // use PosixEngine (with a warning) when io_uring is unavailable
+  bool allow_buffered_fallback = true;  // buffered I/O (with a warning) where O_DIRECT is refused
   ChecksumKind checksum = ChecksumKind::kNone;
-  std::uint64_t largest_transfer_bytes = 0;     // sizes the staging pool; 0: planned_bytes
-  std::uint64_t staging_budget_bytes = 0;       // upper bound for the staging pool; 0: no bound
+  std::uint64_t largest_transfer_bytes = 0;            // sizes the staging pool; 0: planned_bytes
+  std::uint64_t staging_budget_bytes = 0;              // upper bound for the staging pool; 0: no bound
   std::function<void(const std::string&)> on_warning;  // one line per warning; may be empty
 };
 
@@ -69,18 +69,18 @@ struct SwapPathInfo {
 struct SwapStoreStats {
   std::uint64_t bytes_written = 0;
   std::uint64_t bytes_read = 0;
-  std::uint64_t ops_completed = 0;       // chunk transfers that finished successfully
-  std::uint64_t short_resubmits = 0;     // remainders resubmitted after short transfers
+  std::uint64_t ops_completed = 0;    // chunk transfers that finished successfully
+  std::uint64_t short_resubmits = 0;  // remainders resubmitted after short transfers
   std::uint64_t eagain_retries = 0;
-  std::uint64_t staged_ops = 0;          // chunks copied through a staging buffer
+  std::uint64_t staged_ops = 0;  // chunks copied through a staging buffer
   std::uint64_t checksum_failures = 0;
   std::uint64_t failed_tickets = 0;
   std::uint64_t extents_live = 0;
-  std::uint64_t used_bytes = 0;          // allocated extent bytes over all paths
-  std::uint64_t capacity_bytes = 0;      // swap file bytes over all paths
+  std::uint64_t used_bytes = 0;      // allocated extent bytes over all paths
+  std::uint64_t capacity_bytes = 0;  // swap file bytes over all paths
   std::uint64_t staging_bytes = 0;
   std::size_t staging_buffers = 0;
-  std::size_t staging_in_use = 0;        // 0 whenever nothing is in flight
+  std::size_t staging_in_use = 0;  // 0 whenever nothing is in flight
   std::size_t staging_peak_in_use = 0;
 };
 

@@ -54,10 +54,14 @@ std::optional<int> read_io_uring_disabled() {
 std::string io_uring_disabled_text(std::optional<int> disabled) {
   if (!disabled) return "/proc/sys/kernel/io_uring_disabled not present";
   switch (*disabled) {
-    case 0: return "kernel.io_uring_disabled=0, so probably a seccomp filter (container runtime) blocks it";
-    case 1: return "kernel.io_uring_disabled=1: only members of kernel.io_uring_group may create rings";
-    case 2: return "kernel.io_uring_disabled=2: io_uring is disabled for all processes";
-    default: return fmt::format("kernel.io_uring_disabled={}", *disabled);
+    case 0:
+      return "kernel.io_uring_disabled=0, so probably a seccomp filter (container runtime) blocks it";
+    case 1:
+      return "kernel.io_uring_disabled=1: only members of kernel.io_uring_group may create rings";
+    case 2:
+      return "kernel.io_uring_disabled=2: io_uring is disabled for all processes";
+    default:
+      return fmt::format("kernel.io_uring_disabled={}", *disabled);
   }
 }
 
@@ -70,10 +74,10 @@ Status setup_error(int error_number, unsigned entries) {
       return Status::io_error(fmt::format("io_uring unavailable ({}; {}); use --engine posix", call,
                                           io_uring_disabled_text(read_io_uring_disabled())));
     case ENOMEM:
-      return Status::io_error(fmt::format(
-          "{}: ring memory counts against RLIMIT_MEMLOCK on kernels before 5.12; raise 'ulimit -l', "
-          "lower the queue depth, or use --engine posix",
-          call));
+      return Status::io_error(
+          fmt::format("{}: ring memory counts against RLIMIT_MEMLOCK on kernels before 5.12; raise 'ulimit -l', "
+                      "lower the queue depth, or use --engine posix",
+                      call));
     default:
       return Status::io_error(fmt::format("{}; use --engine posix", call));
   }
@@ -160,8 +164,8 @@ Status UringEngine::arm_wake_poll() {
     if (rc == 1) break;
     if (!is_transient_submit_error(rc) || Clock::now() >= give_up_at) {
       broken_ = true;
-      return Status::io_error(fmt::format("io_uring_submit (wake poll): {}",
-                                          rc == 0 ? std::string("no progress") : errno_text(-rc)));
+      return Status::io_error(
+          fmt::format("io_uring_submit (wake poll): {}", rc == 0 ? std::string("no progress") : errno_text(-rc)));
     }
     if (rc != -EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -234,7 +238,8 @@ Status UringEngine::register_buffers(std::span<const iovec> buffers) {
     std::uint64_t total_bytes = 0;
     for (const iovec& buffer : buffers) total_bytes += buffer.iov_len;
     std::string hint = "ops will use unregistered buffers (slower, still correct)";
-    if (rc == -ENOMEM) hint = "registered buffers are pinned and count against RLIMIT_MEMLOCK (raise 'ulimit -l'); " + hint;
+    if (rc == -ENOMEM)
+      hint = "registered buffers are pinned and count against RLIMIT_MEMLOCK (raise 'ulimit -l'); " + hint;
     return Status::io_error(fmt::format("io_uring_register_buffers ({} buffers, {} bytes): {}; {}", buffers.size(),
                                         total_bytes, errno_text(-rc), hint));
   }
@@ -257,8 +262,7 @@ Status UringEngine::submit(std::span<const IoOp> ops) {
     // The ring has queue_depth + 2 entries, all earlier SQEs were submitted, and at most
     // queue_depth ops are prepared at once.
     ZINF_CHECK(sqe != nullptr, "io_uring submission queue full despite the queue-depth check");
-    const bool fixed_buffer =
-        op.buffer_index >= 0 && static_cast<unsigned>(op.buffer_index) < registered_buffer_count_;
+    const bool fixed_buffer = op.buffer_index >= 0 && static_cast<unsigned>(op.buffer_index) < registered_buffer_count_;
     if (op.kind == IoOpKind::kRead) {
       if (fixed_buffer) {
         io_uring_prep_read_fixed(sqe, op.file_index, op.buffer, op.length, op.offset, op.buffer_index);

@@ -15,10 +15,10 @@ Status MemoryTier::reserve(std::uint64_t bytes, std::string_view what) {
   for (;;) {
     const std::uint64_t wanted = current + bytes;
     if (capacity_bytes_ != 0 && (wanted < current || wanted > capacity_bytes_)) {
-      return Status::out_of_memory(fmt::format(
-          "out of memory on the {} tier: {} for {} does not fit ({} of the {} budget in use)", name_,
-          format_bytes(static_cast<double>(bytes)), what, format_bytes(static_cast<double>(current)),
-          format_bytes(static_cast<double>(capacity_bytes_))));
+      return Status::out_of_memory(
+          fmt::format("out of memory on the {} tier: {} for {} does not fit ({} of the {} budget in use)", name_,
+                      format_bytes(static_cast<double>(bytes)), what, format_bytes(static_cast<double>(current)),
+                      format_bytes(static_cast<double>(capacity_bytes_))));
     }
     if (current_bytes_.compare_exchange_weak(current, wanted, std::memory_order_relaxed)) {
       std::uint64_t peak = peak_bytes_.load(std::memory_order_relaxed);
@@ -35,8 +35,7 @@ void MemoryTier::release(std::uint64_t bytes) {
 }
 
 TierUsage MemoryTier::usage() const {
-  return {current_bytes_.load(std::memory_order_relaxed), peak_bytes_.load(std::memory_order_relaxed),
-          capacity_bytes_};
+  return {current_bytes_.load(std::memory_order_relaxed), peak_bytes_.load(std::memory_order_relaxed), capacity_bytes_};
 }
 
 void MemoryTier::reset_peak() { peak_bytes_.store(current_bytes_.load(std::memory_order_relaxed)); }

@@ -54,8 +54,7 @@ BlockScratch Block::carve_scratch(TensorCarver& carver, const spec::ModelShape& 
   return s;
 }
 
-Status Block::forward(device::Ops& ops, ParamSource& params, Tensor x, const BlockActivations& acts,
-                      Tensor out) const {
+Status Block::forward(device::Ops& ops, ParamSource& params, Tensor x, const BlockActivations& acts, Tensor out) const {
   ZINF_RETURN_IF_ERROR(ln1_.forward(ops, params, acts.ln1_out, acts.ln1_mean, acts.ln1_rstd, x));
   // The output projection writes into `mid`, then the residual is added in place.
   ZINF_RETURN_IF_ERROR(attn_.forward(ops, params, acts.mid, acts.qkv, acts.attn, acts.lse, acts.ln1_out));
@@ -68,10 +67,12 @@ Status Block::forward(device::Ops& ops, ParamSource& params, Tensor x, const Blo
 
 Status Block::backward(device::Ops& ops, ParamSource& params, GradSink& grads, Tensor x, const BlockActivations& acts,
                        const BlockScratch& scratch, Tensor dres) const {
-  const Shape wide = acts.fc.shape();    // [B,T,F]
-  const Shape narrow = acts.mid.shape(); // [B,T,C]
-  const Shape fused = acts.qkv.shape();  // [B,T,3C]
-  const auto prefix = [](const Tensor& t, const Shape& shape) { return Tensor(t.data(), t.dtype(), shape, t.device()); };
+  const Shape wide = acts.fc.shape();     // [B,T,F]
+  const Shape narrow = acts.mid.shape();  // [B,T,C]
+  const Shape fused = acts.qkv.shape();   // [B,T,3C]
+  const auto prefix = [](const Tensor& t, const Shape& shape) {
+    return Tensor(t.data(), t.dtype(), shape, t.device());
+  };
   // MLP half: out = mid + mlp(ln2(mid)). dres = d(out) is also d(mid) through the residual; the
   // LayerNorm's backward adds the other path on top of it.
   ZINF_RETURN_IF_ERROR(mlp_.backward(ops, params, grads, scratch.dln, dres, acts.ln2_out, acts.fc, acts.act,

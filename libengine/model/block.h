@@ -37,9 +37,9 @@ struct BlockActivations {
 
 // Backward workspace, reused by every block one after another.
 struct BlockScratch {
-  Tensor dln;   // [B,T,C] gradient at a LayerNorm's output
-  Tensor dwide; // R*max(3C, F) floats: dqkv, then d(fc)
-  Tensor dmid;  // R*max(C, F) floats: d(attn), then d(act)
+  Tensor dln;    // [B,T,C] gradient at a LayerNorm's output
+  Tensor dwide;  // R*max(3C, F) floats: dqkv, then d(fc)
+  Tensor dmid;   // R*max(C, F) floats: d(attn), then d(act)
 };
 
 class Block {

@@ -5,10 +5,18 @@
 namespace zinf::model {
 
 Embedding::Embedding(ParamTable& table, std::int64_t vocab, std::int64_t max_positions, std::int64_t channels) {
-  wte_ = table.add({.name = "wte", .shape = Shape{vocab, channels}, .group = 0, .init = ParamInit::kNormal,
-                    .init_std = 0.02f, .weight_decay = true});
-  wpe_ = table.add({.name = "wpe", .shape = Shape{max_positions, channels}, .group = 0, .init = ParamInit::kNormal,
-                    .init_std = 0.02f, .weight_decay = true});
+  wte_ = table.add({.name = "wte",
+                    .shape = Shape{vocab, channels},
+                    .group = 0,
+                    .init = ParamInit::kNormal,
+                    .init_std = 0.02f,
+                    .weight_decay = true});
+  wpe_ = table.add({.name = "wpe",
+                    .shape = Shape{max_positions, channels},
+                    .group = 0,
+                    .init = ParamInit::kNormal,
+                    .init_std = 0.02f,
+                    .weight_decay = true});
 }
 
 Status Embedding::forward(device::Ops& ops, ParamSource& params, Tensor out,

@@ -15,11 +15,9 @@ std::vector<Block> make_blocks(ParamTable& table, const GptConfig& config) {
   return blocks;
 }
 
-Status check_ids(std::span<const std::int32_t> ids, std::string_view what, std::int64_t expected,
-                 std::int64_t vocab) {
+Status check_ids(std::span<const std::int32_t> ids, std::string_view what, std::int64_t expected, std::int64_t vocab) {
   if (static_cast<std::int64_t>(ids.size()) != expected) {
-    return Status::invalid_argument(
-        fmt::format("{}: {} ids given, batch*seq is {}", what, ids.size(), expected));
+    return Status::invalid_argument(fmt::format("{}: {} ids given, batch*seq is {}", what, ids.size(), expected));
   }
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= vocab) {
@@ -36,12 +34,10 @@ Status validate(const GptConfig& config) {
   const spec::ModelShape& s = config.shape;
   ZINF_RETURN_IF_ERROR(spec::validate(s));
   if (s.norm != spec::NormKind::kLayerNorm) {
-    return Status::invalid_argument(
-        "model.norm: rmsnorm is not implemented by the GPT model (allowed: layernorm)");
+    return Status::invalid_argument("model.norm: rmsnorm is not implemented by the GPT model (allowed: layernorm)");
   }
   if (s.position != spec::PositionKind::kLearned) {
-    return Status::invalid_argument(
-        "model.position: rotary is not implemented by the GPT model (allowed: learned)");
+    return Status::invalid_argument("model.position: rotary is not implemented by the GPT model (allowed: learned)");
   }
   if (s.mlp != spec::MlpKind::kGelu) {
     return Status::invalid_argument("model.mlp: gated is not implemented by the GPT model (allowed: gelu)");
@@ -52,14 +48,14 @@ Status validate(const GptConfig& config) {
         s.kv_heads, s.heads));
   }
   if (s.hidden % s.heads != 0) {
-    return Status::invalid_argument(fmt::format(
-        "model.heads: {} does not divide hidden {} (the GPT model splits hidden evenly over the heads)", s.heads,
-        s.hidden));
+    return Status::invalid_argument(
+        fmt::format("model.heads: {} does not divide hidden {} (the GPT model splits hidden evenly over the heads)",
+                    s.heads, s.hidden));
   }
   if (s.head_dim * s.heads != s.hidden) {
-    return Status::invalid_argument(fmt::format(
-        "model.head_dim: {} is not hidden / heads = {} (the GPT model splits hidden evenly over the heads)",
-        s.head_dim, s.hidden / s.heads));
+    return Status::invalid_argument(
+        fmt::format("model.head_dim: {} is not hidden / heads = {} (the GPT model splits hidden evenly over the heads)",
+                    s.head_dim, s.hidden / s.heads));
   }
   // OpenBLAS takes int dimensions; every matrix dimension the model multiplies must fit one.
   constexpr std::int64_t kMaxDim = std::numeric_limits<std::int32_t>::max();
@@ -81,9 +77,9 @@ Status validate(const GptConfig& config) {
   // Every tiled linear needs at least one output feature per tile.
   const std::int64_t max_tiling = spec::max_tiling(s);
   if (config.tiling < 1 || config.tiling > max_tiling) {
-    return Status::invalid_argument(fmt::format(
-        "tiling: {} is not in 1..{} (at most the output features of the smallest tiled linear)", config.tiling,
-        max_tiling));
+    return Status::invalid_argument(
+        fmt::format("tiling: {} is not in 1..{} (at most the output features of the smallest tiled linear)",
+                    config.tiling, max_tiling));
   }
   return Status::ok();
 }
@@ -214,11 +210,11 @@ Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::
 
   // Head, then the final LayerNorm: its input gradient starts the residual stream's (dres = 0 +).
   if (head_) {
-    ZINF_RETURN_IF_ERROR(head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_,
-                                         lnf_out_));
+    ZINF_RETURN_IF_ERROR(
+        head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_, lnf_out_));
   } else {
-    ZINF_RETURN_IF_ERROR(tied_head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_,
-                                              0, lnf_out_));
+    ZINF_RETURN_IF_ERROR(
+        tied_head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_, 0, lnf_out_));
   }
   ops.zero(dres_);
   ZINF_RETURN_IF_ERROR(lnf_.backward(ops, params, grads, dres_, scratch_.dln, inputs_.back(), lnf_mean_, lnf_rstd_));

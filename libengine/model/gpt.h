@@ -99,9 +99,9 @@ class Gpt {
 
   std::vector<device::DeviceBuffer> buffers_;
   std::uint64_t activation_bytes_ = 0;
-  std::int32_t* tokens_ = nullptr;   // [B*T] on the device
-  std::int32_t* targets_ = nullptr;  // [B*T] on the device
-  std::vector<Tensor> inputs_;       // L+1 block inputs [B,T,C]; inputs_[L] feeds lnf
+  std::int32_t* tokens_ = nullptr;      // [B*T] on the device
+  std::int32_t* targets_ = nullptr;     // [B*T] on the device
+  std::vector<Tensor> inputs_;          // L+1 block inputs [B,T,C]; inputs_[L] feeds lnf
   std::vector<BlockActivations> acts_;  // L, or 1 with checkpointing
   Tensor lnf_out_, lnf_mean_, lnf_rstd_;
   Tensor logits_;  // [B,T,V]; overwritten by its gradient in the backward pass

@@ -5,10 +5,18 @@
 namespace zinf::model {
 
 LayerNorm::LayerNorm(ParamTable& table, const std::string& prefix, std::int64_t channels, std::int32_t group) {
-  weight_ = table.add({.name = prefix + ".weight", .shape = Shape{channels}, .group = group, .init = ParamInit::kOnes,
-                       .init_std = 0.0f, .weight_decay = false});
-  bias_ = table.add({.name = prefix + ".bias", .shape = Shape{channels}, .group = group, .init = ParamInit::kZeros,
-                     .init_std = 0.0f, .weight_decay = false});
+  weight_ = table.add({.name = prefix + ".weight",
+                       .shape = Shape{channels},
+                       .group = group,
+                       .init = ParamInit::kOnes,
+                       .init_std = 0.0f,
+                       .weight_decay = false});
+  bias_ = table.add({.name = prefix + ".bias",
+                     .shape = Shape{channels},
+                     .group = group,
+                     .init = ParamInit::kZeros,
+                     .init_std = 0.0f,
+                     .weight_decay = false});
 }
 
 Status LayerNorm::forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor mean, Tensor rstd,
@@ -19,8 +27,8 @@ Status LayerNorm::forward(device::Ops& ops, ParamSource& params, Tensor out, Ten
   return Status::ok();
 }
 
-Status LayerNorm::backward(device::Ops& ops, ParamSource& params, GradSink& grads, Tensor dinp, Tensor dout,
-                           Tensor inp, Tensor mean, Tensor rstd) const {
+Status LayerNorm::backward(device::Ops& ops, ParamSource& params, GradSink& grads, Tensor dinp, Tensor dout, Tensor inp,
+                           Tensor mean, Tensor rstd) const {
   {
     // The backward pass reads the weight only; the bias is not acquired.
     ZINF_ASSIGN_OR_RETURN(ScopedParam weight, ScopedParam::acquire(params, weight_));

@@ -9,11 +9,19 @@ namespace zinf::model {
 Linear::Linear(ParamTable& table, const std::string& weight_name, const std::string& bias_name,
                std::int64_t in_features, std::int64_t out_features, std::int32_t group, float init_std)
     : in_features_(in_features), out_features_(out_features), owns_weight_(true) {
-  weight_ = table.add({.name = weight_name, .shape = Shape{out_features, in_features}, .group = group,
-                       .init = ParamInit::kNormal, .init_std = init_std, .weight_decay = true});
+  weight_ = table.add({.name = weight_name,
+                       .shape = Shape{out_features, in_features},
+                       .group = group,
+                       .init = ParamInit::kNormal,
+                       .init_std = init_std,
+                       .weight_decay = true});
   bias_ = bias_name.empty() ? kNoBias
-                            : table.add({.name = bias_name, .shape = Shape{out_features}, .group = group,
-                                         .init = ParamInit::kZeros, .init_std = 0.0f, .weight_decay = false});
+                            : table.add({.name = bias_name,
+                                         .shape = Shape{out_features},
+                                         .group = group,
+                                         .init = ParamInit::kZeros,
+                                         .init_std = 0.0f,
+                                         .weight_decay = false});
 }
 
 Linear Linear::shared(ParamId weight, std::int64_t in_features, std::int64_t out_features) {
@@ -32,8 +40,8 @@ Status Linear::forward(device::Ops& ops, ParamSource& params, Tensor out, std::i
   return Status::ok();
 }
 
-Status Linear::backward(device::Ops& ops, ParamSource& params, GradSink& grads, Tensor dinp,
-                        device::GradMode dinp_mode, Tensor dout, std::int64_t dout_col_begin, Tensor inp) const {
+Status Linear::backward(device::Ops& ops, ParamSource& params, GradSink& grads, Tensor dinp, device::GradMode dinp_mode,
+                        Tensor dout, std::int64_t dout_col_begin, Tensor inp) const {
   {
     // The backward pass reads the weight only (dinp = dout · weight); the bias is not acquired.
     ZINF_ASSIGN_OR_RETURN(ScopedParam weight, ScopedParam::acquire(params, weight_));

@@ -37,7 +37,11 @@ class Linear {
 
  private:
   Linear(ParamId weight, ParamId bias, std::int64_t in_features, std::int64_t out_features, bool owns_weight)
-      : weight_(weight), bias_(bias), in_features_(in_features), out_features_(out_features), owns_weight_(owns_weight) {}
+      : weight_(weight),
+        bias_(bias),
+        in_features_(in_features),
+        out_features_(out_features),
+        owns_weight_(owns_weight) {}
 
   static constexpr ParamId kNoBias = -1;
   ParamId weight_;

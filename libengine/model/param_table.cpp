@@ -36,7 +36,8 @@ void ParamTable::init_values(std::uint64_t seed, ParamId id, std::int64_t begin,
     case ParamInit::kZeros:
       for (float& x : out) x = 0.0f;
       return;
-    case ParamInit::kNormal: break;
+    case ParamInit::kNormal:
+      break;
   }
   const std::uint64_t stream = mix(seed ^ mix(static_cast<std::uint64_t>(id) + 0x51ED2701ull));
   for (std::size_t i = 0; i < out.size(); ++i) {

@@ -15,13 +15,13 @@
 namespace zinf::model {
 
 enum class ParamInit {
-  kNormal,        // N(0, std)
-  kOnes,          // LayerNorm weight
-  kZeros,         // biases
+  kNormal,  // N(0, std)
+  kOnes,    // LayerNorm weight
+  kZeros,   // biases
 };
 
 struct ParamInfo {
-  std::string name;   // "blocks.3.attn.qkv.weight"
+  std::string name;  // "blocks.3.attn.qkv.weight"
   Shape shape;
   std::int64_t numel = 0;
   std::int32_t group = 0;  // module index in forward order: embedding 0, block i → i + 1, head last

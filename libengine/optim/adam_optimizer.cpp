@@ -28,13 +28,12 @@ Result<AdamOptimizer> AdamOptimizer::create(const AdamConfig& config) {
     return Status::invalid_argument(fmt::format("optimizer.eps: {} is not a positive finite number", config.eps));
   }
   if (!(std::isfinite(config.weight_decay) && config.weight_decay >= 0)) {
-    return Status::invalid_argument(fmt::format(
-        "optimizer.weight_decay: {} is not a finite number >= 0", config.weight_decay));
+    return Status::invalid_argument(
+        fmt::format("optimizer.weight_decay: {} is not a finite number >= 0", config.weight_decay));
   }
   if (!(std::isfinite(config.grad_clip) && config.grad_clip >= 0)) {
     return Status::invalid_argument(fmt::format(
-        "optimizer.grad_clip: {} is not a finite maximum gradient norm >= 0 (0 turns clipping off)",
-        config.grad_clip));
+        "optimizer.grad_clip: {} is not a finite maximum gradient norm >= 0 (0 turns clipping off)", config.grad_clip));
   }
   return AdamOptimizer(config);
 }
@@ -49,8 +48,8 @@ Status AdamOptimizer::set_step_count(std::int64_t count) {
 
 Result<StepPlan> AdamOptimizer::begin_step(double lr, double sum_squares, LossScaler& scaler) {
   if (!(std::isfinite(lr) && lr >= 0)) {
-    return Status::invalid_argument(fmt::format("optimizer step {}: learning rate {} is not a finite number >= 0",
-                                                step_count_ + 1, lr));
+    return Status::invalid_argument(
+        fmt::format("optimizer step {}: learning rate {} is not a finite number >= 0", step_count_ + 1, lr));
   }
   const double loss_scale = scaler.scale();
   StepPlan plan;
@@ -58,11 +57,11 @@ Result<StepPlan> AdamOptimizer::begin_step(double lr, double sum_squares, LossSc
   plan.report.grad_norm = std::sqrt(sum_squares) / loss_scale;
   if (!std::isfinite(sum_squares)) {
     if (!scaler.dynamic() || loss_scale <= scaler.min_scale()) {
-      return Status::internal(fmt::format(
-          "gradients became non-finite (NaN/inf) at step {}{}; the run diverged — lower the learning rate "
-          "or enable gradient clipping",
-          step_count_ + 1,
-          scaler.dynamic() ? fmt::format(" even at the minimum loss scale {}", scaler.min_scale()) : ""));
+      return Status::internal(
+          fmt::format("gradients became non-finite (NaN/inf) at step {}{}; the run diverged — lower the learning rate "
+                      "or enable gradient clipping",
+                      step_count_ + 1,
+                      scaler.dynamic() ? fmt::format(" even at the minimum loss scale {}", scaler.min_scale()) : ""));
     }
     scaler.update(true);
     plan.report.skipped = true;

@@ -50,8 +50,8 @@ struct StepReport {
 // What begin_step decided for this step.
 struct StepPlan {
   StepReport report;
-  bool apply = false;          // false: skipped (nothing may change); true: run step_slice on every slice
-  kernels::AdamHyper hyper;    // this step's hyper-parameters; weight_decay is set per slice
+  bool apply = false;        // false: skipped (nothing may change); true: run step_slice on every slice
+  kernels::AdamHyper hyper;  // this step's hyper-parameters; weight_decay is set per slice
 };
 
 class AdamOptimizer {
@@ -74,8 +74,8 @@ class AdamOptimizer {
   // host-resident states): master, exp_avg, exp_avg_sq fp32 [N]; grad [N] fp32/bf16/fp16;
   // param_half, when not null, the bf16/fp16 [N] working copy rewritten from the new master.
   // `decays`: the parameter's ParamInfo::weight_decay. Precondition: plan.apply.
-  void step_slice(device::Ops& ops, const StepPlan& plan, bool decays, Tensor master, Tensor exp_avg,
-                  Tensor exp_avg_sq, Tensor grad, const Tensor* param_half) const;
+  void step_slice(device::Ops& ops, const StepPlan& plan, bool decays, Tensor master, Tensor exp_avg, Tensor exp_avg_sq,
+                  Tensor grad, const Tensor* param_half) const;
   // After every slice of an applied step: the loss scaler counts a clean step.
   static void end_step(const StepPlan& plan, LossScaler& scaler);
 

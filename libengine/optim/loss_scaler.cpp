@@ -42,17 +42,17 @@ Result<LossScaler> LossScaler::create(const LossScalerConfig& config) {
   }
   if (!(std::isfinite(config.initial_scale) && config.initial_scale >= config.min_scale &&
         config.initial_scale <= kMaxScale)) {
-    return Status::invalid_argument(fmt::format(
-        "optimizer.loss_scale.initial_scale: {} is not a finite number between min_scale ({}) and {:g}",
-        config.initial_scale, config.min_scale, kMaxScale));
+    return Status::invalid_argument(
+        fmt::format("optimizer.loss_scale.initial_scale: {} is not a finite number between min_scale ({}) and {:g}",
+                    config.initial_scale, config.min_scale, kMaxScale));
   }
   if (config.growth_interval < 1) {
     return Status::invalid_argument(fmt::format(
         "optimizer.loss_scale.growth_interval: {} is not a positive number of steps", config.growth_interval));
   }
   if (!(std::isfinite(config.growth_factor) && config.growth_factor > 1)) {
-    return Status::invalid_argument(fmt::format(
-        "optimizer.loss_scale.growth_factor: {} must be a finite number above 1", config.growth_factor));
+    return Status::invalid_argument(
+        fmt::format("optimizer.loss_scale.growth_factor: {} must be a finite number above 1", config.growth_factor));
   }
   if (!(config.backoff_factor > 0 && config.backoff_factor < 1)) {
     return Status::invalid_argument(fmt::format(
@@ -77,21 +77,21 @@ void LossScaler::update(bool found_nonfinite) {
 Status LossScaler::set_state(const LossScalerState& state) {
   if (!dynamic()) {
     if (state.scale != 1.0 || state.clean_steps != 0) {
-      return Status::invalid_argument(fmt::format(
-          "loss scaler state: scale {} with {} clean steps cannot resume a run without loss scaling "
-          "(scale 1)", state.scale, state.clean_steps));
+      return Status::invalid_argument(
+          fmt::format("loss scaler state: scale {} with {} clean steps cannot resume a run without loss scaling "
+                      "(scale 1)",
+                      state.scale, state.clean_steps));
     }
     return Status::ok();
   }
   if (!(std::isfinite(state.scale) && state.scale >= config_.min_scale && state.scale <= kMaxScale)) {
-    return Status::invalid_argument(fmt::format(
-        "loss scaler state: scale {} is not a finite number between min_scale ({}) and {:g}", state.scale,
-        config_.min_scale, kMaxScale));
+    return Status::invalid_argument(
+        fmt::format("loss scaler state: scale {} is not a finite number between min_scale ({}) and {:g}", state.scale,
+                    config_.min_scale, kMaxScale));
   }
   if (state.clean_steps < 0 || state.clean_steps >= config_.growth_interval) {
-    return Status::invalid_argument(fmt::format(
-        "loss scaler state: clean_steps {} is outside [0, growth_interval {})", state.clean_steps,
-        config_.growth_interval));
+    return Status::invalid_argument(fmt::format("loss scaler state: clean_steps {} is outside [0, growth_interval {})",
+                                                state.clean_steps, config_.growth_interval));
   }
   state_ = state;
   return Status::ok();

@@ -30,8 +30,8 @@ LossScaling default_loss_scaling(DType precision);
 
 struct LossScalerConfig {
   LossScaling kind = LossScaling::kNone;
-  double initial_scale = 65536.0;        // 2^16
-  std::int64_t growth_interval = 2000;   // clean steps before the scale grows (PyTorch's default)
+  double initial_scale = 65536.0;       // 2^16
+  std::int64_t growth_interval = 2000;  // clean steps before the scale grows (PyTorch's default)
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   double min_scale = 1.0;

@@ -27,10 +27,10 @@ Result<LrScheduleKind> lr_schedule_kind_from_name(std::string_view name, std::st
 
 struct LrScheduleConfig {
   LrScheduleKind kind = LrScheduleKind::kConstant;
-  double lr = 1e-3;                // peak rate, reached at the end of warm-up
-  std::int64_t warmup_steps = 0;   // 0: no warm-up
-  std::int64_t total_steps = 0;    // where decay ends (cosine, linear); unused by constant
-  double min_lr_ratio = 0.1;       // the rate after decay, as a fraction of lr (cosine, linear)
+  double lr = 1e-3;               // peak rate, reached at the end of warm-up
+  std::int64_t warmup_steps = 0;  // 0: no warm-up
+  std::int64_t total_steps = 0;   // where decay ends (cosine, linear); unused by constant
+  double min_lr_ratio = 0.1;      // the rate after decay, as a fraction of lr (cosine, linear)
 };
 
 class LrSchedule {

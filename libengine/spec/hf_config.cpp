@@ -50,9 +50,9 @@ Status reject_mixture_of_experts(const JsonObject& config) {
                                                   config.field_path(key), describe_json_value(value)));
     }
     if (value.get<double>() > 1) {
-      return Status::invalid_argument(fmt::format(
-          "{}: {} experts; mixture-of-experts is not supported (only dense models: {})", config.field_path(key),
-          value.dump(), kSupportedModelTypes));
+      return Status::invalid_argument(
+          fmt::format("{}: {} experts; mixture-of-experts is not supported (only dense models: {})",
+                      config.field_path(key), value.dump(), kSupportedModelTypes));
     }
   }
   return Status::ok();
@@ -66,7 +66,8 @@ Result<FamilyName> find_family(const JsonObject& config) {
       if (name.model_type == model_type) return name;
     }
     return Status::invalid_argument(fmt::format("{}: {} is not supported; supported: {}",
-                                                config.field_path("model_type"), zinf::quoted(model_type), kSupportedModelTypes));
+                                                config.field_path("model_type"), zinf::quoted(model_type),
+                                                kSupportedModelTypes));
   }
   if (config.has("architectures") && config.raw().at("architectures").is_array()) {
     for (const nlohmann::json& architecture : config.raw().at("architectures")) {
@@ -75,10 +76,10 @@ Result<FamilyName> find_family(const JsonObject& config) {
         if (name.architecture == architecture.get<std::string>()) return name;
       }
     }
-    return Status::invalid_argument(fmt::format(
-        "{}: required field is missing and {} {} names no supported model; supported model_type: {}",
-        config.field_path("model_type"), config.field_path("architectures"),
-        describe_json_value(config.raw().at("architectures")), kSupportedModelTypes));
+    return Status::invalid_argument(
+        fmt::format("{}: required field is missing and {} {} names no supported model; supported model_type: {}",
+                    config.field_path("model_type"), config.field_path("architectures"),
+                    describe_json_value(config.raw().at("architectures")), kSupportedModelTypes));
   }
   return Status::invalid_argument(fmt::format("{}: required field is missing (and no architectures); supported: {}",
                                               config.field_path("model_type"), kSupportedModelTypes));
@@ -203,11 +204,16 @@ Result<ModelShape> llama_like_shape(const JsonObject& config, LlamaBiases biases
 
 Result<ModelShape> family_shape(const JsonObject& config, Family family) {
   switch (family) {
-    case Family::kGpt2: return gpt2_shape(config);
-    case Family::kGptNeox: return gpt_neox_shape(config);
-    case Family::kLlama: return llama_like_shape(config, LlamaBiases::kFromConfig);
-    case Family::kMistral: return llama_like_shape(config, LlamaBiases::kNone);
-    case Family::kQwen2: return llama_like_shape(config, LlamaBiases::kQkvOnly);
+    case Family::kGpt2:
+      return gpt2_shape(config);
+    case Family::kGptNeox:
+      return gpt_neox_shape(config);
+    case Family::kLlama:
+      return llama_like_shape(config, LlamaBiases::kFromConfig);
+    case Family::kMistral:
+      return llama_like_shape(config, LlamaBiases::kNone);
+    case Family::kQwen2:
+      return llama_like_shape(config, LlamaBiases::kQkvOnly);
   }
   return Status::internal("model_shape_from_hf_config: unhandled model family");
 }
@@ -217,7 +223,8 @@ Result<ModelShape> convert(const JsonObject& config) {
   ZINF_RETURN_IF_ERROR(reject_mixture_of_experts(config));
   ZINF_ASSIGN_OR_RETURN(const FamilyName family, find_family(config));
   ZINF_ASSIGN_OR_RETURN(ModelShape shape, family_shape(config, family.family));
-  ZINF_ASSIGN_OR_RETURN(const std::optional<std::string> name_or_path, config.optional_printable_string("_name_or_path"));
+  ZINF_ASSIGN_OR_RETURN(const std::optional<std::string> name_or_path,
+                        config.optional_printable_string("_name_or_path"));
   shape.name = name_or_path && !name_or_path->empty() ? *name_or_path : std::string(family.model_type);
   // The per-key checks above cover sign and divisibility; this adds ModelShape's size limits.
   ZINF_RETURN_IF_ERROR(validate(shape));

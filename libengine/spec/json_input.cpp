@@ -87,9 +87,9 @@ class BoundedDomBuilder {
     json& object = *stack_.back().value;
     if (object.contains(key)) {
       const std::string where = stack_.size() > 1 ? fmt::format("in {}", container_path()) : "at the top level";
-      return fail(kDuplicateKey, fmt::format("key {} appears twice in one object ({}); each key may appear once",
-                                             json(clipped(key, 40)).dump(-1, ' ', false, json::error_handler_t::replace),
-                                             where));
+      return fail(kDuplicateKey,
+                  fmt::format("key {} appears twice in one object ({}); each key may appear once",
+                              json(clipped(key, 40)).dump(-1, ' ', false, json::error_handler_t::replace), where));
     }
     pending_key_ = std::move(key);
     return true;
@@ -290,7 +290,8 @@ Result<nlohmann::json> read_json_file(const std::string& path) {
 
 Result<JsonObject> JsonObject::wrap(const nlohmann::json& value, std::string path) {
   if (!value.is_object()) {
-    return Status::invalid_argument(fmt::format("{}: expected a JSON object, found {}", path, describe_json_value(value)));
+    return Status::invalid_argument(
+        fmt::format("{}: expected a JSON object, found {}", path, describe_json_value(value)));
   }
   return JsonObject(&value, std::move(path));
 }
@@ -303,7 +304,8 @@ std::string JsonObject::field_path(std::string_view key) const {
 
 Result<const nlohmann::json*> JsonObject::required(std::string_view key) const {
   const auto it = value_->find(key);
-  if (it == value_->end()) return Status::invalid_argument(fmt::format("{}: required field is missing", field_path(key)));
+  if (it == value_->end())
+    return Status::invalid_argument(fmt::format("{}: required field is missing", field_path(key)));
   return &*it;
 }
 
@@ -315,7 +317,8 @@ Result<JsonObject> JsonObject::object(std::string_view key) const {
 Result<std::string> JsonObject::string(std::string_view key) const {
   ZINF_ASSIGN_OR_RETURN(const nlohmann::json* value, required(key));
   if (!value->is_string()) {
-    return Status::invalid_argument(fmt::format("{}: expected a string, found {}", field_path(key), describe_json_value(*value)));
+    return Status::invalid_argument(
+        fmt::format("{}: expected a string, found {}", field_path(key), describe_json_value(*value)));
   }
   return value->get<std::string>();
 }
@@ -331,9 +334,9 @@ Result<std::string> JsonObject::printable_string(std::string_view key) const {
   for (std::size_t i = 0; i < value.size(); ++i) {
     const auto c = static_cast<unsigned char>(value[i]);
     if (c < 0x20 || c == 0x7f) {
-      return Status::invalid_argument(fmt::format(
-          "{}: {} holds a control character (0x{:02x} at byte {}); expected printable text", field_path(key),
-          describe_json_value(value_->at(key)), c, i));
+      return Status::invalid_argument(
+          fmt::format("{}: {} holds a control character (0x{:02x} at byte {}); expected printable text",
+                      field_path(key), describe_json_value(value_->at(key)), c, i));
     }
   }
   return value;
@@ -364,7 +367,8 @@ Result<std::optional<bool>> JsonObject::optional_bool(std::string_view key) cons
   if (!has(key) || value_->at(key).is_null()) return std::optional<bool>{};
   const nlohmann::json& value = value_->at(key);
   if (!value.is_boolean()) {
-    return Status::invalid_argument(fmt::format("{}: expected true or false, found {}", field_path(key), describe_json_value(value)));
+    return Status::invalid_argument(
+        fmt::format("{}: expected true or false, found {}", field_path(key), describe_json_value(value)));
   }
   return std::optional<bool>(value.get<bool>());
 }
@@ -377,8 +381,8 @@ auto parse_size_field(const nlohmann::json& value, const std::string& field, Par
     -> decltype(parse(std::string_view{}, std::string_view{})) {
   if (value.is_string()) return parse(value.get<std::string>(), field);
   if (value.is_number()) return parse(value.dump(), field);
-  return Status::invalid_argument(
-      fmt::format("{}: expected a size string like \"80GiB\" or a number, found {}", field, describe_json_value(value)));
+  return Status::invalid_argument(fmt::format("{}: expected a size string like \"80GiB\" or a number, found {}", field,
+                                              describe_json_value(value)));
 }
 
 }  // namespace
@@ -386,8 +390,9 @@ auto parse_size_field(const nlohmann::json& value, const std::string& field, Par
 Result<std::uint64_t> JsonObject::bytes(std::string_view key, bool zero_allowed) const {
   ZINF_ASSIGN_OR_RETURN(const nlohmann::json* value, required(key));
   const ZeroIs zero = zero_allowed ? ZeroIs::kAllowed : ZeroIs::kRejected;
-  return parse_size_field(*value, field_path(key),
-                          [zero](std::string_view text, std::string_view field) { return parse_bytes(text, field, zero); });
+  return parse_size_field(*value, field_path(key), [zero](std::string_view text, std::string_view field) {
+    return parse_bytes(text, field, zero);
+  });
 }
 
 Result<double> JsonObject::bandwidth(std::string_view key) const {
@@ -436,7 +441,8 @@ std::optional<std::int64_t> exact_int64(const nlohmann::json& value) {
 
 std::optional<std::uint64_t> exact_uint64(const nlohmann::json& value) {
   if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-  if (value.is_number_integer() && value.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  if (value.is_number_integer() && value.get<std::int64_t>() >= 0)
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
   return std::nullopt;
 }
 

@@ -49,14 +49,14 @@ class JsonObject {
   bool has(std::string_view key) const;
   std::string field_path(std::string_view key) const;
 
-  Result<JsonObject> object(std::string_view key) const;                      // required object
-  Result<std::string> string(std::string_view key) const;                     // required string
+  Result<JsonObject> object(std::string_view key) const;   // required object
+  Result<std::string> string(std::string_view key) const;  // required string
   Result<std::optional<std::string>> optional_string(std::string_view key) const;
   // Strings that end up on a terminal (names, descriptions): control characters (bytes below 0x20
   // and 0x7f, e.g. an escape sequence) are refused, naming the first one's position.
   Result<std::string> printable_string(std::string_view key) const;
   Result<std::optional<std::string>> optional_printable_string(std::string_view key) const;
-  Result<std::int64_t> positive_int(std::string_view key) const;              // required, >= 1
+  Result<std::int64_t> positive_int(std::string_view key) const;  // required, >= 1
   Result<std::optional<std::int64_t>> optional_positive_int(std::string_view key) const;
   Result<std::optional<bool>> optional_bool(std::string_view key) const;
   // Sizes accept a string with units ("80GiB", "12GB/s") or a bare number in base units.

@@ -31,7 +31,8 @@ ModelShape gpt_like_shape(std::int64_t layers, std::int64_t hidden, std::int64_t
 
 Status validate(const ModelShape& shape) {
   const auto positive = [](std::string_view field, std::int64_t value) -> Status {
-    if (value <= 0) return Status::invalid_argument(fmt::format("model.{}: {} is not a positive integer", field, value));
+    if (value <= 0)
+      return Status::invalid_argument(fmt::format("model.{}: {} is not a positive integer", field, value));
     return Status::ok();
   };
   ZINF_RETURN_IF_ERROR(positive("layers", shape.layers));
@@ -79,11 +80,11 @@ ParameterCount count_parameters(const ModelShape& shape) {
   const u64 attention_per_layer = qkv_weight + qkv_bias + out_proj;
 
   const u64 up_matrices = shape.mlp == MlpKind::kGated ? 2 : 1;  // gated adds the gate projection
-  const u64 mlp_per_layer =
-      up_matrices * h * ffn + ffn * h + (shape.mlp_bias ? up_matrices * ffn + h : 0);
+  const u64 mlp_per_layer = up_matrices * h * ffn + ffn * h + (shape.mlp_bias ? up_matrices * ffn + h : 0);
 
   ParameterCount count;
-  count.embeddings = vocab * h + (shape.position == PositionKind::kLearned ? static_cast<u64>(shape.max_positions) * h : 0);
+  count.embeddings =
+      vocab * h + (shape.position == PositionKind::kLearned ? static_cast<u64>(shape.max_positions) * h : 0);
   count.attention = layers * attention_per_layer;
   count.mlp = layers * mlp_per_layer;
   count.norms = layers * 2 * norm_params + norm_params;

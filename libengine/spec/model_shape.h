@@ -14,27 +14,27 @@
 
 namespace zinf::spec {
 
-enum class NormKind { kLayerNorm, kRmsNorm };      // LayerNorm has weight + bias; RMSNorm weight only
-enum class MlpKind { kGelu, kGated };             // gelu: up, down; gated (SwiGLU): gate, up, down
-enum class PositionKind { kLearned, kRotary };    // learned: a max_positions x hidden table; rotary: none
+enum class NormKind { kLayerNorm, kRmsNorm };   // LayerNorm has weight + bias; RMSNorm weight only
+enum class MlpKind { kGelu, kGated };           // gelu: up, down; gated (SwiGLU): gate, up, down
+enum class PositionKind { kLearned, kRotary };  // learned: a max_positions x hidden table; rotary: none
 
 struct ModelShape {
-  std::string name;              // free text: "gpt2", "Llama-2-7b", "gpt-like 1T"
+  std::string name;  // free text: "gpt2", "Llama-2-7b", "gpt-like 1T"
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
-  std::int64_t heads = 0;        // query heads
-  std::int64_t kv_heads = 0;     // key/value heads (== heads without grouped-query attention)
-  std::int64_t head_dim = 0;     // usually hidden / heads, explicit in some configs
-  std::int64_t ffn_hidden = 0;   // MLP inner width
+  std::int64_t heads = 0;       // query heads
+  std::int64_t kv_heads = 0;    // key/value heads (== heads without grouped-query attention)
+  std::int64_t head_dim = 0;    // usually hidden / heads, explicit in some configs
+  std::int64_t ffn_hidden = 0;  // MLP inner width
   std::int64_t vocab = 0;
   std::int64_t max_positions = 0;  // table length for learned positions; context length otherwise
   NormKind norm = NormKind::kLayerNorm;
   MlpKind mlp = MlpKind::kGelu;
   PositionKind position = PositionKind::kLearned;
-  bool qkv_bias = true;        // bias on the query/key/value projections
-  bool attn_out_bias = true;   // bias on the attention output projection
-  bool mlp_bias = true;        // biases on the MLP projections
-  bool tied_embeddings = true; // output head shares the token embedding
+  bool qkv_bias = true;         // bias on the query/key/value projections
+  bool attn_out_bias = true;    // bias on the attention output projection
+  bool mlp_bias = true;         // biases on the MLP projections
+  bool tied_embeddings = true;  // output head shares the token embedding
 };
 
 // The GPT-2-style shape the paper's formulas assume: ffn = 4·hidden, head_dim = hidden / heads,

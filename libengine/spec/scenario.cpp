@@ -162,7 +162,7 @@ constexpr std::array kDeviceNames{std::pair{std::string_view("cpu"), DeviceKind:
 const std::vector<std::string_view> kTopKeys{
     "name",      "model",      "data",       "batch",  "seq",           "steps",   "precision",
     "optimizer", "loss_scale", "seed",       "device", "device_memory", "threads", "activation_checkpointing",
-    "tiling",    "eval",       "checkpoint", "output",        "zero"};
+    "tiling",    "eval",       "checkpoint", "output", "zero"};
 const std::vector<std::string_view> kShapeKeys{"layers",        "hidden",          "heads", "vocab",
                                                "max_positions", "tied_embeddings", "bias"};
 const std::vector<std::string_view> kShapeOnlyKeys{"layers",        "hidden",          "heads",
@@ -313,11 +313,12 @@ Status parse_loss_scale(const JsonObject& root, Scenario& out) {
   ZINF_RETURN_IF_ERROR(scale->reject_unknown_keys({"initial", "growth_interval"}));
   // The scaler's own range (optim::LossScaler: at least min_scale 1, at most the largest float),
   // checked here so the error names the scenario's field.
-  ZINF_ASSIGN_OR_RETURN(out.loss_scale.initial,
-                        number(
-                            *scale, "initial", out.loss_scale.initial,
-                            [](double x) { return x >= 1.0 && x <= static_cast<double>(std::numeric_limits<float>::max()); },
-                            "a number from 1 to 3.4e38 (the largest float)"));
+  ZINF_ASSIGN_OR_RETURN(
+      out.loss_scale.initial,
+      number(
+          *scale, "initial", out.loss_scale.initial,
+          [](double x) { return x >= 1.0 && x <= static_cast<double>(std::numeric_limits<float>::max()); },
+          "a number from 1 to 3.4e38 (the largest float)"));
   ZINF_ASSIGN_OR_RETURN(out.loss_scale.growth_interval,
                         positive_int(*scale, "growth_interval", out.loss_scale.growth_interval, kMaxSteps));
   return Status::ok();

@@ -4,9 +4,12 @@ namespace zinf::spec {
 
 std::string_view tier_name(Tier tier) {
   switch (tier) {
-    case Tier::kDevice: return "gpu";
-    case Tier::kCpu: return "cpu";
-    case Tier::kNvme: return "nvme";
+    case Tier::kDevice:
+      return "gpu";
+    case Tier::kCpu:
+      return "cpu";
+    case Tier::kNvme:
+      return "nvme";
   }
   return "?";
 }
@@ -20,20 +23,28 @@ std::optional<Tier> tier_from_name(std::string_view name) {
 
 std::string_view state_kind_name(StateKind kind) {
   switch (kind) {
-    case StateKind::kParams: return "params";
-    case StateKind::kGrads: return "grads";
-    case StateKind::kOptimizer: return "optimizer";
-    case StateKind::kActivations: return "activations";
+    case StateKind::kParams:
+      return "params";
+    case StateKind::kGrads:
+      return "grads";
+    case StateKind::kOptimizer:
+      return "optimizer";
+    case StateKind::kActivations:
+      return "activations";
   }
   return "?";
 }
 
 std::string_view state_kind_title(StateKind kind) {
   switch (kind) {
-    case StateKind::kParams: return "parameters";
-    case StateKind::kGrads: return "gradients";
-    case StateKind::kOptimizer: return "optimizer states";
-    case StateKind::kActivations: return "activation checkpoints";
+    case StateKind::kParams:
+      return "parameters";
+    case StateKind::kGrads:
+      return "gradients";
+    case StateKind::kOptimizer:
+      return "optimizer states";
+    case StateKind::kActivations:
+      return "activation checkpoints";
   }
   return "?";
 }

@@ -21,10 +21,11 @@ enum class StateKind {
 inline constexpr std::array kAllStateKinds{StateKind::kParams, StateKind::kGrads, StateKind::kOptimizer,
                                            StateKind::kActivations};
 
-std::string_view tier_name(Tier tier);              // "gpu", "cpu", "nvme"
+std::string_view tier_name(Tier tier);                      // "gpu", "cpu", "nvme"
 std::optional<Tier> tier_from_name(std::string_view name);  // also accepts "device"
-std::string_view state_kind_name(StateKind kind);   // "params", "grads", "optimizer", "activations"
-std::string_view state_kind_title(StateKind kind);  // "parameters", "gradients", "optimizer states", "activation checkpoints"
+std::string_view state_kind_name(StateKind kind);           // "params", "grads", "optimizer", "activations"
+std::string_view state_kind_title(
+    StateKind kind);  // "parameters", "gradients", "optimizer states", "activation checkpoints"
 
 struct StatePlacement {
   std::array<Tier, kAllStateKinds.size()> tiers{Tier::kDevice, Tier::kDevice, Tier::kDevice, Tier::kDevice};

@@ -38,7 +38,8 @@ Result<Tier> tier_field(const JsonObject& zero, std::string_view key, Tier fallb
           zero.field_path(key), allowed));
     }
   }
-  return Status::invalid_argument(fmt::format("{}: expected {}, found {}", zero.field_path(key), allowed, shown(value)));
+  return Status::invalid_argument(
+      fmt::format("{}: expected {}, found {}", zero.field_path(key), allowed, shown(value)));
 }
 
 }  // namespace
@@ -74,14 +75,16 @@ Result<ZeroConfig> parse_zero_config(const JsonObject& zero) {
         zero.field_path("grads"), tier_word(out.grads), tier_word(out.optimizer), tier_word(natural_grads)));
   }
   if (out.stage == 0 && (out.params != Tier::kDevice || out.optimizer != Tier::kDevice)) {
-    return Status::invalid_argument(fmt::format(
-        "{}: 0 keeps every state replicated on the device; offloading needs stage 1 or 2 (optimizer) or 3 "
-        "(parameters too)",
-        zero.field_path("stage")));
+    return Status::invalid_argument(
+        fmt::format("{}: 0 keeps every state replicated on the device; offloading needs stage 1 or 2 (optimizer) or 3 "
+                    "(parameters too)",
+                    zero.field_path("stage")));
   }
   if (out.params != Tier::kDevice && out.stage != 3) {
-    return Status::invalid_argument(fmt::format("{}: \"{}\" needs zero.stage 3 (found {}): only stage 3 partitions "
-                                                "parameters", zero.field_path("params"), tier_word(out.params), out.stage));
+    return Status::invalid_argument(
+        fmt::format("{}: \"{}\" needs zero.stage 3 (found {}): only stage 3 partitions "
+                    "parameters",
+                    zero.field_path("params"), tier_word(out.params), out.stage));
   }
   if (out.params != Tier::kDevice && out.optimizer == Tier::kDevice) {
     return Status::invalid_argument(fmt::format(
@@ -108,8 +111,10 @@ Result<ZeroConfig> parse_zero_config(const JsonObject& zero) {
         zero.field_path("nvme_paths")));
   }
   if (!out.uses_nvme() && !out.nvme_paths.empty()) {
-    return Status::invalid_argument(fmt::format("{}: given, but no state is on \"nvme\"; set params or optimizer to "
-                                                "\"nvme\" or remove nvme_paths", zero.field_path("nvme_paths")));
+    return Status::invalid_argument(
+        fmt::format("{}: given, but no state is on \"nvme\"; set params or optimizer to "
+                    "\"nvme\" or remove nvme_paths",
+                    zero.field_path("nvme_paths")));
   }
   if (given(zero, "host_memory")) {
     ZINF_ASSIGN_OR_RETURN(out.host_memory_bytes, zero.bytes("host_memory", true));
@@ -124,9 +129,9 @@ Result<ZeroConfig> parse_zero_config(const JsonObject& zero) {
     const nlohmann::json& value = zero.raw().at("persistence_threshold");
     if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<std::int64_t>() < 0) ||
         (value.is_number_unsigned() && value.get<std::uint64_t>() > (std::uint64_t{1} << 40))) {
-      return Status::invalid_argument(fmt::format(
-          "{}: expected a number of elements in 0..2^40 (0: no parameter stays resident), found {}",
-          zero.field_path("persistence_threshold"), shown(value)));
+      return Status::invalid_argument(
+          fmt::format("{}: expected a number of elements in 0..2^40 (0: no parameter stays resident), found {}",
+                      zero.field_path("persistence_threshold"), shown(value)));
     }
     out.persistence_threshold = value.get<std::int64_t>();
   }

@@ -10,8 +10,8 @@
 namespace zinf {
 
 struct NamedArray {
-  std::string name;          // unique within one checkpoint: "master/blocks.3.attn.qkv.weight"
-  std::span<float> values;   // the owner's memory; read by a save, overwritten by a load
+  std::string name;         // unique within one checkpoint: "master/blocks.3.attn.qkv.weight"
+  std::span<float> values;  // the owner's memory; read by a save, overwritten by a load
 };
 
 }  // namespace zinf

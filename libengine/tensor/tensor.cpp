@@ -51,10 +51,18 @@ Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
   Shape shape = shape_;
   // Rebuild with the new leading dimension.
   switch (shape_.rank()) {
-    case 1: shape = Shape{end - begin}; break;
-    case 2: shape = Shape{end - begin, shape_[1]}; break;
-    case 3: shape = Shape{end - begin, shape_[1], shape_[2]}; break;
-    default: shape = Shape{end - begin, shape_[1], shape_[2], shape_[3]}; break;
+    case 1:
+      shape = Shape{end - begin};
+      break;
+    case 2:
+      shape = Shape{end - begin, shape_[1]};
+      break;
+    case 3:
+      shape = Shape{end - begin, shape_[1], shape_[2]};
+      break;
+    default:
+      shape = Shape{end - begin, shape_[1], shape_[2], shape_[3]};
+      break;
   }
   auto* base = static_cast<std::byte*>(data_);
   return Tensor(base == nullptr ? nullptr : base + static_cast<std::size_t>(begin * row) * dtype_size_bytes(dtype_),

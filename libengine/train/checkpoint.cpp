@@ -89,8 +89,8 @@ Status read_all(int fd, void* data, std::size_t bytes, std::uint64_t offset, con
       return os_error(fmt::format("read {} of", what), path, errno);
     }
     if (got == 0) {
-      return Status::io_error(fmt::format("checkpoint {}: truncated while reading {} at byte {}", path.string(),
-                                          what, offset));
+      return Status::io_error(
+          fmt::format("checkpoint {}: truncated while reading {} at byte {}", path.string(), what, offset));
     }
     at += got;
     offset += static_cast<std::uint64_t>(got);
@@ -244,11 +244,13 @@ CheckpointWriter::~CheckpointWriter() {
 std::string CheckpointWriter::header_text(std::span<const std::uint32_t> crcs, std::uint64_t file_bytes) const {
   nlohmann::json table = nlohmann::json::array();
   for (std::size_t i = 0; i < layout_.size(); ++i) {
-    table.push_back({{"name", layout_[i].name}, {"numel", layout_[i].numel}, {"offset", offsets_[i]},
-                     {"crc32c", crcs[i]}});
+    table.push_back(
+        {{"name", layout_[i].name}, {"numel", layout_[i].numel}, {"offset", offsets_[i]}, {"crc32c", crcs[i]}});
   }
-  const nlohmann::json header = {{"step", meta_.step},       {"fingerprint", meta_.fingerprint},
-                                 {"extra", meta_.extra},     {"arrays", std::move(table)},
+  const nlohmann::json header = {{"step", meta_.step},
+                                 {"fingerprint", meta_.fingerprint},
+                                 {"extra", meta_.extra},
+                                 {"arrays", std::move(table)},
                                  {"file_bytes", file_bytes}};
   return header.dump();
 }
@@ -339,19 +341,23 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
   std::memcpy(&header_crc, prefix + 12, 4);
   std::memcpy(&header_bytes, prefix + 16, 8);
   if (version != kCheckpointFormatVersion) {
-    return Status::invalid_argument(fmt::format("checkpoint {}: format version {} is not supported; this build reads "
-                                                "version {}", file, version, kCheckpointFormatVersion));
+    return Status::invalid_argument(
+        fmt::format("checkpoint {}: format version {} is not supported; this build reads "
+                    "version {}",
+                    file, version, kCheckpointFormatVersion));
   }
   if (header_bytes > size_bytes - kPrefixBytes) {
-    return Status::io_error(fmt::format("checkpoint {}: truncated: the header needs {} bytes but the file has {}",
-                                        file, header_bytes, size_bytes - kPrefixBytes));
+    return Status::io_error(fmt::format("checkpoint {}: truncated: the header needs {} bytes but the file has {}", file,
+                                        header_bytes, size_bytes - kPrefixBytes));
   }
   std::string text(header_bytes, '\0');
   ZINF_RETURN_IF_ERROR(read_all(fd, text.data(), text.size(), kPrefixBytes, path, "the header"));
   const std::uint32_t computed_header_crc = io::crc32c(std::as_bytes(std::span<const char>(text.data(), text.size())));
   if (computed_header_crc != header_crc) {
-    return Status::io_error(fmt::format("checkpoint {}: the header failed its CRC-32C check (stored {}, computed {}); "
-                                        "the file is corrupt", file, hex32(header_crc), hex32(computed_header_crc)));
+    return Status::io_error(
+        fmt::format("checkpoint {}: the header failed its CRC-32C check (stored {}, computed {}); "
+                    "the file is corrupt",
+                    file, hex32(header_crc), hex32(computed_header_crc)));
   }
 
   std::map<std::string, Entry, std::less<>> entries;
@@ -360,7 +366,8 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
   // user JSON (depth, duplicate keys, numbers a double cannot hold), then read it field by field.
   Result<nlohmann::json> parsed = spec::parse_json_text(text, "the header");
   if (!parsed.is_ok()) {
-    return Status::invalid_argument(fmt::format("checkpoint {}: the header is malformed: {}", file, parsed.status().message()));
+    return Status::invalid_argument(
+        fmt::format("checkpoint {}: the header is malformed: {}", file, parsed.status().message()));
   }
   // Integers are read exactly (a float or an out-of-range number is malformed, never converted).
   const auto unsigned_field = [&](const nlohmann::json& object, const char* key) -> std::uint64_t {
@@ -389,24 +396,23 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
     return Status::invalid_argument(fmt::format("checkpoint {}: the header is malformed: {}", file, e.what()));
   }
   if (reader->meta_.step < 0) {
-    return Status::invalid_argument(fmt::format("checkpoint {}: the header records step {}; the file is corrupt", file,
-                                                reader->meta_.step));
+    return Status::invalid_argument(
+        fmt::format("checkpoint {}: the header records step {}; the file is corrupt", file, reader->meta_.step));
   }
   if (size_bytes < file_bytes) {
-    return Status::io_error(fmt::format("checkpoint {}: truncated: {} bytes of the {} the header records", file,
-                                        size_bytes, file_bytes));
+    return Status::io_error(
+        fmt::format("checkpoint {}: truncated: {} bytes of the {} the header records", file, size_bytes, file_bytes));
   }
   if (size_bytes > file_bytes) {
-    return Status::io_error(fmt::format("checkpoint {}: {} bytes, but the header records {}; the file is corrupt",
-                                        file, size_bytes, file_bytes));
+    return Status::io_error(fmt::format("checkpoint {}: {} bytes, but the header records {}; the file is corrupt", file,
+                                        size_bytes, file_bytes));
   }
   const std::uint64_t data_start = align_up(kPrefixBytes + header_bytes);
   for (const zero::CheckpointArrayInfo& array : reader->layout_) {
     const auto it = entries.find(array.name);
     if (it == entries.end()) {
       return Status::invalid_argument(fmt::format(
-          "checkpoint {}: has no array '{}'; it was saved from a different model or configuration", file,
-          array.name));
+          "checkpoint {}: has no array '{}'; it was saved from a different model or configuration", file, array.name));
     }
     if (it->second.numel != array.numel) {
       return Status::invalid_argument(fmt::format(
@@ -415,8 +421,10 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
     }
     const std::uint64_t begin = data_start + it->second.offset;
     if (it->second.offset > file_bytes || begin + array.numel * sizeof(float) > file_bytes) {
-      return Status::io_error(fmt::format("checkpoint {}: array '{}' lies beyond the end of the file; the file is "
-                                          "corrupt", file, array.name));
+      return Status::io_error(
+          fmt::format("checkpoint {}: array '{}' lies beyond the end of the file; the file is "
+                      "corrupt",
+                      file, array.name));
     }
     reader->entries_.push_back(Entry{it->second.numel, begin, it->second.crc});
   }
@@ -447,12 +455,14 @@ Status CheckpointReader::read(std::size_t index, std::span<float> into) {
     return Status::invalid_argument(fmt::format("checkpoint {}: array '{}' holds {} elements, {} asked for",
                                                 path_.string(), array.name, entry.numel, into.size()));
   }
-  ZINF_RETURN_IF_ERROR(read_all(fd_, into.data(), into.size_bytes(), entry.offset, path_,
-                                fmt::format("array '{}'", array.name)));
+  ZINF_RETURN_IF_ERROR(
+      read_all(fd_, into.data(), into.size_bytes(), entry.offset, path_, fmt::format("array '{}'", array.name)));
   const std::uint32_t crc = crc_of(into);
   if (crc != entry.crc) {
-    return Status::io_error(fmt::format("checkpoint {}: array '{}' failed its CRC-32C check (stored {}, computed {}); "
-                                        "the file is corrupt", path_.string(), array.name, hex32(entry.crc), hex32(crc)));
+    return Status::io_error(
+        fmt::format("checkpoint {}: array '{}' failed its CRC-32C check (stored {}, computed {}); "
+                    "the file is corrupt",
+                    path_.string(), array.name, hex32(entry.crc), hex32(crc)));
   }
   return Status::ok();
 }
@@ -474,7 +484,8 @@ Status save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, std::spa
     return Status::invalid_argument(
         fmt::format("checkpoint.keep_last: {} is negative; expected 0 (keep all) or a count", keep_last));
   }
-  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer, CheckpointWriter::create(dir, meta, layout_of(arrays)));
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer,
+                        CheckpointWriter::create(dir, meta, layout_of(arrays)));
   for (std::size_t i = 0; i < arrays.size(); ++i) ZINF_RETURN_IF_ERROR(writer->write(i, arrays[i].values));
   return writer->commit(keep_last).status();
 }

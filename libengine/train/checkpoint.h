@@ -45,8 +45,8 @@ namespace zinf::train {
 inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
 
 struct CheckpointMeta {
-  std::int64_t step = 0;           // the number of optimizer steps the saved states have taken
-  std::string fingerprint;         // identifies the run configuration the states belong to
+  std::int64_t step = 0;                            // the number of optimizer steps the saved states have taken
+  std::string fingerprint;                          // identifies the run configuration the states belong to
   nlohmann::json extra = nlohmann::json::object();  // the trainer's own state, free-form
 };
 
@@ -81,7 +81,7 @@ class CheckpointWriter final : public zero::CheckpointSink {
   std::vector<std::uint64_t> offsets_;  // bytes from the data section, per array
   std::vector<std::uint32_t> crcs_;
   std::vector<bool> written_;
-  std::uint64_t header_bytes_ = 0;      // reserved JSON header length
+  std::uint64_t header_bytes_ = 0;  // reserved JSON header length
   std::uint64_t data_start_ = 0;
   std::uint64_t file_bytes_ = 0;
   int fd_ = -1;

@@ -73,9 +73,9 @@ Result<ComputePeak> measure_on_device(device::Device& device, DType dtype) {
     }
   }
   if (n == 0) {
-    return Status::out_of_memory(fmt::format(
-        "compute peak probe: three {} 1024x1024 matrices do not fit the device budget of {}", dtype_name(dtype),
-        device.describe()));
+    return Status::out_of_memory(
+        fmt::format("compute peak probe: three {} 1024x1024 matrices do not fit the device budget of {}",
+                    dtype_name(dtype), device.describe()));
   }
   device::Ops& ops = device.ops();
   for (device::OwnedTensor& m : matrices) ops.zero(m.tensor);

@@ -11,27 +11,27 @@
 namespace zinf::train {
 
 struct StepMetrics {
-  std::int64_t step = 0;       // 0-based
-  double loss = 0;             // mean cross-entropy of this step's batch (nats/token)
-  double lr = 0;               // learning rate this step used
-  double grad_norm = 0;        // global L2 norm of the (unscaled) gradients before clipping
-  double clip_coef = 1;        // factor the gradients were multiplied by (1: not clipped)
-  double loss_scale = 1;       // fp16 dynamic loss scale used (1 otherwise)
-  bool skipped = false;        // fp16 step skipped because a gradient was inf/NaN
-  std::int64_t tokens = 0;     // B*T
-  double step_seconds = 0;     // wall time of the whole step (data, forward+backward, optimizer)
+  std::int64_t step = 0;    // 0-based
+  double loss = 0;          // mean cross-entropy of this step's batch (nats/token)
+  double lr = 0;            // learning rate this step used
+  double grad_norm = 0;     // global L2 norm of the (unscaled) gradients before clipping
+  double clip_coef = 1;     // factor the gradients were multiplied by (1: not clipped)
+  double loss_scale = 1;    // fp16 dynamic loss scale used (1 otherwise)
+  bool skipped = false;     // fp16 step skipped because a gradient was inf/NaN
+  std::int64_t tokens = 0;  // B*T
+  double step_seconds = 0;  // wall time of the whole step (data, forward+backward, optimizer)
   double data_seconds = 0;
   double forward_backward_seconds = 0;
   double forward_seconds = 0;   // of forward_backward_seconds: until the backward pass began (host clock;
   double backward_seconds = 0;  // on CUDA these split when the host enqueued the work, not when it ran)
   double optimizer_seconds = 0;
-  zero::EngineStats engine;    // this step's traffic per link, stalls and prefetch hits (levels: now)
+  zero::EngineStats engine;  // this step's traffic per link, stalls and prefetch hits (levels: now)
   double tokens_per_s() const { return step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0.0; }
 };
 
 struct EvalMetrics {
-  std::int64_t step = 0;       // evaluated after this step
-  double loss = 0;             // mean over the held-out batches
+  std::int64_t step = 0;  // evaluated after this step
+  double loss = 0;        // mean over the held-out batches
   std::int64_t batches = 0;
   double seconds = 0;
 };

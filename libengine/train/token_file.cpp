@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <utility>
 #include <vector>
 
@@ -48,7 +48,8 @@ class FdGuard {
 // Reads exactly `bytes` at `offset`; false with errno 0 on a short read (end of file).
 bool pread_all(int fd, unsigned char* out, std::uint64_t bytes, std::uint64_t offset) {
   while (bytes > 0) {
-    const ssize_t got = ::pread(fd, out, std::min<std::uint64_t>(bytes, std::uint64_t{1} << 30), static_cast<off_t>(offset));
+    const ssize_t got =
+        ::pread(fd, out, std::min<std::uint64_t>(bytes, std::uint64_t{1} << 30), static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       if (got == 0) errno = 0;
@@ -104,7 +105,8 @@ Result<TokenFileSource> TokenFileSource::open(const TokenFileSpec& spec) {
   src.file_bytes_ = file_bytes;
   src.mtime_ns_ = mtime_ns(st);
   const auto changed_while_read = [&spec]() {
-    return Status::io_error(fmt::format("data.path: '{}' changed while it was being read (shorter than its size)", spec.path));
+    return Status::io_error(
+        fmt::format("data.path: '{}' changed while it was being read (shorter than its size)", spec.path));
   };
 
   std::uint64_t payload_offset = 0;
@@ -211,7 +213,8 @@ Status TokenFileSource::read_tokens(std::uint64_t first, std::uint64_t count, st
   std::vector<unsigned char> bytes(static_cast<std::size_t>(count * 2));
   if (!pread_all(fd_, bytes.data(), bytes.size(), payload_offset_ + 2 * first)) {
     if (errno == 0) {
-      return Status::io_error(fmt::format("data.path: '{}' changed during the run (a read came back short)", spec_.path));
+      return Status::io_error(
+          fmt::format("data.path: '{}' changed during the run (a read came back short)", spec_.path));
     }
     return Status::io_error(fmt::format("data.path: cannot read '{}': {}", spec_.path, errno_text(errno)));
   }
@@ -220,9 +223,10 @@ Status TokenFileSource::read_tokens(std::uint64_t first, std::uint64_t count, st
     // open() checked every id; one out of range now means the file changed under the run, and the
     // id must not reach the embedding as an index.
     if (static_cast<std::uint32_t>(out[i]) >= spec_.vocab) {
-      return Status::io_error(fmt::format("data.path: '{}' changed during the run: token {} is now {}, not below "
-                                          "data.vocab = {}",
-                                          spec_.path, first + i, out[i], spec_.vocab));
+      return Status::io_error(
+          fmt::format("data.path: '{}' changed during the run: token {} is now {}, not below "
+                      "data.vocab = {}",
+                      spec_.path, first + i, out[i], spec_.vocab));
     }
   }
   return Status::ok();

@@ -16,10 +16,10 @@ namespace {
 Status as_budget_error(const Status& status, const spec::Scenario& scenario) {
   if (status.code() != ErrorCode::kOutOfMemory) return status;
   if (status.message().find("on the host tier") != std::string::npos) {
-    return Status::invalid_argument(fmt::format("scenario.zero.host_memory: {} is too small for this plan: {}; raise "
-                                                "it or move states to \"nvme\"",
-                                                format_bytes(static_cast<double>(scenario.zero.host_memory_bytes)),
-                                                status.message()));
+    return Status::invalid_argument(
+        fmt::format("scenario.zero.host_memory: {} is too small for this plan: {}; raise "
+                    "it or move states to \"nvme\"",
+                    format_bytes(static_cast<double>(scenario.zero.host_memory_bytes)), status.message()));
   }
   const std::string budget = scenario.device_memory_bytes
                                  ? format_bytes(static_cast<double>(*scenario.device_memory_bytes))
@@ -28,8 +28,8 @@ Status as_budget_error(const Status& status, const spec::Scenario& scenario) {
                          ? "raise device_memory or lower batch/seq"
                          : "raise device_memory, lower batch/seq, or set activation_checkpointing (one block's "
                            "activations instead of every block's)";
-  return Status::invalid_argument(fmt::format("scenario.device_memory: {} is too small for this model: {}; {}", budget,
-                                              status.message(), hint));
+  return Status::invalid_argument(
+      fmt::format("scenario.device_memory: {} is too small for this model: {}; {}", budget, status.message(), hint));
 }
 
 // Data-source errors name "data.<field>"; in a scenario that is "scenario.data.<field>".
@@ -40,9 +40,12 @@ Status in_scenario(const Status& status) {
 
 optim::LrScheduleKind schedule_kind(spec::ScheduleKind kind) {
   switch (kind) {
-    case spec::ScheduleKind::kConstant: return optim::LrScheduleKind::kConstant;
-    case spec::ScheduleKind::kCosine: return optim::LrScheduleKind::kCosine;
-    case spec::ScheduleKind::kLinear: return optim::LrScheduleKind::kLinear;
+    case spec::ScheduleKind::kConstant:
+      return optim::LrScheduleKind::kConstant;
+    case spec::ScheduleKind::kCosine:
+      return optim::LrScheduleKind::kCosine;
+    case spec::ScheduleKind::kLinear:
+      return optim::LrScheduleKind::kLinear;
   }
   return optim::LrScheduleKind::kConstant;
 }
@@ -68,11 +71,13 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     return Status::invalid_argument(fmt::format(
         "scenario.threads: {} compute threads need {} of address space for their GEMM buffers and stacks, more than "
         "this process may still map (ulimit -v); lower threads or raise the limit",
-        threads, format_bytes(static_cast<double>(threads) * static_cast<double>(kernels::cpu::kAddressSpacePerThreadBytes))));
+        threads,
+        format_bytes(static_cast<double>(threads) * static_cast<double>(kernels::cpu::kAddressSpacePerThreadBytes))));
   }
   kernels::cpu::set_compute_threads(threads);
   device::DeviceOptions device_options;
-  device_options.kind = scenario.device == spec::DeviceKind::kCuda ? device::DeviceKind::kCuda : device::DeviceKind::kCpu;
+  device_options.kind =
+      scenario.device == spec::DeviceKind::kCuda ? device::DeviceKind::kCuda : device::DeviceKind::kCpu;
   device_options.memory_budget_bytes = scenario.device_memory_bytes.value_or(0);
   device_options.host_memory_budget_bytes = scenario.zero.host_memory_bytes;
   Result<std::unique_ptr<device::Device>> device = device::make_device(device_options);
@@ -83,9 +88,8 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   session->device_ = std::move(device).value();
   // Mixed precision computes in the storage precision where the device can (CUDA: bf16/fp16 GEMMs
   // and attention on tensor cores); the CPU backend computes in fp32 from the half copies.
-  const DType compute_dtype = session->device_->ops().supports_compute_dtype(scenario.precision)
-                                  ? scenario.precision
-                                  : DType::kF32;
+  const DType compute_dtype =
+      session->device_->ops().supports_compute_dtype(scenario.precision) ? scenario.precision : DType::kF32;
 
   const BatchShape shape{static_cast<std::uint64_t>(scenario.batch), static_cast<std::uint64_t>(scenario.seq)};
   Result<BatchSource> data = Status::internal("no data source");

@@ -17,9 +17,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 zero::LinkBytes minus(const zero::LinkBytes& a, const zero::LinkBytes& b) {
   return {a.forward_backward - b.forward_backward, a.optimizer - b.optimizer, a.other - b.other};
@@ -130,12 +128,15 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
       for (const nlohmann::json& entry : *it) {
         recent_losses_.push_back({integer(entry.at(0)), entry.at(1).get<double>()});
       }
-      if (recent_losses_.size() > kRecentLossesKept) recent_losses_.erase(recent_losses_.begin(), recent_losses_.end() - kRecentLossesKept);
+      if (recent_losses_.size() > kRecentLossesKept)
+        recent_losses_.erase(recent_losses_.begin(), recent_losses_.end() - kRecentLossesKept);
     }
   } catch (const nlohmann::json::exception& e) {
-    return Status::invalid_argument(fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
+    return Status::invalid_argument(
+        fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
   } catch (const std::invalid_argument& e) {
-    return Status::invalid_argument(fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
+    return Status::invalid_argument(
+        fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
   }
   ZINF_RETURN_IF_ERROR(states_.load_checkpoint(*reader));
   ZINF_RETURN_IF_ERROR(optimizer_.set_step_count(optimizer_steps));
@@ -173,8 +174,7 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
   recent_losses_.clear();
   if (options_.resume && !options_.checkpoint_dir.empty()) ZINF_RETURN_IF_ERROR(load_latest(outcome, first_step));
   outcome.first_step = first_step;
-  const std::int64_t end =
-      options_.stop_after > 0 ? std::min(options_.stop_after, options_.steps) : options_.steps;
+  const std::int64_t end = options_.stop_after > 0 ? std::min(options_.stop_after, options_.steps) : options_.steps;
   if (first_step >= end) {
     // Resuming at step 70 of a 50-step run used to end at once with exit 0, having done nothing.
     return Status::invalid_argument(fmt::format(
@@ -202,8 +202,8 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     metrics.loss_scale = scaler_.scale();
     PhaseClock clock(states_);
     clock.backward_start = fb_start;
-    ZINF_ASSIGN_OR_RETURN(metrics.loss,
-                          model_.forward_backward(tokens_, targets_, clock, states_, static_cast<float>(metrics.loss_scale)));
+    ZINF_ASSIGN_OR_RETURN(metrics.loss, model_.forward_backward(tokens_, targets_, clock, states_,
+                                                                static_cast<float>(metrics.loss_scale)));
     // On an asynchronous device (CUDA) the backward pass may still be running: wait, so the phase
     // times are what the device spent, and so a failed kernel is reported at the step it broke.
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
@@ -212,8 +212,8 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     metrics.backward_seconds = metrics.forward_backward_seconds - metrics.forward_seconds;
     if (!std::isfinite(metrics.loss) && !scaler_.dynamic()) {
       return Status::infeasible(fmt::format(
-          "loss became non-finite ({}) at step {}; lower optimizer.lr, set optimizer.grad_clip, or use fp32", metrics.loss,
-          step));
+          "loss became non-finite ({}) at step {}; lower optimizer.lr, set optimizer.grad_clip, or use fp32",
+          metrics.loss, step));
     }
 
     const Clock::time_point opt_start = Clock::now();

@@ -28,16 +28,16 @@
 namespace zinf::train {
 
 struct TrainerOptions {
-  std::int64_t steps = 0;               // total steps of the run (a resumed run continues to this)
-  std::int64_t stop_after = 0;          // end this invocation after this step (checkpointing there), leaving
-                                        // the run — its length and LR schedule — as `steps` says; 0: run to the end
-  std::int64_t eval_every = 0;          // evaluate after every N-th step (and after the last); 0: never
+  std::int64_t steps = 0;       // total steps of the run (a resumed run continues to this)
+  std::int64_t stop_after = 0;  // end this invocation after this step (checkpointing there), leaving
+                                // the run — its length and LR schedule — as `steps` says; 0: run to the end
+  std::int64_t eval_every = 0;  // evaluate after every N-th step (and after the last); 0: never
   std::int64_t eval_batches = 0;
-  std::int64_t checkpoint_every = 0;    // save after every N-th step (and after the last); 0: never
+  std::int64_t checkpoint_every = 0;  // save after every N-th step (and after the last); 0: never
   std::filesystem::path checkpoint_dir;
   int checkpoint_keep_last = 2;
-  bool resume = false;                  // continue from the latest checkpoint in checkpoint_dir, if any
-  std::string fingerprint;              // what a checkpoint must match to be resumed (spec::fingerprint)
+  bool resume = false;      // continue from the latest checkpoint in checkpoint_dir, if any
+  std::string fingerprint;  // what a checkpoint must match to be resumed (spec::fingerprint)
 };
 
 // A step's training loss, kept across checkpoints so that a resumed run can report the run's
@@ -52,7 +52,7 @@ struct StepLoss {
 inline constexpr std::size_t kRecentLossesKept = 10;
 
 struct TrainOutcome {
-  std::int64_t first_step = 0;                        // 0, or the step a checkpoint resumed at
+  std::int64_t first_step = 0;  // 0, or the step a checkpoint resumed at
   std::int64_t steps_run = 0;
   // The run's latest losses before first_step (up to kRecentLossesKept, oldest first), as the
   // checkpoint resumed from recorded them; empty when the run started at step 0 (or the checkpoint
@@ -93,9 +93,9 @@ class Trainer {
   optim::LossScaler& scaler_;
   const BatchSource& data_;
   TrainerOptions options_;
-  std::vector<std::int32_t> rows_;     // [B, T+1]
-  std::vector<std::int32_t> tokens_;   // [B, T]
-  std::vector<std::int32_t> targets_;  // [B, T]
+  std::vector<std::int32_t> rows_;       // [B, T+1]
+  std::vector<std::int32_t> tokens_;     // [B, T]
+  std::vector<std::int32_t> targets_;    // [B, T]
   std::vector<StepLoss> recent_losses_;  // the latest kRecentLossesKept, oldest first; saved in checkpoints
 };
 

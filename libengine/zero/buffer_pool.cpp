@@ -54,9 +54,9 @@ Result<device::DeviceBuffer> BufferPool::take(std::size_t bytes, std::string_vie
     }
   }
   if (!make_room(bytes)) {
-    return Status::out_of_memory(fmt::format(
-        "{}: {} for {} does not fit ({} of the {} budget in use); raise {}", budget_field_, bytes_text(bytes), what,
-        bytes_text(in_use_bytes_), bytes_text(cap_bytes_), budget_field_));
+    return Status::out_of_memory(fmt::format("{}: {} for {} does not fit ({} of the {} budget in use); raise {}",
+                                             budget_field_, bytes_text(bytes), what, bytes_text(in_use_bytes_),
+                                             bytes_text(cap_bytes_), budget_field_));
   }
   Result<device::DeviceBuffer> fresh =
       memory_ == Memory::kDevice ? device_.allocate(bytes, what) : device_.allocate_host(bytes, what);

@@ -17,10 +17,10 @@ struct LinkBytes {
 };
 
 struct EngineStats {
-  LinkBytes nvme_read;       // NVMe -> host
-  LinkBytes nvme_write;      // host -> NVMe
-  LinkBytes host_to_device;  // host -> device
-  LinkBytes device_to_host;  // device -> host
+  LinkBytes nvme_read;                 // NVMe -> host
+  LinkBytes nvme_write;                // host -> NVMe
+  LinkBytes host_to_device;            // host -> device
+  LinkBytes device_to_host;            // device -> host
   double stall_seconds = 0;            // compute thread blocked in acquire() waiting for a transfer
   std::uint64_t acquires = 0;          // acquires of parameters that are not persistent
   std::uint64_t prefetch_hits = 0;     // of those, already on the device or in flight when asked for

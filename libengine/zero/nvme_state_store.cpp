@@ -25,8 +25,9 @@ Result<std::unique_ptr<NvmeStateStore>> NvmeStateStore::open(NvmeStateStoreOptio
   swap.on_warning = options.on_warning;
   // One extent per parameter and per optimizer sub-group: deep queues keep every drive busy.
   swap.queue_depth = 64;
-  Result<std::unique_ptr<io::SwapStore>> store =
-      options.engine ? io::SwapStore::open(std::move(swap), std::move(options.engine)) : io::SwapStore::open(std::move(swap));
+  Result<std::unique_ptr<io::SwapStore>> store = options.engine
+                                                     ? io::SwapStore::open(std::move(swap), std::move(options.engine))
+                                                     : io::SwapStore::open(std::move(swap));
   if (!store.is_ok()) {
     return Status(store.status().code(), fmt::format("scenario.zero.nvme_paths: {}", store.status().message()));
   }
@@ -52,16 +53,22 @@ std::string NvmeStateStore::describe() const { return store_->describe(); }
 void NvmeStateStore::count(bool read, std::uint64_t bytes) {
   LinkBytes& link = read ? read_ : written_;
   switch (phase_) {
-    case TrafficPhase::kForwardBackward: link.forward_backward += bytes; break;
-    case TrafficPhase::kOptimizer: link.optimizer += bytes; break;
-    case TrafficPhase::kOther: link.other += bytes; break;
+    case TrafficPhase::kForwardBackward:
+      link.forward_backward += bytes;
+      break;
+    case TrafficPhase::kOptimizer:
+      link.optimizer += bytes;
+      break;
+    case TrafficPhase::kOther:
+      link.other += bytes;
+      break;
   }
 }
 
 Status NvmeStateStore::with_context(const Status& status, const Extent& extent, bool read) const {
   if (status.is_ok()) return status;
-  return Status(status.code(), fmt::format("NVMe {} of {} failed: {}", read ? "read" : "write", extent.what,
-                                           status.message()));
+  return Status(status.code(),
+                fmt::format("NVMe {} of {} failed: {}", read ? "read" : "write", extent.what, status.message()));
 }
 
 Result<NvmeStateStore::ExtentId> NvmeStateStore::create(std::string what, std::span<const std::byte> data) {

@@ -32,10 +32,10 @@ namespace zinf::zero {
 enum class TrafficPhase { kForwardBackward, kOptimizer, kOther };
 
 struct NvmeStateStoreOptions {
-  std::vector<std::string> paths;           // directories, one swap file each
-  std::uint64_t planned_bytes = 0;          // every extent's bytes, reserved up front
-  std::uint64_t largest_transfer_bytes = 0; // sizes the swap store's staging
-  std::unique_ptr<io::IoEngine> engine;     // tests: a FaultInjectingEngine; null: io_uring (posix fallback)
+  std::vector<std::string> paths;            // directories, one swap file each
+  std::uint64_t planned_bytes = 0;           // every extent's bytes, reserved up front
+  std::uint64_t largest_transfer_bytes = 0;  // sizes the swap store's staging
+  std::unique_ptr<io::IoEngine> engine;      // tests: a FaultInjectingEngine; null: io_uring (posix fallback)
   std::function<void(const std::string&)> on_warning;
 };
 
@@ -82,9 +82,9 @@ class NvmeStateStore {
   };
   struct Extent {
     std::string what;
-    io::Ticket written;               // names the extent
+    io::Ticket written;  // names the extent
     std::uint64_t bytes = 0;
-    std::vector<PendingOp> pending;   // in issue order
+    std::vector<PendingOp> pending;  // in issue order
   };
   explicit NvmeStateStore(std::unique_ptr<io::SwapStore> store) : store_(std::move(store)) {}
   void count(bool read, std::uint64_t bytes);

@@ -23,9 +23,8 @@ constexpr std::size_t kBackward = static_cast<std::size_t>(model::Phase::kBackwa
 
 }  // namespace
 
-ParamCoordinator::ParamCoordinator(const model::ParamTable& table, device::Device& device,
-                                   std::vector<ParamHome> homes, NvmeStateStore* nvme,
-                                   const ParamCoordinatorOptions& options)
+ParamCoordinator::ParamCoordinator(const model::ParamTable& table, device::Device& device, std::vector<ParamHome> homes,
+                                   NvmeStateStore* nvme, const ParamCoordinatorOptions& options)
     : table_(table),
       device_(device),
       homes_(std::move(homes)),
@@ -34,8 +33,7 @@ ParamCoordinator::ParamCoordinator(const model::ParamTable& table, device::Devic
       slots_(static_cast<std::size_t>(table.size())),
       live_(device, BufferPool::Memory::kDevice, options.max_live_bytes, "scenario.zero.max_live_bytes"),
       staging_(device, BufferPool::Memory::kHost, options.prefetch_bytes, "scenario.zero.prefetch_bytes"),
-      workspaces_(device, BufferPool::Memory::kDevice, std::numeric_limits<std::uint64_t>::max(),
-                  "device memory") {}
+      workspaces_(device, BufferPool::Memory::kDevice, std::numeric_limits<std::uint64_t>::max(), "device memory") {}
 
 ParamCoordinator::~ParamCoordinator() {
   for (model::ParamId id = 0; id < table_.size(); ++id) {
@@ -47,8 +45,8 @@ ParamCoordinator::~ParamCoordinator() {
 }
 
 Result<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(const model::ParamTable& table,
-                                                                   device::Device& device,
-                                                                   std::vector<ParamHome> homes, NvmeStateStore* nvme,
+                                                                   device::Device& device, std::vector<ParamHome> homes,
+                                                                   NvmeStateStore* nvme,
                                                                    const ParamCoordinatorOptions& options) {
   ZINF_CHECK(homes.size() == static_cast<std::size_t>(table.size()), "coordinator: one home per parameter");
   std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(table, device, std::move(homes), nvme, options));
@@ -84,9 +82,10 @@ Result<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(const model::
         bytes_text(largest + second), bytes_text(largest + second)));
   }
   if (largest_nvme > options.prefetch_bytes) {
-    return Status::invalid_argument(fmt::format(
-        "scenario.zero.prefetch_bytes: {} cannot stage the largest NVMe-resident parameter ({}); raise it to at least {}",
-        bytes_text(options.prefetch_bytes), bytes_text(largest_nvme), bytes_text(largest_nvme)));
+    return Status::invalid_argument(
+        fmt::format("scenario.zero.prefetch_bytes: {} cannot stage the largest NVMe-resident parameter ({}); raise it "
+                    "to at least {}",
+                    bytes_text(options.prefetch_bytes), bytes_text(largest_nvme), bytes_text(largest_nvme)));
   }
   return c;
 }
@@ -170,9 +169,10 @@ void ParamCoordinator::close_pass() {
       ++stats_.trace_mismatches;
       if (warnings_left_ > 0 && options_.on_warning) {
         --warnings_left_;
-        options_.on_warning(fmt::format("prefetch: the {} pass ended after {} of the {} recorded acquires; the order "
-                                        "is re-recorded",
-                                        phase_name(phase_), cursor_, trace.order.size()));
+        options_.on_warning(
+            fmt::format("prefetch: the {} pass ended after {} of the {} recorded acquires; the order "
+                        "is re-recorded",
+                        phase_name(phase_), cursor_, trace.order.size()));
       }
       trace.order.resize(cursor_);
     }
@@ -195,8 +195,8 @@ Status ParamCoordinator::start_read(model::ParamId id) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
   const ParamHome& home = homes_[static_cast<std::size_t>(id)];
   ZINF_ASSIGN_OR_RETURN(slot.host_copy, staging_.take(home.bytes, fmt::format("NVMe read of {}", table_[id].name)));
-  Status started = nvme_->start_read(
-      home.extent, std::span<std::byte>(static_cast<std::byte*>(slot.host_copy.data()), home.bytes));
+  Status started =
+      nvme_->start_read(home.extent, std::span<std::byte>(static_cast<std::byte*>(slot.host_copy.data()), home.bytes));
   if (!started.is_ok()) {
     staging_.give_now(std::move(slot.host_copy));
     return started;
@@ -236,17 +236,22 @@ void ParamCoordinator::drop(model::ParamId id) {
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
   device::Stream& compute = device_.stream(device::StreamRole::kCompute);
   switch (slot.state) {
-    case State::kNotAvailable: break;
+    case State::kNotAvailable:
+      break;
     case State::kReading:
       (void)nvme_->wait(homes_[static_cast<std::size_t>(id)].extent);  // the staging is written into until then
       staging_.give_now(std::move(slot.host_copy));
       break;
-    case State::kHost: staging_.give_now(std::move(slot.host_copy)); break;
+    case State::kHost:
+      staging_.give_now(std::move(slot.host_copy));
+      break;
     case State::kCopying:
       staging_.give(std::move(slot.host_copy), h2d);
       live_.give(std::move(slot.device_copy), h2d);
       break;
-    case State::kAvailable: live_.give(std::move(slot.device_copy), compute); break;
+    case State::kAvailable:
+      live_.give(std::move(slot.device_copy), compute);
+      break;
   }
   slot.state = State::kNotAvailable;
 }
@@ -286,7 +291,8 @@ void ParamCoordinator::evict_for(std::size_t bytes) {
       const Slot& slot = slots_[static_cast<std::size_t>(id)];
       const bool cached = slot.state == State::kAvailable || slot.state == State::kCopying;
       if (!cached || slot.in_use) continue;
-      if (victim < 0 || next_use[static_cast<std::size_t>(id)] > next_use[static_cast<std::size_t>(victim)]) victim = id;
+      if (victim < 0 || next_use[static_cast<std::size_t>(id)] > next_use[static_cast<std::size_t>(victim)])
+        victim = id;
     }
     if (victim < 0) return;  // everything cached is in use: take() reports the budget
     drop(victim);
@@ -320,8 +326,8 @@ Status ParamCoordinator::prefetch() {
       if (near > options_.max_live_bytes) {
         near_open = false;
       } else {
-        const bool on_host = slot.state == State::kHost ||
-                             (slot.state == State::kNotAvailable && home.tier == spec::Tier::kCpu);
+        const bool on_host =
+            slot.state == State::kHost || (slot.state == State::kNotAvailable && home.tier == spec::Tier::kCpu);
         if (on_host && live_.can_take(home.bytes)) status = start_copy(id);
       }
     }

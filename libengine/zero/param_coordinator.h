@@ -41,8 +41,8 @@ namespace zinf::zero {
 // parameter at one rank).
 struct ParamHome {
   spec::Tier tier = spec::Tier::kDevice;
-  void* data = nullptr;                  // device (tier device) or host (tier cpu) memory
-  NvmeStateStore::ExtentId extent = 0;   // tier nvme
+  void* data = nullptr;                 // device (tier device) or host (tier cpu) memory
+  NvmeStateStore::ExtentId extent = 0;  // tier nvme
   std::size_t bytes = 0;
 };
 
@@ -102,11 +102,11 @@ class ParamCoordinator {
   enum class State { kNotAvailable, kReading, kHost, kCopying, kAvailable };
   struct Slot {
     State state = State::kNotAvailable;
-    device::DeviceBuffer device_copy;        // gathered parameter, storage precision
-    std::unique_ptr<device::Event> copied;   // the host→device copy into device_copy is done
-    device::DeviceBuffer host_copy;          // NVMe-resident parameters: the host staging of a read
-    device::DeviceBuffer workspace;          // compute-dtype view while acquired (mixed on the CPU backend)
-    device::DeviceBuffer resident;           // persistent copy
+    device::DeviceBuffer device_copy;       // gathered parameter, storage precision
+    std::unique_ptr<device::Event> copied;  // the host→device copy into device_copy is done
+    device::DeviceBuffer host_copy;         // NVMe-resident parameters: the host staging of a read
+    device::DeviceBuffer workspace;         // compute-dtype view while acquired (mixed on the CPU backend)
+    device::DeviceBuffer resident;          // persistent copy
     bool in_use = false;
   };
   struct Trace {
@@ -139,16 +139,16 @@ class ParamCoordinator {
   NvmeStateStore* nvme_;
   ParamCoordinatorOptions options_;
   std::vector<Slot> slots_;
-  BufferPool live_;       // device copies of gathered parameters
-  BufferPool staging_;    // host staging of NVMe reads
-  BufferPool workspaces_; // compute-dtype views (not counted against the live budget)
+  BufferPool live_;        // device copies of gathered parameters
+  BufferPool staging_;     // host staging of NVMe reads
+  BufferPool workspaces_;  // compute-dtype views (not counted against the live budget)
   std::uint64_t persistent_bytes_ = 0;
 
-  Trace traces_[2];                       // by model::Phase
+  Trace traces_[2];  // by model::Phase
   model::Phase phase_ = model::Phase::kForward;
-  bool in_pass_ = false;                  // a phase has begun since the last invalidate()
+  bool in_pass_ = false;  // a phase has begun since the last invalidate()
   bool recording_ = false;
-  std::size_t cursor_ = 0;                // position of the next acquire in traces_[phase_]
+  std::size_t cursor_ = 0;  // position of the next acquire in traces_[phase_]
   int warnings_left_ = 3;
 
   EngineStats stats_;

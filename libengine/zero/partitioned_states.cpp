@@ -62,11 +62,12 @@ Result<std::unique_ptr<PartitionedStates>> PartitionedStates::create(const model
     return Status::invalid_argument("model states: the parameter table is empty; there is nothing to train");
   }
   if (!options.zero.partitioned()) {
-    return Status::invalid_argument("scenario.zero.stage: 0 is the replicated engine; partitioned states need 1, 2 or 3");
+    return Status::invalid_argument(
+        "scenario.zero.stage: 0 is the replicated engine; partitioned states need 1, 2 or 3");
   }
   if (options.world_size != 1) {
-    return Status::invalid_argument(fmt::format(
-        "ranks: {} ranks need the communicator; this engine runs one rank", options.world_size));
+    return Status::invalid_argument(
+        fmt::format("ranks: {} ranks need the communicator; this engine runs one rank", options.world_size));
   }
   if (options.compute_dtype != DType::kF32 && options.compute_dtype != options.precision) {
     return Status::invalid_argument(fmt::format("model states: compute precision {} with {} storage is not supported",
@@ -83,7 +84,8 @@ std::size_t PartitionedStates::storage_bytes(model::ParamId id) const {
 }
 
 Tensor PartitionedStates::view(void* base, DType dtype, model::ParamId id, bool on_device) const {
-  auto* at = static_cast<std::byte*>(base) + static_cast<std::size_t>(partition_[id].flat_offset) * dtype_size_bytes(dtype);
+  auto* at =
+      static_cast<std::byte*>(base) + static_cast<std::size_t>(partition_[id].flat_offset) * dtype_size_bytes(dtype);
   return Tensor(at, dtype, Shape{partition_[id].owned}, on_device ? &device_ : nullptr);
 }
 
@@ -115,8 +117,7 @@ Status PartitionedStates::plan_and_allocate() {
     if (buffer.is_ok()) return buffer;
     return tier == Tier::kDevice
                ? as_field_error(buffer.status(), "scenario.device_memory", "raise it or move states off the device")
-               : as_field_error(buffer.status(), "scenario.zero.host_memory",
-                                "raise it or move states to \"nvme\"");
+               : as_field_error(buffer.status(), "scenario.zero.host_memory", "raise it or move states to \"nvme\"");
   };
   if (zero_.params != Tier::kNvme) {
     ZINF_ASSIGN_OR_RETURN(params_, allocate_on(zero_.params, flat_bytes(half), storage_name + " params"));
@@ -147,8 +148,8 @@ Status PartitionedStates::plan_and_allocate() {
             "states, {} of prefetch staging and {} of slack; its {} buffers of the largest parameter ({} elements) "
             "need {}; raise host_memory to at least {}",
             bytes_text(host.capacity_bytes), bytes_text(left), bytes_text(host.current_bytes),
-            bytes_text(zero_.prefetch_bytes), bytes_text(slack), kPipelineSets, largest_slice,
-            bytes_text(need), bytes_text(host.capacity_bytes + need - left)));
+            bytes_text(zero_.prefetch_bytes), bytes_text(slack), kPipelineSets, largest_slice, bytes_text(need),
+            bytes_text(host.capacity_bytes + need - left)));
       }
       target = std::min<std::int64_t>(std::int64_t{256} << 20,
                                       static_cast<std::int64_t>(left / (kPipelineSets * per_element)));
@@ -299,10 +300,10 @@ Status PartitionedStates::initialise() {
       source = stored.data();
     }
     if (zero_.params == Tier::kNvme) {
-      ZINF_ASSIGN_OR_RETURN(const NvmeStateStore::ExtentId extent,
-                            nvme_->create(fmt::format("{} params of {}", dtype_name(precision_), table_[id].name),
-                                          std::span<const std::byte>(static_cast<const std::byte*>(source),
-                                                                     storage_bytes(id))));
+      ZINF_ASSIGN_OR_RETURN(
+          const NvmeStateStore::ExtentId extent,
+          nvme_->create(fmt::format("{} params of {}", dtype_name(precision_), table_[id].name),
+                        std::span<const std::byte>(static_cast<const std::byte*>(source), storage_bytes(id))));
       param_extents_.push_back(extent);
       coordinator_->set_extent(id, extent);
     } else {
@@ -317,11 +318,12 @@ Status PartitionedStates::initialise() {
     ZINF_RETURN_IF_ERROR(compute.synchronize());
     if (zero_.optimizer == Tier::kNvme && id == groups_[group].last) {
       const SubGroup& g = groups_[group];
-      ZINF_ASSIGN_OR_RETURN(groups_[group].extent,
-                            nvme_->create(fmt::format("optimizer states of sub-group {} ({}..{})", group,
-                                                      table_[g.first].name, table_[g.last].name),
-                                          std::span<const std::byte>(static_cast<const std::byte*>(set->states.data()),
-                                                                     static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12)));
+      ZINF_ASSIGN_OR_RETURN(
+          groups_[group].extent,
+          nvme_->create(fmt::format("optimizer states of sub-group {} ({}..{})", group, table_[g.first].name,
+                                    table_[g.last].name),
+                        std::span<const std::byte>(static_cast<const std::byte*>(set->states.data()),
+                                                   static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12)));
       ++group;
     }
   }
@@ -360,9 +362,8 @@ Result<Tensor> PartitionedStates::grad_buffer(model::ParamId id) {
   }
   // Asked again before the commit (a tied weight), the same buffer: both contributions land in it.
   if (grad_out_[index]) return Tensor(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
-  ZINF_ASSIGN_OR_RETURN(grad_workspaces_[index],
-                        grad_pool_->take(static_cast<std::size_t>(info.numel) * 4,
-                                         fmt::format("fp32 gradient of {}", info.name)));
+  ZINF_ASSIGN_OR_RETURN(grad_workspaces_[index], grad_pool_->take(static_cast<std::size_t>(info.numel) * 4,
+                                                                  fmt::format("fp32 gradient of {}", info.name)));
   const Tensor values(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
   if (zero_.grads == spec::Tier::kDevice) {
     // The gradient so far (zero after zero_grads()), as ZeRO-0 hands it out.
@@ -377,8 +378,7 @@ Result<Tensor> PartitionedStates::grad_buffer(model::ParamId id) {
 Status PartitionedStates::track_d2h(std::size_t bytes) {
   // At most max_live_bytes of gradients travel to the host at once (at least one).
   const std::uint64_t cap = std::max<std::uint64_t>(zero_.max_live_bytes, 64 * kMiB);
-  while (!d2h_in_flight_.empty() &&
-         (d2h_in_flight_.front().done->query() || d2h_in_flight_bytes_ + bytes > cap)) {
+  while (!d2h_in_flight_.empty() && (d2h_in_flight_.front().done->query() || d2h_in_flight_bytes_ + bytes > cap)) {
     ZINF_RETURN_IF_ERROR(d2h_in_flight_.front().done->synchronize());
     d2h_in_flight_bytes_ -= d2h_in_flight_.front().bytes;
     d2h_in_flight_.erase(d2h_in_flight_.begin());
@@ -407,7 +407,8 @@ Status PartitionedStates::commit(model::ParamId id) {
   device::DeviceBuffer staging;
   const void* source = values.data();
   if (mixed()) {
-    ZINF_ASSIGN_OR_RETURN(staging, grad_pool_->take(bytes, fmt::format("{} gradient of {}", dtype_name(precision_), info.name)));
+    ZINF_ASSIGN_OR_RETURN(staging,
+                          grad_pool_->take(bytes, fmt::format("{} gradient of {}", dtype_name(precision_), info.name)));
     device_.ops().copy(Tensor(staging.data(), precision_, info.shape, &device_), values);
     source = staging.data();
   }
@@ -447,17 +448,20 @@ std::vector<StateBytes> PartitionedStates::state_bytes() const {
   out.push_back({"grads", zero_.grads, grads_.bytes()});
   std::uint64_t optimizer_nvme = 0;
   for (const SubGroup& g : groups_) optimizer_nvme += static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 4;
-  for (const auto& [name, buffer] : {std::pair{"master_params", &master_}, std::pair{"adam_m", &adam_m_},
-                                     std::pair{"adam_v", &adam_v_}}) {
+  for (const auto& [name, buffer] :
+       {std::pair{"master_params", &master_}, std::pair{"adam_m", &adam_m_}, std::pair{"adam_v", &adam_v_}}) {
     out.push_back({name, zero_.optimizer, zero_.optimizer == Tier::kNvme ? optimizer_nvme : buffer->bytes()});
   }
   if (!params_out_.empty()) out.push_back({"params_staging", Tier::kCpu, params_out_.bytes()});
   std::uint64_t pipeline = 0;
   for (const PipelineSet& set : sets_) pipeline += set.states.bytes() + set.params_out.bytes();
   if (pipeline > 0) out.push_back({"optimizer_pipeline", Tier::kCpu, pipeline});
-  if (coordinator_->persistent_bytes() > 0) out.push_back({"persistent_params", Tier::kDevice, coordinator_->persistent_bytes()});
-  if (zero_.params != Tier::kDevice) out.push_back({"gathered_params_peak", Tier::kDevice, coordinator_->live_peak_bytes()});
-  if (coordinator_->staging_peak_bytes() > 0) out.push_back({"nvme_read_staging_peak", Tier::kCpu, coordinator_->staging_peak_bytes()});
+  if (coordinator_->persistent_bytes() > 0)
+    out.push_back({"persistent_params", Tier::kDevice, coordinator_->persistent_bytes()});
+  if (zero_.params != Tier::kDevice)
+    out.push_back({"gathered_params_peak", Tier::kDevice, coordinator_->live_peak_bytes()});
+  if (coordinator_->staging_peak_bytes() > 0)
+    out.push_back({"nvme_read_staging_peak", Tier::kCpu, coordinator_->staging_peak_bytes()});
   out.push_back({"gradient_buffers_peak", Tier::kDevice, grad_pool_->peak_owned_bytes()});
   return out;
 }

@@ -24,11 +24,11 @@
 
 #include <array>
 #include <cstdint>
-#include <span>
-#include <utility>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "libengine/core/dtype.h"
@@ -108,7 +108,7 @@ class PartitionedStates final : public ModelStates {
     device::DeviceBuffer states;
     device::DeviceBuffer params_out;
     std::unique_ptr<device::Event> copies_done;  // host→device copies out of this set
-    int group = -1;                               // the sub-group it holds, -1: none
+    int group = -1;                              // the sub-group it holds, -1: none
   };
 
   PartitionedStates(const model::ParamTable& table, device::Device& device, PartitionedStatesOptions& options);
@@ -157,20 +157,20 @@ class PartitionedStates final : public ModelStates {
   std::unique_ptr<NvmeStateStore> nvme_;
   device::DeviceBuffer params_;  // flat, storage precision: device memory (tier device) or host (tier cpu)
   std::vector<NvmeStateStore::ExtentId> param_extents_;  // tier nvme: one extent per parameter
-  device::DeviceBuffer grads_;   // flat, storage precision: device or host memory
-  device::DeviceBuffer master_;  // flat fp32 on the device or host tier (optimizer not on NVMe)
+  device::DeviceBuffer grads_;                           // flat, storage precision: device or host memory
+  device::DeviceBuffer master_;                          // flat fp32 on the device or host tier (optimizer not on NVMe)
   device::DeviceBuffer adam_m_;
   device::DeviceBuffer adam_v_;
-  device::DeviceBuffer params_out_;  // optimizer on the cpu tier, mixed, params not on cpu: new half values
-  std::vector<SubGroup> groups_;     // optimizer on NVMe
+  device::DeviceBuffer params_out_;       // optimizer on the cpu tier, mixed, params not on cpu: new half values
+  std::vector<SubGroup> groups_;          // optimizer on NVMe
   std::vector<std::size_t> group_order_;  // the order the optimizer steps them in
   std::vector<PipelineSet> sets_;
   std::unique_ptr<ParamCoordinator> coordinator_;
 
-  std::unique_ptr<BufferPool> grad_pool_;         // fp32 gradient buffers and half staging on the device
+  std::unique_ptr<BufferPool> grad_pool_;  // fp32 gradient buffers and half staging on the device
   std::vector<device::DeviceBuffer> grad_workspaces_;
   std::vector<bool> grad_out_;
-  std::unique_ptr<device::Event> computed_;       // the compute stream's point a transfer waits for
+  std::unique_ptr<device::Event> computed_;  // the compute stream's point a transfer waits for
   struct InFlight {
     std::unique_ptr<device::Event> done;
     std::size_t bytes;

@@ -4,10 +4,10 @@
 // and the new parameter values go back to their tier.
 #include <algorithm>
 #include <array>
-#include <span>
-#include <utility>
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -40,7 +40,8 @@ Status PartitionedStates::publish(model::ParamId id, const void* source) {
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
   switch (zero_.params) {
     case spec::Tier::kDevice:
-      device_.copy(view(params_.data(), precision_, id, true).data(), source, bytes, device::CopyKind::kHostToDevice, h2d);
+      device_.copy(view(params_.data(), precision_, id, true).data(), source, bytes, device::CopyKind::kHostToDevice,
+                   h2d);
       host_to_device_.optimizer += bytes;
       break;
     case spec::Tier::kCpu: {
@@ -49,8 +50,9 @@ Status PartitionedStates::publish(model::ParamId id, const void* source) {
       break;
     }
     case spec::Tier::kNvme:
-      ZINF_RETURN_IF_ERROR(nvme_->start_write(param_extents_[static_cast<std::size_t>(id)],
-                                              std::span<const std::byte>(static_cast<const std::byte*>(source), bytes)));
+      ZINF_RETURN_IF_ERROR(
+          nvme_->start_write(param_extents_[static_cast<std::size_t>(id)],
+                             std::span<const std::byte>(static_cast<const std::byte*>(source), bytes)));
       break;
   }
   if (void* resident = coordinator_->persistent_copy(id); resident != nullptr) {
@@ -91,9 +93,15 @@ Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer
     if (nvme_) nvme_->set_phase(TrafficPhase::kOptimizer);
     Status stepped;
     switch (zero_.optimizer) {
-      case spec::Tier::kDevice: stepped = step_on_device(optimizer, plan); break;
-      case spec::Tier::kCpu: stepped = step_on_host(optimizer, plan); break;
-      case spec::Tier::kNvme: stepped = step_streamed(optimizer, plan); break;
+      case spec::Tier::kDevice:
+        stepped = step_on_device(optimizer, plan);
+        break;
+      case spec::Tier::kCpu:
+        stepped = step_on_host(optimizer, plan);
+        break;
+      case spec::Tier::kNvme:
+        stepped = step_streamed(optimizer, plan);
+        break;
     }
     if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
     ZINF_RETURN_IF_ERROR(stepped);
@@ -192,7 +200,8 @@ Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const o
       Tensor out;
       if (mixed()) {
         const std::int64_t at = partition_[id].flat_offset - group.flat_begin;
-        out = Tensor(static_cast<std::byte*>(set.params_out.data()) + static_cast<std::size_t>(at) * dtype_size_bytes(precision_),
+        out = Tensor(static_cast<std::byte*>(set.params_out.data()) +
+                         static_cast<std::size_t>(at) * dtype_size_bytes(precision_),
                      precision_, Shape{partition_[id].owned});
       }
       optimizer.step_slice(host_ops_, plan, table_[id].weight_decay, s.master, s.exp_avg, s.exp_avg_sq,
@@ -204,8 +213,8 @@ Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const o
     h2d.record(*set.copies_done);
     // Write behind: the sub-group goes back while the next one is stepped.
     const auto bytes = static_cast<std::size_t>(group.flat_end - group.flat_begin) * 12;
-    if (Status s = nvme_->start_write(group.extent, std::span<const std::byte>(
-                                                        static_cast<const std::byte*>(set.states.data()), bytes));
+    if (Status s = nvme_->start_write(
+            group.extent, std::span<const std::byte>(static_cast<const std::byte*>(set.states.data()), bytes));
         !s.is_ok()) {
       return fail(s);
     }
@@ -233,7 +242,8 @@ std::array<std::pair<std::size_t, std::span<float>>, 3> PartitionedStates::check
   const auto count = static_cast<std::size_t>(table_.size());
   const auto index = static_cast<std::size_t>(id);
   const auto span_of = [](const Tensor& t) { return std::span<float>(t.f32(), static_cast<std::size_t>(t.numel())); };
-  return {{{index, span_of(s.master)}, {count + index, span_of(s.exp_avg)}, {2 * count + index, span_of(s.exp_avg_sq)}}};
+  return {
+      {{index, span_of(s.master)}, {count + index, span_of(s.exp_avg)}, {2 * count + index, span_of(s.exp_avg_sq)}}};
 }
 
 Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
@@ -275,9 +285,9 @@ Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
         }
         ZINF_RETURN_IF_ERROR(compute.synchronize());
         const Shape shape{n};
-        ZINF_RETURN_IF_ERROR(write_param(id, {Tensor(host.data(), DType::kF32, shape),
-                                              Tensor(host.data() + n, DType::kF32, shape),
-                                              Tensor(host.data() + 2 * n, DType::kF32, shape)}));
+        ZINF_RETURN_IF_ERROR(
+            write_param(id, {Tensor(host.data(), DType::kF32, shape), Tensor(host.data() + n, DType::kF32, shape),
+                             Tensor(host.data() + 2 * n, DType::kF32, shape)}));
       }
       return Status::ok();
     }
@@ -321,8 +331,8 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
         }
         const auto bytes = static_cast<std::size_t>(groups_[g].flat_end - groups_[g].flat_begin) * 12;
         if (status.is_ok()) {
-          status = nvme_->start_write(groups_[g].extent,
-                                      std::span<const std::byte>(static_cast<const std::byte*>(set.states.data()), bytes));
+          status = nvme_->start_write(
+              groups_[g].extent, std::span<const std::byte>(static_cast<const std::byte*>(set.states.data()), bytes));
         }
         if (status.is_ok()) status = finish_set(set);
       }
@@ -338,9 +348,9 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
         const std::int64_t n = partition_[id].owned;
         host.resize(static_cast<std::size_t>(3 * n));
         const Shape shape{n};
-        ZINF_RETURN_IF_ERROR(read_param(id, {Tensor(host.data(), DType::kF32, shape),
-                                             Tensor(host.data() + n, DType::kF32, shape),
-                                             Tensor(host.data() + 2 * n, DType::kF32, shape)}));
+        ZINF_RETURN_IF_ERROR(
+            read_param(id, {Tensor(host.data(), DType::kF32, shape), Tensor(host.data() + n, DType::kF32, shape),
+                            Tensor(host.data() + 2 * n, DType::kF32, shape)}));
         int kind = 0;
         for (const device::DeviceBuffer* buffer : {&master_, &adam_m_, &adam_v_}) {
           const Tensor dst = view(buffer->data(), DType::kF32, id, true);

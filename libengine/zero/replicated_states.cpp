@@ -1,8 +1,8 @@
 #include "libengine/zero/replicated_states.h"
 
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <span>
 
@@ -19,7 +19,9 @@ namespace {
 constexpr std::int64_t kAlignElements = 32;
 constexpr std::size_t kWorkspaceAlignBytes = 64;
 
-std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 
 Shape flat_shape(std::int64_t numel) { return Shape{numel}; }
 
@@ -59,8 +61,8 @@ Result<std::unique_ptr<ReplicatedStates>> ReplicatedStates::create(const model::
         dtype_name(options.compute_dtype), dtype_name(options.precision)));
   }
   if (!device.ops().supports_compute_dtype(options.compute_dtype)) {
-    return Status::invalid_argument(fmt::format("model states: {} cannot compute in {}", device.describe(),
-                                                dtype_name(options.compute_dtype)));
+    return Status::invalid_argument(
+        fmt::format("model states: {} cannot compute in {}", device.describe(), dtype_name(options.compute_dtype)));
   }
   std::unique_ptr<ReplicatedStates> states(new ReplicatedStates(table, device, options));
   ZINF_RETURN_IF_ERROR(states->allocate_states());
@@ -278,8 +280,8 @@ Result<std::vector<NamedArray>> ReplicatedStates::checkpoint_arrays() {
     for (std::size_t kind = 0; kind < 3; ++kind) bases[kind] = static_cast<float*>(states[kind]->data());
   } else {
     if (checkpoint_mirror_.empty()) {
-      ZINF_ASSIGN_OR_RETURN(checkpoint_mirror_, device_.allocate_host(3 * states[0]->bytes(),
-                                                                      "host copy of the states for checkpoints"));
+      ZINF_ASSIGN_OR_RETURN(checkpoint_mirror_,
+                            device_.allocate_host(3 * states[0]->bytes(), "host copy of the states for checkpoints"));
     }
     auto* mirror = static_cast<float*>(checkpoint_mirror_.data());
     bases = {mirror, mirror + padded_numel_, mirror + 2 * padded_numel_};

@@ -37,9 +37,9 @@
 #include "libengine/device/device.h"
 #include "libengine/model/param_source.h"
 #include "libengine/model/param_table.h"
-#include "libengine/zero/model_states.h"
 #include "libengine/tensor/named_array.h"
 #include "libengine/tensor/tensor.h"
+#include "libengine/zero/model_states.h"
 
 namespace zinf::zero {
 
@@ -84,8 +84,8 @@ class ReplicatedStates final : public ModelStates {
 
   // GradSink (see model/param_source.h). The buffer holds the gradient accumulated so far in this
   // step (zero after zero_grads()). Asked for again before its commit it returns the same buffer;
-  // after a commit it may be handed out, added to and committed again. fp32: the gradient storage itself; commit() does nothing. Mixed
-  // precision: a pooled fp32 workspace; commit() rounds it into the half gradient (to +-inf where an
+  // after a commit it may be handed out, added to and committed again. fp32: the gradient storage itself; commit() does
+  // nothing. Mixed precision: a pooled fp32 workspace; commit() rounds it into the half gradient (to +-inf where an
   // fp16 value overflows, which the optimizer detects) and returns the workspace to the pool.
   Result<Tensor> grad_buffer(model::ParamId id) override;
   Status commit(model::ParamId id) override;

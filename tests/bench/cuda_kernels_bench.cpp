@@ -55,7 +55,7 @@ constexpr std::int64_t kT = 2048;
 constexpr std::int64_t kC = 2048;
 constexpr std::int64_t kNH = 16;
 constexpr std::int64_t kV = 50257;
-constexpr std::int64_t kF = 4 * kC;  // MLP hidden width
+constexpr std::int64_t kF = 4 * kC;   // MLP hidden width
 constexpr std::int64_t kR = kB * kT;  // rows: every position of every sequence
 constexpr std::int64_t kAdamParams = std::int64_t{64} << 20;
 
@@ -447,8 +447,8 @@ void BM_MemoryBandwidth(benchmark::State& state, Gpu& gpu) {
   void* dst = setup.zeros(kProbeBytes);
   if (!setup.ok(state)) return;
   if (!timed_loop(state, gpu, [&] { return gpu.probe_copy(dst, src); })) return;
-  state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(state.iterations()) * 2.0 *
-                                                    static_cast<double>(kProbeBytes)));
+  state.SetBytesProcessed(
+      static_cast<std::int64_t>(static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(kProbeBytes)));
   state.SetLabel(gpu.label() + " cudaMemcpyAsync 1 GiB device to device");
 }
 
@@ -480,9 +480,9 @@ void BM_LayerNormForward(benchmark::State& state, Gpu& gpu) {
   float* rstd = setup.zeros_f32(kR);
   if (!setup.ok(state)) return;
   const auto seconds = timed_loop(state, gpu, [&] {
-    return launched(cuda::layernorm_forward(Elem::kBF16, out, mean, rstd, inp, weight, bias, kR, kC, kLayerNormEps,
-                                            gpu.stream()),
-                    "cuda::layernorm_forward");
+    return launched(
+        cuda::layernorm_forward(Elem::kBF16, out, mean, rstd, inp, weight, bias, kR, kC, kLayerNormEps, gpu.stream()),
+        "cuda::layernorm_forward");
   });
   if (!seconds) return;
   // Read inp [R,C], weight and bias [C] (bf16); write out [R,C] (bf16), mean and rstd [R] (fp32).
@@ -707,9 +707,9 @@ void BM_AttentionForward(benchmark::State& state, Gpu& gpu) {
   float* lse = setup.zeros_f32(lse_n);
   if (!setup.ok(state)) return;
   const auto seconds = timed_loop(state, gpu, [&] {
-    return launched(cuda::attention_forward(Elem::kBF16, out, lse, qkv, s.batch, s.seq_len, s.channels, s.heads,
-                                            gpu.stream()),
-                    "cuda::attention_forward");
+    return launched(
+        cuda::attention_forward(Elem::kBF16, out, lse, qkv, s.batch, s.seq_len, s.channels, s.heads, gpu.stream()),
+        "cuda::attention_forward");
   });
   if (!seconds) return;
   // Read qkv [R,3C]; write out [R,C] (bf16) and lse [B,NH,T] (fp32).
@@ -733,9 +733,9 @@ void BM_AttentionBackward(benchmark::State& state, Gpu& gpu) {
   void* scratch = setup.scratch(scratch_bytes);
   if (!setup.ok(state)) return;
   // The backward recomputes P from qkv and lse: give it the forward's real out and lse.
-  if (const Error e = launched(cuda::attention_forward(Elem::kBF16, out, lse, qkv, s.batch, s.seq_len, s.channels,
-                                                       s.heads, gpu.stream()),
-                               "cuda::attention_forward (inputs of the backward)")) {
+  if (const Error e = launched(
+          cuda::attention_forward(Elem::kBF16, out, lse, qkv, s.batch, s.seq_len, s.channels, s.heads, gpu.stream()),
+          "cuda::attention_forward (inputs of the backward)")) {
     state.SkipWithError(e.message.c_str());
     return;
   }

@@ -98,8 +98,8 @@ void triad_in_place(float* a, const float* b, float scale, std::size_t n) {
 }
 
 void sgemm(float* c, const float* a, const float* b) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kSgemmN, kSgemmN, kSgemmN, 1.0f, a, kSgemmN, b, kSgemmN,
-              0.0f, c, kSgemmN);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kSgemmN, kSgemmN, kSgemmN, 1.0f, a, kSgemmN, b, kSgemmN, 0.0f,
+              c, kSgemmN);
 }
 
 constexpr double kSgemmFlops = 2.0 * kSgemmN * kSgemmN * kSgemmN;
@@ -249,9 +249,7 @@ void BM_GeluForward(benchmark::State& state) {
   const double bound = bandwidth_bound();
   auto inp = filled(kGeluN, -3.0f, 3.0f);
   auto out = zeros(kGeluN);
-  const double seconds = timed_loop(state, [&] {
-    cpu::gelu_forward(out.get(), inp.get(), kGeluN);
-  });
+  const double seconds = timed_loop(state, [&] { cpu::gelu_forward(out.get(), inp.get(), kGeluN); });
   // Read inp, write out: N each.
   report_memory_bound(state, seconds, kF * 2.0 * kGeluN, bound);
 }
@@ -262,9 +260,7 @@ void BM_GeluBackward(benchmark::State& state) {
   auto inp = filled(kGeluN, -3.0f, 3.0f);
   auto dout = filled(kGeluN);
   auto dinp = zeros(kGeluN);
-  const double seconds = timed_loop(state, [&] {
-    cpu::gelu_backward(dinp.get(), inp.get(), dout.get(), kGeluN);
-  });
+  const double seconds = timed_loop(state, [&] { cpu::gelu_backward(dinp.get(), inp.get(), dout.get(), kGeluN); });
   // Read inp, dout; read+write dinp (+=): 4N.
   report_memory_bound(state, seconds, kF * 4.0 * kGeluN, bound);
 }
@@ -279,9 +275,7 @@ void BM_ResidualForward(benchmark::State& state) {
   auto inp1 = filled(kResN);
   auto inp2 = filled(kResN);
   auto out = zeros(kResN);
-  const double seconds = timed_loop(state, [&] {
-    cpu::residual_forward(out.get(), inp1.get(), inp2.get(), kResN);
-  });
+  const double seconds = timed_loop(state, [&] { cpu::residual_forward(out.get(), inp1.get(), inp2.get(), kResN); });
   // Read inp1, inp2; write out: 3N.
   report_memory_bound(state, seconds, kF * 3.0 * kResN, bound);
 }
@@ -292,9 +286,8 @@ void BM_ResidualBackward(benchmark::State& state) {
   auto dout = filled(kResN);
   auto dinp1 = zeros(kResN);
   auto dinp2 = zeros(kResN);
-  const double seconds = timed_loop(state, [&] {
-    cpu::residual_backward(dinp1.get(), dinp2.get(), dout.get(), kResN);
-  });
+  const double seconds =
+      timed_loop(state, [&] { cpu::residual_backward(dinp1.get(), dinp2.get(), dout.get(), kResN); });
   // Read dout; read+write dinp1 and dinp2 (+=): 5N.
   report_memory_bound(state, seconds, kF * 5.0 * kResN, bound);
 }
@@ -308,9 +301,8 @@ void BM_EmbeddingForward(benchmark::State& state) {
   auto wte = filled(kV * kC);
   auto wpe = filled(kT * kC);
   auto out = zeros(kR * kC);
-  const double seconds = timed_loop(state, [&] {
-    cpu::embedding_forward(out.get(), tok.data(), wte.get(), wpe.get(), kB, kT, kC);
-  });
+  const double seconds =
+      timed_loop(state, [&] { cpu::embedding_forward(out.get(), tok.data(), wte.get(), wpe.get(), kB, kT, kC); });
   // Read tokens [R] (4 bytes each), the R gathered wte rows [R,C] and wpe [T,C]; write out [R,C].
   report_memory_bound(state, seconds, kF * (kR + 2.0 * kR * kC + kT * kC), bound);
 }
@@ -322,9 +314,8 @@ void BM_EmbeddingBackward(benchmark::State& state) {
   auto dout = filled(kR * kC);
   auto dwte = zeros(kV * kC);
   auto dwpe = zeros(kT * kC);
-  const double seconds = timed_loop(state, [&] {
-    cpu::embedding_backward(dwte.get(), dwpe.get(), dout.get(), tok.data(), kB, kT, kC);
-  });
+  const double seconds =
+      timed_loop(state, [&] { cpu::embedding_backward(dwte.get(), dwpe.get(), dout.get(), tok.data(), kB, kT, kC); });
   // Read tokens [R] and dout [R,C]; read+write the R scattered dwte rows [R,C] (the tokens here are
   // almost all distinct) and dwpe [T,C].
   report_memory_bound(state, seconds, kF * (kR + 3.0 * kR * kC + 2.0 * kT * kC), bound);
@@ -340,9 +331,8 @@ void BM_CrossEntropyForward(benchmark::State& state) {
   auto logits = filled(kR * vocab, -4.0f, 4.0f);
   auto losses = zeros(kR);
   double loss = 0.0;
-  const double seconds = timed_loop(state, [&] {
-    loss += cpu::cross_entropy_forward(losses.get(), logits.get(), tgt.data(), kR, vocab);
-  });
+  const double seconds =
+      timed_loop(state, [&] { loss += cpu::cross_entropy_forward(losses.get(), logits.get(), tgt.data(), kR, vocab); });
   benchmark::DoNotOptimize(loss);
   // Read logits [R,V] and targets [R]; write losses [R].
   report_memory_bound(state, seconds, kF * (static_cast<double>(kR) * static_cast<double>(vocab) + 2.0 * kR), bound);
@@ -398,11 +388,11 @@ void BM_AttentionForward(benchmark::State& state) {
   auto qkv = filled(rows * 3 * s.channels);
   auto out = zeros(rows * s.channels);
   auto lse = zeros(s.batch * s.heads * s.seq_len);
-  const double seconds = timed_loop(state, [&] {
-    cpu::attention_forward(out.get(), lse.get(), qkv.get(), s.batch, s.seq_len, s.channels, s.heads);
-  });
+  const double seconds = timed_loop(
+      state, [&] { cpu::attention_forward(out.get(), lse.get(), qkv.get(), s.batch, s.seq_len, s.channels, s.heads); });
   // Read qkv [R,3C]; write out [R,C] and lse [B,NH,T].
-  const double bytes = kF * (4.0 * static_cast<double>(rows * s.channels) + static_cast<double>(s.batch * s.heads * s.seq_len));
+  const double bytes =
+      kF * (4.0 * static_cast<double>(rows * s.channels) + static_cast<double>(s.batch * s.heads * s.seq_len));
   report_compute_bound(state, seconds, attention_flops(s, 4.0), bytes, peak);
 }
 BENCHMARK(BM_AttentionForward)
@@ -427,7 +417,8 @@ void BM_AttentionBackward(benchmark::State& state) {
                             s.heads);
   });
   // Read dout, out [R,C], qkv [R,3C], lse [B,NH,T]; read+write dqkv [R,3C] (+=).
-  const double bytes = kF * (11.0 * static_cast<double>(rows * s.channels) + static_cast<double>(s.batch * s.heads * s.seq_len));
+  const double bytes =
+      kF * (11.0 * static_cast<double>(rows * s.channels) + static_cast<double>(s.batch * s.heads * s.seq_len));
   report_compute_bound(state, seconds, attention_flops(s, 10.0), bytes, peak);
 }
 BENCHMARK(BM_AttentionBackward)
@@ -446,9 +437,8 @@ void BM_MatmulForward(benchmark::State& state) {
   auto weight = filled(oc * kC, -0.05f, 0.05f);
   auto bias = filled(oc);
   auto out = zeros(kR * oc);
-  const double seconds = timed_loop(state, [&] {
-    cpu::matmul_forward(out.get(), inp.get(), weight.get(), bias.get(), kR, kC, oc);
-  });
+  const double seconds =
+      timed_loop(state, [&] { cpu::matmul_forward(out.get(), inp.get(), weight.get(), bias.get(), kR, kC, oc); });
   // 2*R*C*OC FLOPs. Read inp [R,C], weight [OC,C], bias [OC]; write out [R,OC].
   const double r = kR;
   const double c = kC;

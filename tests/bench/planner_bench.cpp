@@ -2,8 +2,8 @@
 // the explanation), a 112-point sweep (params=1B..100T x nodes=1..64, reported as points/s) and the
 // max-params bisection for every strategy. The planner is pure computation, so these measure the
 // search itself; a regression here makes `zinf plan --sweep` and `--max-params` feel slow.
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 

@@ -207,12 +207,19 @@ TEST_CASE("bench io: fio argv for one job over two swap files") {
   job.size_bytes = 4 * kGiB;
   const auto argv = fio_argv("/usr/bin/fio", job);
   REQUIRE(argv.is_ok());
-  const std::vector<std::string> expected{
-      "/usr/bin/fio",          "--name=zinf-seq-read", "--filename=/proc/42/fd/7:/proc/42/fd/8",
-      "--ioengine=io_uring",   "--direct=1",           "--rw=read",
-      "--bs=1048576",          "--iodepth=32",         "--size=4294967296",
-      "--iomem=malloc",        "--allow_file_create=0", "--group_reporting",
-      "--output-format=json"};
+  const std::vector<std::string> expected{"/usr/bin/fio",
+                                          "--name=zinf-seq-read",
+                                          "--filename=/proc/42/fd/7:/proc/42/fd/8",
+                                          "--ioengine=io_uring",
+                                          "--direct=1",
+                                          "--rw=read",
+                                          "--bs=1048576",
+                                          "--iodepth=32",
+                                          "--size=4294967296",
+                                          "--iomem=malloc",
+                                          "--allow_file_create=0",
+                                          "--group_reporting",
+                                          "--output-format=json"};
   CHECK(*argv == expected);
   CHECK(fio_direction("read") == FioDirection::kRead);
   CHECK(fio_direction("randwrite") == FioDirection::kWrite);
@@ -423,7 +430,8 @@ TEST_CASE("bench io: bad flags are one-line errors naming the flag (exit 2)") {
   expect_bad_input({"--path", p, "--checksum", "md5"}, "--checksum: 'md5'");
   expect_bad_input({"--path", p, "--repeat", "0"}, "--repeat: '0' is zero");
   expect_bad_input({"--path", p, "--format", "xml"}, "--format: 'xml'");
-  expect_bad_input({"--path", p, "--fio", "--fio-iomem", "hugetlb"}, "--fio-iomem: 'hugetlb' is not one of malloc, shmhuge");
+  expect_bad_input({"--path", p, "--fio", "--fio-iomem", "hugetlb"},
+                   "--fio-iomem: 'hugetlb' is not one of malloc, shmhuge");
   expect_bad_input({"--path", "/nonexistent"}, "/nonexistent");
   expect_bad_input({"--path", p, "--path", p, "--size", "8MiB", "--tensor", "1MiB"}, "is given twice");
   expect_bad_input({"--path", dir.write("file", "x"), "--size", "8MiB", "--tensor", "1MiB"}, "is not a directory");
@@ -461,8 +469,8 @@ TEST_CASE("bench io: a small run writes a record with every test verified") {
   CHECK(record["store"]["description"].get<std::string>().rfind("swap: 1 path", 0) == 0);
   CHECK(record["layout"]["tensor_count"] == 8);  // 8 MiB / 1 MiB
   CHECK(record["layout"]["window_tensors"] == 2);
-  CHECK(record["layout"]["memory_bytes"] ==
-        record["layout"]["ring_bytes"].get<std::uint64_t>() + record["store"]["stats"]["staging_bytes"].get<std::uint64_t>());
+  CHECK(record["layout"]["memory_bytes"] == record["layout"]["ring_bytes"].get<std::uint64_t>() +
+                                                record["store"]["stats"]["staging_bytes"].get<std::uint64_t>());
   CHECK(record["layout"]["prefilled"] == false);
   CHECK(record["verified"] == true);
   CHECK(record["fio"].is_null());

@@ -70,7 +70,8 @@ TEST_CASE("plan 1T on one DGX-2: feasible only with NVMe, figures in base units"
 TEST_CASE("plan table output explains the answer") {
   const Outcome o = zinf({"plan", "--params", "1T", "--hw", "dgx2-v100"});
   REQUIRE(o.code == 0);
-  for (const char* heading : {"Verdict", "Model", "Memory per kind of state", "Memory per tier", "Bandwidth", "Prediction"}) {
+  for (const char* heading :
+       {"Verdict", "Model", "Memory per kind of state", "Memory per tier", "Bandwidth", "Prediction"}) {
     CHECK(o.out.find(heading) != std::string::npos);
   }
   CHECK(o.out.find("NVMe-bound") != std::string::npos);
@@ -135,12 +136,14 @@ TEST_CASE("max-params on one DGX-2 reproduces the paper's ordering and its 1T he
 }
 
 TEST_CASE("sweep 1B..100T x 1..64 nodes gives one CSV row per configuration") {
-  const Outcome o = zinf({"plan", "--sweep", "params=1B..100T", "--nodes", "1..64", "--hw", "dgx2-v100", "--format", "csv"});
+  const Outcome o =
+      zinf({"plan", "--sweep", "params=1B..100T", "--nodes", "1..64", "--hw", "dgx2-v100", "--format", "csv"});
   REQUIRE(o.code == 0);
   // 16 sizes (1-2-5 per decade from 1B to 100T) x 7 node counts (1, 2, 4, ..., 64) + header.
   CHECK(std::count(o.out.begin(), o.out.end(), '\n') == 16 * 7 + 1);
   CHECK(o.out.rfind("params,layers,hidden,heads,nodes,", 0) == 0);
-  const Outcome json = zinf({"plan", "--sweep", "params=1B,1T", "--sweep", "micro-batch=1,4", "--hw", "dgx2-v100", "--format", "json"});
+  const Outcome json =
+      zinf({"plan", "--sweep", "params=1B,1T", "--sweep", "micro-batch=1,4", "--hw", "dgx2-v100", "--format", "json"});
   REQUIRE(json.code == 0);
   const auto record = nlohmann::json::parse(json.out);
   CHECK(record["schema"] == "zinf.plan-sweep/1");
@@ -148,8 +151,8 @@ TEST_CASE("sweep 1B..100T x 1..64 nodes gives one CSV row per configuration") {
 }
 
 TEST_CASE("hf-config uses the exact published parameter count") {
-  const Outcome o = zinf({"plan", "--hf-config", fixture("hf/Llama-2-7b-hf.json"), "--hw", "dgx-a100-80g", "--seq", "4096",
-                          "--format", "json"});
+  const Outcome o = zinf({"plan", "--hf-config", fixture("hf/Llama-2-7b-hf.json"), "--hw", "dgx-a100-80g", "--seq",
+                          "4096", "--format", "json"});
   REQUIRE(o.code == 0);
   const auto record = nlohmann::json::parse(o.out);
   CHECK(record["model"]["parameters"]["total"] == 6738415616ULL);
@@ -177,7 +180,8 @@ TEST_CASE("markdown output is a document") {
 }
 
 TEST_CASE("color only on a terminal and never under NO_COLOR") {
-  CHECK(zinf({"plan", "--params", "7B"}, /*terminal=*/true, /*color_allowed=*/true).out.find("\x1b[") != std::string::npos);
+  CHECK(zinf({"plan", "--params", "7B"}, /*terminal=*/true, /*color_allowed=*/true).out.find("\x1b[") !=
+        std::string::npos);
   CHECK(zinf({"plan", "--params", "7B"}, true, /*color_allowed=*/false).out.find("\x1b[") == std::string::npos);
   CHECK(zinf({"plan", "--params", "7B"}, false, true).out.find("\x1b[") == std::string::npos);
   const Outcome defaulted = zinf({"plan", "--params", "7B"});
@@ -220,21 +224,26 @@ TEST_CASE("bad input: one clear line and exit code 2") {
   expect_bad_input({"plan", "--params", ""}, "--params: '' is empty");
   expect_bad_input({"plan", "--params", "1e400"}, "out of range");
   expect_bad_input({"plan", "--params", "100"}, "below the smallest GPT-like shape");
-  expect_bad_input({"plan", "--params", "1T", "--hw", "dgx-9000"}, "--hw: 'dgx-9000' is not a built-in hardware profile");
+  expect_bad_input({"plan", "--params", "1T", "--hw", "dgx-9000"},
+                   "--hw: 'dgx-9000' is not a built-in hardware profile");
   expect_bad_input({"plan", "--params", "1T", "--cpu-mem", "-1TB"}, "--cpu-mem: '-1TB' is negative");
   expect_bad_input({"plan", "--params", "1T", "--nvme-read-bw", "25GB"}, "without '/s'");
   expect_bad_input({"plan", "--params", "1T", "--nodes", "0"}, "--nodes: '0' is zero");
   expect_bad_input({"plan", "--params", "1T", "--micro-batch", "two"}, "--micro-batch: 'two' is not a whole number");
   expect_bad_input({"plan", "--params", "1T", "--precision", "fp8"}, "--precision: 'fp8'");
-  expect_bad_input({"plan", "--params", "1T", "--precision", "fp32", "--accounting", "paper"}, "--accounting: 'paper' does not match");
+  expect_bad_input({"plan", "--params", "1T", "--precision", "fp32", "--accounting", "paper"},
+                   "--accounting: 'paper' does not match");
   expect_bad_input({"plan", "--params", "1T", "--strategy", "magic"}, "--strategy: 'magic'");
-  expect_bad_input({"plan", "--params", "1T", "--strategy", "zero3", "--place", "optimizer=nvme"}, "not allowed by --strategy zero3");
+  expect_bad_input({"plan", "--params", "1T", "--strategy", "zero3", "--place", "optimizer=nvme"},
+                   "not allowed by --strategy zero3");
   expect_bad_input({"plan", "--params", "1T", "--target-efficiency", "1.5"}, "--target-efficiency: '1.5'");
   expect_bad_input({"plan", "--params", "1T", "--format", "xml"}, "--format: 'xml'");
-  expect_bad_input({"plan", "--layers", "4", "--hidden", "1000", "--heads", "3"}, "--heads: 3 does not divide --hidden 1000");
+  expect_bad_input({"plan", "--layers", "4", "--hidden", "1000", "--heads", "3"},
+                   "--heads: 3 does not divide --hidden 1000");
   expect_bad_input({"plan", "--layers", "4", "--hidden", "1024"}, "--heads: missing");
   expect_bad_input({"plan", "--params", "1T", "--hf-config", fixture("hf/gpt2.json")}, "give only one of");
-  expect_bad_input({"plan", "--hf-config", "/nonexistent/config.json"}, "--hf-config: /nonexistent/config.json: no such file");
+  expect_bad_input({"plan", "--hf-config", "/nonexistent/config.json"},
+                   "--hf-config: /nonexistent/config.json: no such file");
   expect_bad_input({"plan", "--sweep", "params=100T..1B"}, "runs backwards");
   expect_bad_input({"plan", "--sweep", "params"}, "is not key=values");
   expect_bad_input({"plan", "--max-params", "--params", "1T"}, "--max-params");
@@ -249,9 +258,11 @@ TEST_CASE("bad hardware profiles: missing field, malformed JSON with its line, t
   nlohmann::json profile = nlohmann::json::parse(zinf({"hw", "show", "dgx-h100", "--format", "json"}).out);
   profile["node"]["nvme"].erase("read_bandwidth");
   const std::string missing = dir.write("missing.json", profile.dump(2));
-  expect_bad_input({"plan", "--params", "1T", "--hw", missing}, "hw.node.nvme.read_bandwidth: required field is missing");
+  expect_bad_input({"plan", "--params", "1T", "--hw", missing},
+                   "hw.node.nvme.read_bandwidth: required field is missing");
 
-  const std::string malformed = dir.write("malformed.json", "{\n  \"schema\": \"zinf.hardware/1\",\n  \"name\": ,\n}\n");
+  const std::string malformed =
+      dir.write("malformed.json", "{\n  \"schema\": \"zinf.hardware/1\",\n  \"name\": ,\n}\n");
   expect_bad_input({"plan", "--params", "1T", "--hw", malformed}, malformed + ":3:");
 
   nlohmann::json typo = nlohmann::json::parse(zinf({"hw", "show", "dgx-h100", "--format", "json"}).out);

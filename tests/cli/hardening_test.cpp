@@ -35,17 +35,14 @@ bool has_non_finite_figure(const std::string& text) {
   return std::regex_search(text, word);
 }
 
-std::string profile_text() {
-  return run_zinf({"hw", "show", "dgx2-v100", "--format", "json"}).out;
-}
+std::string profile_text() { return run_zinf({"hw", "show", "dgx2-v100", "--format", "json"}).out; }
 
 TEST_CASE("hardening: numbers a double cannot hold, in every input file, are one line and exit 2") {
   TempDir dir;
   nlohmann::json profile = nlohmann::json::parse(profile_text());
   std::string text = profile.dump();
   text.replace(text.find("\"nodes\":1"), 9, "\"nodes\":1e400");
-  check_usage_error(run_zinf({"plan", "--params", "1T", "--hw", dir.write("p.json", text)}),
-                    "p.json:1:");
+  check_usage_error(run_zinf({"plan", "--params", "1T", "--hw", dir.write("p.json", text)}), "p.json:1:");
   const std::string hf = dir.write("config.json", R"({"model_type": "llama", "hidden_size": -1e999})");
   check_usage_error(run_zinf({"plan", "--hf-config", hf}), "hidden_size: number -1e999 is out of range");
   const std::string digits = dir.write("d.json", R"({"unused": )" + std::string(400, '9') + "}");
@@ -65,7 +62,8 @@ TEST_CASE("hardening: special files and directories as input are refused at once
   TempDir dir;
   check_usage_error(run_zinf({"plan", "--params", "1T", "--hw", "/dev/zero"}),
                     "--hw: /dev/zero: is a character device, not a regular file; expected a file");
-  check_usage_error(run_zinf({"plan", "--hf-config", "/dev/urandom"}), "--hf-config: /dev/urandom: is a character device");
+  check_usage_error(run_zinf({"plan", "--hf-config", "/dev/urandom"}),
+                    "--hf-config: /dev/urandom: is a character device");
   check_usage_error(run_zinf({"plan", "--params", "1T", "--hw", dir.path() + "/"}), "is a directory; expected a file");
   const std::string fifo = dir.path() + "/fifo.json";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -92,10 +90,13 @@ TEST_CASE("hardening: figures that would make a step infinite are refused; no pl
     INFO(flag);
     check_usage_error(run_zinf({"plan", "--params", "1T", flag, "1e-300"}),
                       std::string(flag) + ": 1e-300 B/s is outside 1 MB/s to 1 PB/s");
-    check_usage_error(run_zinf({"plan", "--max-params", flag, "1e-300"}), std::string(flag) + ": 1e-300 B/s is outside");
+    check_usage_error(run_zinf({"plan", "--max-params", flag, "1e-300"}),
+                      std::string(flag) + ": 1e-300 B/s is outside");
   }
-  check_usage_error(run_zinf({"plan", "--params", "1T", "--cpu-mem", "1e-300"}), "--cpu-mem: '1e-300' is not a whole number");
-  check_usage_error(run_zinf({"plan", "--params", "1T", "--cpu-mem", "1KiB"}), "--cpu-mem: 1024 B is outside 1 MiB to 1 EiB");
+  check_usage_error(run_zinf({"plan", "--params", "1T", "--cpu-mem", "1e-300"}),
+                    "--cpu-mem: '1e-300' is not a whole number");
+  check_usage_error(run_zinf({"plan", "--params", "1T", "--cpu-mem", "1KiB"}),
+                    "--cpu-mem: 1024 B is outside 1 MiB to 1 EiB");
 
   TempDir dir;
   nlohmann::json profile = nlohmann::json::parse(profile_text());

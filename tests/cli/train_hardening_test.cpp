@@ -49,10 +49,12 @@ TEST_CASE("train hardening: integer flags share the scenario's ranges and take p
   check_usage_error(run_zinf({"train", path, "--stop-after", "0b11"}), "--stop-after: '0b11' is not a whole number");
   json threads = tiny_scenario();
   threads["threads"] = 4097;
-  check_usage_error(run_zinf({"train", dir.write("t.json", threads.dump())}), "scenario.threads: 4097 is too large (at most 4096)");
+  check_usage_error(run_zinf({"train", dir.write("t.json", threads.dump())}),
+                    "scenario.threads: 4097 is too large (at most 4096)");
   json steps = tiny_scenario();
   steps["steps"] = 1099511627777;
-  check_usage_error(run_zinf({"train", dir.write("s.json", steps.dump())}), "scenario.steps: 1099511627777 is too large");
+  check_usage_error(run_zinf({"train", dir.write("s.json", steps.dump())}),
+                    "scenario.steps: 1099511627777 is too large");
   check_usage_error(run_zinf({"bench", "train", path, "--steps", "0x10"}), "--steps: '0x10' is not a whole number");
   check_usage_error(run_zinf({"bench", "train", path, "--threads", "4097"}), "--threads: '4097' is too large");
   check_usage_error(run_zinf({"bench", "train", path, "--repeat", "99999999999999999999"}), "--repeat: ");
@@ -151,8 +153,8 @@ TEST_CASE("train hardening: threads default to the available cores; more is allo
   CHECK(zinf::kernels::cpu::compute_threads() == zinf::kernels::cpu::available_cores());
   TempDir dir;
   const int more = zinf::kernels::cpu::available_cores() + 1;
-  const auto o = run_zinf({"train", dir.write("t.json", tiny_scenario().dump()), "--steps", "1", "--threads",
-                           std::to_string(more)});
+  const auto o = run_zinf(
+      {"train", dir.write("t.json", tiny_scenario().dump()), "--steps", "1", "--threads", std::to_string(more)});
   CHECK(o.code == 0);
   CHECK(o.err.find(fmt::format("warning: {} compute threads on {} available core", more, more - 1)) !=
         std::string::npos);

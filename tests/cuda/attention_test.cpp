@@ -4,8 +4,8 @@
 // sizes, unaligned arrays; head sizes above 64 span several output-column blocks); a backward run
 // twice gives the same bits; the launchers reject bad arguments. Inputs are rounded to the element
 // type first, so both sides see the same numbers.
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -62,8 +62,10 @@ struct Case {
 
 std::string describe(const Case& c) {
   std::ostringstream s;
-  s << (c.elem == Elem::kF32 ? "fp32" : c.elem == Elem::kBF16 ? "bf16" : "fp16") << " B=" << c.batch
-    << " T=" << c.seq_len << " NH=" << c.heads << " hs=" << c.head_size << " offset=" << c.offset;
+  s << (c.elem == Elem::kF32    ? "fp32"
+        : c.elem == Elem::kBF16 ? "bf16"
+                                : "fp16")
+    << " B=" << c.batch << " T=" << c.seq_len << " NH=" << c.heads << " hs=" << c.head_size << " offset=" << c.offset;
   return s.str();
 }
 
@@ -239,10 +241,8 @@ TEST_CASE("cuda attention: launchers reject invalid arguments", "[cuda][attentio
   CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, -1, p, scratch_bytes, nullptr) == kInvalidValue);
   CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, 2, p, scratch_bytes - 4, nullptr) == kInvalidValue);
   CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, 2, nullptr, scratch_bytes, nullptr) == kInvalidValue);
-  CHECK(attention_backward(Elem::kBF16, p, p, p, p, nullptr, 1, 8, 64, 2, p, scratch_bytes, nullptr) ==
-        kInvalidValue);
-  CHECK(attention_backward(Elem::kBF16, nullptr, p, p, p, f, 1, 8, 64, 2, p, scratch_bytes, nullptr) ==
-        kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, p, p, p, p, nullptr, 1, 8, 64, 2, p, scratch_bytes, nullptr) == kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, nullptr, p, p, p, f, 1, 8, 64, 2, p, scratch_bytes, nullptr) == kInvalidValue);
   // Nothing was launched, so nothing is left for the next launch's status.
   REQUIRE(cudaGetLastError() == cudaSuccess);
 }

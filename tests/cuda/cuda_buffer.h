@@ -4,8 +4,8 @@
 // is a REQUIRE.
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
+#include <catch2/catch.hpp>
 
 #include <cstddef>
 #include <cstdint>

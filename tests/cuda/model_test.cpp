@@ -185,7 +185,6 @@ TEST_CASE("model on CUDA: a budget too small for the model fails with the tier's
   CHECK_THAT(gpt.status().message(), Catch::Contains("out of memory on the device tier"));
 }
 
-
 TEST_CASE("model states on CUDA: checkpoint arrays go through a host mirror and come back") {
   const model::GptConfig config = small_config();
   Side gpu = make_side(device::DeviceKind::kCuda, DType::kBF16, config);

@@ -36,9 +36,9 @@ void fix_up(std::string& file, bool arrays) {
   const std::uint32_t header_crc = crc_of(file, kPrefixBytes, header_bytes);
   std::memcpy(file.data() + 12, &header_crc, 4);
   if (!arrays) return;
-  const nlohmann::json header =
-      nlohmann::json::parse(file.begin() + kPrefixBytes, file.begin() + static_cast<std::ptrdiff_t>(kPrefixBytes + header_bytes),
-                            nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json header = nlohmann::json::parse(
+      file.begin() + kPrefixBytes, file.begin() + static_cast<std::ptrdiff_t>(kPrefixBytes + header_bytes), nullptr,
+      /*allow_exceptions=*/false);
   if (!header.is_object() || !header.contains("arrays") || !header["arrays"].is_array()) return;
   const std::uint64_t data_start = (kPrefixBytes + header_bytes + 63) / 64 * 64;
   nlohmann::json fixed = header;
@@ -71,7 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto meta = zinf::train::load_checkpoint(mem.path(), arrays);
   check_one_line(meta.status(), size);
   if (!meta.is_ok()) {
-    if (meta.status().message().find(mem.path()) == std::string::npos) fuzz_fail("an error not naming the file: " + meta.status().message(), size);
+    if (meta.status().message().find(mem.path()) == std::string::npos)
+      fuzz_fail("an error not naming the file: " + meta.status().message(), size);
     return 0;
   }
   if (meta->step < 0) fuzz_fail("an accepted checkpoint with a negative step", size);

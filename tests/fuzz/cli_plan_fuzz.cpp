@@ -50,7 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string stderr_text = err.str();
   if (code == 2) {
     if (stderr_text.rfind("error: ", 0) != 0) fuzz_fail("exit 2 without an error line", size);
-    if (stderr_text.find('\n') != stderr_text.size() - 1) fuzz_fail("an error of more than one line: " + stderr_text, size);
+    if (stderr_text.find('\n') != stderr_text.size() - 1)
+      fuzz_fail("an error of more than one line: " + stderr_text, size);
     if (!stdout_text.empty()) fuzz_fail("exit 2 with output on stdout", size);
     return 0;
   }

@@ -24,9 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!zinf::planner::validate(*profile).is_ok()) fuzz_fail("an accepted profile does not validate", size);
   zinf::planner::PlanInput input;
   input.hardware = *profile;
-  input.shape = zinf::planner::shape_for_params(7'000'000'000, zinf::planner::kDefaultVocab, input.training.seq).value();
+  input.shape =
+      zinf::planner::shape_for_params(7'000'000'000, zinf::planner::kDefaultVocab, input.training.seq).value();
   const auto plan = zinf::planner::make_plan(input);
   if (!plan.is_ok()) fuzz_fail("a valid profile gives no plan: " + plan.status().message(), size);
-  if (plan->feasible && !zinf::planner::check_finite(plan->prediction).is_ok()) fuzz_fail("a non-finite prediction", size);
+  if (plan->feasible && !zinf::planner::check_finite(plan->prediction).is_ok())
+    fuzz_fail("a non-finite prediction", size);
   return 0;
 }

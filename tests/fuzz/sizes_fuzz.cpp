@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   const auto must_name_field = [&](const zinf::Status& status, std::string_view field) {
     check_one_line(status, size);
-    if (!status.is_ok() && status.message().rfind(field, 0) != 0) fuzz_fail("an error not naming its field: " + status.message(), size);
+    if (!status.is_ok() && status.message().rfind(field, 0) != 0)
+      fuzz_fail("an error not naming its field: " + status.message(), size);
   };
   switch (data[0] % 9) {
     case 0: {
@@ -47,13 +48,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 3: {
       const auto rate = zinf::parse_bandwidth(text, "--pcie-bw");
       must_name_field(rate.status(), "--pcie-bw");
-      if (rate.is_ok() && !(std::isfinite(*rate) && *rate > 0)) fuzz_fail("a bandwidth that is not finite and positive", size);
+      if (rate.is_ok() && !(std::isfinite(*rate) && *rate > 0))
+        fuzz_fail("a bandwidth that is not finite and positive", size);
       break;
     }
     case 4: {
       const auto flops = zinf::parse_flops(text, "--gpu-flops");
       must_name_field(flops.status(), "--gpu-flops");
-      if (flops.is_ok() && !(std::isfinite(*flops) && *flops > 0)) fuzz_fail("FLOP/s that are not finite and positive", size);
+      if (flops.is_ok() && !(std::isfinite(*flops) && *flops > 0))
+        fuzz_fail("FLOP/s that are not finite and positive", size);
       break;
     }
     case 5: {

@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto source = zinf::train::TokenFileSource::open(spec);
   check_one_line(source.status(), size);
   if (!source.is_ok()) {
-    if (source.status().message().rfind("data.", 0) != 0) fuzz_fail("an error not naming data.*: " + source.status().message(), size);
+    if (source.status().message().rfind("data.", 0) != 0)
+      fuzz_fail("an error not naming data.*: " + source.status().message(), size);
     return 0;
   }
   std::vector<std::int32_t> rows(spec.batch * (spec.seq + 1));

@@ -57,7 +57,8 @@ TEST_CASE("flops") {
 }
 
 TEST_CASE("bad sizes name the flag, the value and what is allowed") {
-  CHECK(count_error("-3") == "--params: '-3' is negative; expected a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T)");
+  CHECK(count_error("-3") ==
+        "--params: '-3' is negative; expected a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T)");
   CHECK(count_error("").find("--params: '' is empty") == 0);
   CHECK(count_error("0").find("is zero") != std::string::npos);
   CHECK(count_error("1X").find("unknown suffix 'X'") != std::string::npos);
@@ -130,8 +131,7 @@ TEST_CASE("whole numbers in a range: plain decimal only") {
         "--steps: '0x10' is not a whole number; expected a whole number from 1 to 1000");
   CHECK(parse_int_in_range("18446744073709551616", "--steps", 1, 1000).status().message() ==
         "--steps: '18446744073709551616' is too large; expected a whole number from 1 to 1000");
-  CHECK(parse_int_in_range("4097", "--threads", 0, 4096).status().message().find("is too large") !=
-        std::string::npos);
+  CHECK(parse_int_in_range("4097", "--threads", 0, 4096).status().message().find("is too large") != std::string::npos);
   CHECK(parse_int_in_range("-1", "--threads", 0, 4096).status().message().find("is negative") != std::string::npos);
   CHECK(parse_int_in_range("-5", "x", -10, 10).value() == -5);
   CHECK(parse_int_in_range("-11", "x", -10, 10).status().message().find("is too small") != std::string::npos);
@@ -140,8 +140,9 @@ TEST_CASE("whole numbers in a range: plain decimal only") {
 // Issue 15 (found by the sizes fuzz target): the text was echoed raw, so a newline or an escape
 // sequence in a flag broke the one-line error, and a megabyte of text made a megabyte of error.
 TEST_CASE("the text in a size error is quoted: control characters escaped, length bounded") {
-  CHECK(count_error("M\n\x1b[2J") == "--params: 'M\\x0a\\x1b[2J' is not a number; expected a count like 1000, 7M, "
-                                      "175B, 1T or 1.3e12 (K, M, B=billion, T)");
+  CHECK(count_error("M\n\x1b[2J") ==
+        "--params: 'M\\x0a\\x1b[2J' is not a number; expected a count like 1000, 7M, "
+        "175B, 1T or 1.3e12 (K, M, B=billion, T)");
   const std::string long_text = "1" + std::string(100000, 'X');
   const std::string message = parse_count(long_text, "--params").status().message();
   CHECK(message.size() < 300);

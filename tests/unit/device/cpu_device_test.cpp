@@ -28,7 +28,8 @@ TEST_CASE("memory tier: reserve within the budget, refuse beyond it naming tier,
   const Status refused = tier.reserve(500, "block 3 activations");
   CHECK(refused.code() == ErrorCode::kOutOfMemory);
   CHECK(refused.message() ==
-        "out of memory on the device tier: 500 B for block 3 activations does not fit (600 B of the 1000 B budget in use)");
+        "out of memory on the device tier: 500 B for block 3 activations does not fit (600 B of the 1000 B budget in "
+        "use)");
   REQUIRE(tier.reserve(400, "b").is_ok());  // exactly full is fine
   CHECK(tier.usage().current_bytes == 1000);
   tier.release(700);
@@ -154,8 +155,14 @@ TEST_CASE("cpu device: synchronize reports the first error a stream's work retur
   for (StreamRole role : {StreamRole::kCompute, StreamRole::kHostToDevice}) {
     Stream& stream = device->stream(role);
     int ran = 0;
-    stream.enqueue([&] { ++ran; return Status::io_error("first"); });
-    stream.enqueue([&] { ++ran; return Status::io_error("second"); });
+    stream.enqueue([&] {
+      ++ran;
+      return Status::io_error("first");
+    });
+    stream.enqueue([&] {
+      ++ran;
+      return Status::io_error("second");
+    });
     const Status status = stream.synchronize();
     CHECK(ran == 2);  // later work still runs, in order
     CHECK(status.message() == "first");

@@ -184,7 +184,7 @@ TEST_CASE("a short rule really transfers only the first K bytes, under the origi
     std::memset(back.get(), 0xEE, kOpBytes);
     CHECK(fixture.run_one(read_op(0, back.get(), 52, kOpBytes)) == 2 * kBlockBytes);  // read 2
     CHECK(all_equal(back.get(), 2 * kBlockBytes, 0xAB));
-    CHECK(all_equal(back.get() + 2 * kBlockBytes, 2 * kBlockBytes, 0xEE));  // untouched
+    CHECK(all_equal(back.get() + 2 * kBlockBytes, 2 * kBlockBytes, 0xEE));     // untouched
     CHECK(fixture.run_one(read_op(0, back.get(), 53, kOpBytes)) == kOpBytes);  // read 3
   }
   SECTION("an op already shorter than K runs whole") {

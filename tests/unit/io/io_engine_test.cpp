@@ -385,7 +385,8 @@ TEST_CASE("ops may name registered buffers", "[engine]") {
   std::vector<IoOp> writes;
   std::vector<IoOp> reads;
   for (std::uint32_t i = 0; i < 4; ++i) {
-    writes.push_back(IoOp{IoOpKind::kWrite, 0, std::uint64_t{i} * kPieceBytes, source + i * kPieceBytes, kPieceBytes, 0, i});
+    writes.push_back(
+        IoOp{IoOpKind::kWrite, 0, std::uint64_t{i} * kPieceBytes, source + i * kPieceBytes, kPieceBytes, 0, i});
     reads.push_back(IoOp{IoOpKind::kRead, 0, std::uint64_t{i} * kPieceBytes, target + i * kPieceBytes, kPieceBytes,
                          i == 3 ? 9 : 1, 10 + i});
   }

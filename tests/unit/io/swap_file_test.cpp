@@ -157,9 +157,8 @@ TEST_CASE("swap file: bad directories give clear errors", "[swap_file]") {
   } else {
     REQUIRE_FALSE(read_only_result.is_ok());
     CHECK(read_only_result.status().code() == ErrorCode::kInvalidArgument);
-    CHECK_THAT(read_only_result.status().message(),
-               Catch::StartsWith("swap path '" + read_only + "': not writable") &&
-                   Catch::Contains(std::strerror(EACCES)));
+    CHECK_THAT(read_only_result.status().message(), Catch::StartsWith("swap path '" + read_only + "': not writable") &&
+                                                        Catch::Contains(std::strerror(EACCES)));
   }
   ::chmod(read_only.c_str(), 0700);  // so TempDir can remove it
 }
@@ -250,9 +249,7 @@ TEST_CASE("swap file: moves transfer the descriptor; destruction closes it", "[s
   errno = 0;
   CHECK(::fcntl(third_fd, F_GETFD) == -1);
   CHECK(errno == EBADF);
-  {
-    SwapFile last(std::move(third));
-  }
+  { SwapFile last(std::move(third)); }
   errno = 0;
   CHECK(::fcntl(fd, F_GETFD) == -1);
   CHECK(errno == EBADF);
@@ -267,8 +264,8 @@ TEST_CASE("swap file: free space of a directory", "[swap_file]") {
   const auto missing = free_space_bytes(dir.path() + "/missing");
   REQUIRE_FALSE(missing.is_ok());
   CHECK(missing.status().code() == ErrorCode::kIoError);
-  CHECK_THAT(missing.status().message(), Catch::Contains(dir.path() + "/missing") &&
-                                             Catch::Contains(std::strerror(ENOENT)));
+  CHECK_THAT(missing.status().message(),
+             Catch::Contains(dir.path() + "/missing") && Catch::Contains(std::strerror(ENOENT)));
 }
 
 }  // namespace

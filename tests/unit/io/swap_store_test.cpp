@@ -6,8 +6,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -67,9 +67,7 @@ class TestBuffer {
   std::size_t offset_ = 0;
 };
 
-bool directory_is_empty(const std::string& path) {
-  return std::filesystem::is_empty(std::filesystem::path(path));
-}
+bool directory_is_empty(const std::string& path) { return std::filesystem::is_empty(std::filesystem::path(path)); }
 
 std::size_t open_fd_count() {
   std::size_t n = 0;
@@ -95,7 +93,8 @@ std::unique_ptr<SwapStore> open_store(SwapStoreOptions options) {
 }
 
 // A store over a FaultInjectingEngine wrapping `inner`; `faults` stays valid while the store lives.
-std::unique_ptr<SwapStore> open_faulty_store(SwapStoreOptions options, EngineKind inner, FaultInjectingEngine*& faults) {
+std::unique_ptr<SwapStore> open_faulty_store(SwapStoreOptions options, EngineKind inner,
+                                             FaultInjectingEngine*& faults) {
   Result<std::unique_ptr<IoEngine>> engine = make_io_engine(inner, options.queue_depth);
   REQUIRE(engine.is_ok());
   auto wrapper = std::make_unique<FaultInjectingEngine>(std::move(engine).value());
@@ -120,7 +119,8 @@ class GateEngine final : public IoEngine {
   Status register_files(std::span<const int> fds) override { return inner_->register_files(fds); }
   Status register_buffers(std::span<const iovec> buffers) override { return inner_->register_buffers(buffers); }
   Status submit(std::span<const IoOp> ops) override { return inner_->submit(ops); }
-  Result<std::size_t> reap(std::size_t min_results, std::chrono::milliseconds timeout, std::vector<IoResult>& out) override {
+  Result<std::size_t> reap(std::size_t min_results, std::chrono::milliseconds timeout,
+                           std::vector<IoResult>& out) override {
     if (!open_) {
       std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(2)));
       return std::size_t{0};
@@ -155,9 +155,8 @@ TEST_CASE("SwapStore round-trips tensors of every size, aligned or not, through 
       CHECK(store->engine_name() == engine_kind_name(kind));
 
       // Unaligned tails, sizes around the alignment and block boundaries, and one of hundreds of MiB.
-      const std::vector<std::size_t> sizes = {1,       7,           4095,           4096,           4097,
-                                              65537,   kMiB - 1,    kMiB,           kMiB + 1,       3 * kMiB + 513,
-                                              17 * kMiB + 5, 200 * kMiB + 123};
+      const std::vector<std::size_t> sizes = {
+          1, 7, 4095, 4096, 4097, 65537, kMiB - 1, kMiB, kMiB + 1, 3 * kMiB + 513, 17 * kMiB + 5, 200 * kMiB + 123};
       std::vector<TestBuffer> out;
       std::vector<TestBuffer> in;
       std::vector<Ticket> written;
@@ -431,7 +430,8 @@ TEST_CASE("SwapStore turns every injected fault into a clear Status and stays us
         SECTION("a failed read fails its ticket only") {
           Ticket w = *store->write(out[0].cspan());
           REQUIRE(store->wait(w).is_ok());
-          faults->add_rule(FaultRule{FaultRule::Kind::kError, faults->counters().reads_seen + 2, IoOpKind::kRead, EIO, 0, false});
+          faults->add_rule(
+              FaultRule{FaultRule::Kind::kError, faults->counters().reads_seen + 2, IoOpKind::kRead, EIO, 0, false});
           TestBuffer in(out[0].size(), 0);
           const Status s = store->wait(*store->read(w, in.span()));
           CHECK(s.code() == ErrorCode::kIoError);
@@ -625,7 +625,9 @@ TEST_CASE("SwapStore falls back to buffered I/O on a file system that refuses O_
   REQUIRE(::waitpid(child, &wstatus, 0) == child);
   REQUIRE(WIFEXITED(wstatus));
   if (WEXITSTATUS(wstatus) == 77) {
-    WARN("cannot mount ramfs here (needs CAP_SYS_ADMIN); buffered fallback checked only where /dev/shm refuses O_DIRECT");
+    WARN(
+        "cannot mount ramfs here (needs CAP_SYS_ADMIN); buffered fallback checked only where /dev/shm refuses "
+        "O_DIRECT");
     return;
   }
   INFO(why);

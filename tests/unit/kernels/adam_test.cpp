@@ -41,7 +41,6 @@ const char* grad_format_name(GradFormat format) {
   return "?";
 }
 
-
 std::uint32_t bits_of(float value) {
   std::uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
@@ -146,7 +145,6 @@ std::size_t count_misses(const char* what, const std::vector<float>& got, const 
   }
   return misses;
 }
-
 
 std::vector<float> normal_values(std::size_t n, float scale, std::mt19937_64& rng) {
   std::normal_distribution<float> dist(0.0f, scale);

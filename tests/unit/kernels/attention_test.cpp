@@ -154,13 +154,13 @@ void check_variant(Isa isa, int threads, const Dims& dims, const std::vector<flo
                    const std::vector<double>& dqkv_ref) {
   std::vector<float> out(out_size(dims));
   std::vector<float> lse(lse_size(dims));
-  cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels,
-                         dims.heads, threads);
+  cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels, dims.heads,
+                         threads);
   CHECK(count_misses("out", out, ref.out, 1e-5, 1e-6 * scale_of(ref.out)) == 0);
   CHECK(count_misses("lse", lse, ref.lse, 1e-5, 1e-6 * scale_of(ref.lse)) == 0);
   std::vector<float> dqkv = dqkv0;
-  cpu::attention_backward(isa, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), dims.batch,
-                          dims.seq_len, dims.channels, dims.heads, threads);
+  cpu::attention_backward(isa, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), dims.batch, dims.seq_len,
+                          dims.channels, dims.heads, threads);
   std::vector<float> delta(dqkv.size());
   for (std::size_t i = 0; i < dqkv.size(); ++i) delta[i] = dqkv[i] - dqkv0[i];
   CHECK(count_misses("dqkv", delta, dqkv_ref, 1e-4, 1e-5 * scale_of(dqkv_ref)) == 0);

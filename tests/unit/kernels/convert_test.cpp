@@ -101,7 +101,6 @@ std::uint16_t expected_f32_to_half(HalfFormat format, float x) {
   return std::isnan(x) ? expected_nan(format, x) : reference_round(format, x);
 }
 
-
 const char* format_name(HalfFormat format) { return format == HalfFormat::kBF16 ? "bf16" : "fp16"; }
 
 // ---- Test data -----------------------------------------------------------------------------------

@@ -16,21 +16,17 @@
 namespace zinf::kernels {
 namespace {
 
+using test_support::count_misses;
+using test_support::finite_difference;
+using test_support::scale_of;
 using test_support::uniform_values;
 using test_support::widen;
-using test_support::count_misses;
-using test_support::scale_of;
-using test_support::finite_difference;
 
 struct Shape {
   std::size_t rows;
   std::size_t in_channels;
   std::size_t out_channels;
 };
-
-
-
-
 
 // out[r,o] = bias[o] + sum_c inp[r,c] * weight[o,c], in fp64; an empty bias means none.
 std::vector<double> matmul_reference(const std::vector<double>& inp, const std::vector<double>& weight,
@@ -45,7 +41,6 @@ std::vector<double> matmul_reference(const std::vector<double>& inp, const std::
   }
   return out;
 }
-
 
 // Misses of the accumulated gradient `got` (which started as `start`) against start + want.
 std::size_t count_grad_misses(const char* what, const std::vector<float>& got, const std::vector<float>& start,

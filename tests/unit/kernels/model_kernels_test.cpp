@@ -24,20 +24,14 @@
 namespace zinf::kernels {
 namespace {
 
+using test_support::count_misses;
+using test_support::finite_difference;
+using test_support::scale_of;
 using test_support::supported_isas;
 using test_support::uniform_values;
 using test_support::widen;
-using test_support::count_misses;
-using test_support::scale_of;
-using test_support::finite_difference;
 
 using cpu::Isa;
-
-
-
-
-
-
 
 // Gradients are accumulated (+=): the tests start every gradient from these values and subtract them.
 std::vector<double> minus(const std::vector<float>& got, const std::vector<float>& initial) {

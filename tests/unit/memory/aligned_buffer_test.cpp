@@ -18,8 +18,8 @@ bool all_zero(std::span<const std::byte> bytes) {
 }
 
 TEST_CASE("aligned buffer: aligned and zeroed") {
-  for (const std::size_t alignment : {std::size_t{8}, std::size_t{64}, std::size_t{512}, std::size_t{4096},
-                                      std::size_t{1} << 21}) {
+  for (const std::size_t alignment :
+       {std::size_t{8}, std::size_t{64}, std::size_t{512}, std::size_t{4096}, std::size_t{1} << 21}) {
     for (const std::size_t bytes : {std::size_t{1}, std::size_t{4095}, std::size_t{4096}, std::size_t{1} << 20}) {
       INFO("bytes " << bytes << " alignment " << alignment);
       auto buffer = AlignedBuffer::allocate(bytes, alignment);

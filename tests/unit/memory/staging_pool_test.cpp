@@ -40,8 +40,8 @@ TEST_CASE("staging pool: bad sizes are refused with the values named") {
   };
   CHECK_THAT(message(kMiB, 4 * kMiB, 4096), Catch::Contains("smaller than one buffer") &&
                                                 Catch::Contains("1048576 bytes") && Catch::Contains("4194304 bytes"));
-  CHECK_THAT(message(4 * kMiB, 1000, 4096), Catch::Contains("buffer size") && Catch::Contains("1000 bytes") &&
-                                                Catch::Contains("alignment 4096"));
+  CHECK_THAT(message(4 * kMiB, 1000, 4096),
+             Catch::Contains("buffer size") && Catch::Contains("1000 bytes") && Catch::Contains("alignment 4096"));
   CHECK_THAT(message(4 * kMiB + 1, kMiB, 4096), Catch::Contains("total size") && Catch::Contains("4194305 bytes"));
   CHECK_THAT(message(4 * kMiB, kMiB, 3000), Catch::Contains("alignment 3000 bytes is not a power of two"));
   CHECK_THAT(message(4 * kMiB, 0, 4096), Catch::Contains("buffer size is 0"));

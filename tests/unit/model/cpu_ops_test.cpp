@@ -47,7 +47,7 @@ TEST_CASE("CpuOps matmul writes and reads only its column block") {
   Tensor db = t(dbias, {2});
   ops.matmul_backward(t(dinp, {2, 2}), GradMode::kOverwrite, t(dweight, {2, 2}), &db, t(dout, {2, 5}), 3,
                       t(inp, {2, 2}), t(weight, {2, 2}));
-  CHECK(dinp == std::vector<float>{1, 2, 3, 4});                  // dout block · identity, 5s overwritten
+  CHECK(dinp == std::vector<float>{1, 2, 3, 4});                        // dout block · identity, 5s overwritten
   CHECK(dweight == std::vector<float>{1 + 9, 2 + 12, 2 + 12, 4 + 16});  // doutᵀ · inp
   CHECK(dbias == std::vector<float>{1 + 4, 1 + 6});
   ops.matmul_backward(t(dinp, {2, 2}), GradMode::kAccumulate, t(dweight, {2, 2}), nullptr, t(dout, {2, 5}), 3,
@@ -87,7 +87,9 @@ TEST_CASE("CpuOps rejects mismatched shapes") {
     }));
   }
   SECTION("layernorm: weight length") {
-    CHECK(aborts([&] { ops.layernorm_forward(t(m, {4, 4}), t(v, {4}), t(v, {4}), t(n, {4, 4}), t(w, {3}), t(w, {4}), 1e-5f); }));
+    CHECK(aborts([&] {
+      ops.layernorm_forward(t(m, {4, 4}), t(v, {4}), t(v, {4}), t(n, {4, 4}), t(w, {3}), t(w, {4}), 1e-5f);
+    }));
   }
   SECTION("attention: qkv not 3C") {
     CHECK(aborts([&] { ops.attention_forward(t(m, {1, 2, 4}), t(v, {1, 2, 2}), t(n, {1, 2, 8})); }));

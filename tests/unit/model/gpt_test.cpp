@@ -154,7 +154,8 @@ TEST_CASE("Gpt with tiling 4 agrees with tiling 1 (MLP linears and the untied he
   }
   // Per block fc.weight, fc.bias, proj.weight, proj.bias; and head.weight: 4 tiles each.
   CHECK(tiles == (2 * 4 + 1) * 4);
-  CHECK(tiled_model.value()->params().total_numel() == Gpt::create(fixture_config(f), *device).value()->params().total_numel());
+  CHECK(tiled_model.value()->params().total_numel() ==
+        Gpt::create(fixture_config(f), *device).value()->params().total_numel());
   const Run tiled = run_model(config, f);
   CHECK(std::abs(tiled.loss - whole.loss) <= 1e-6 * std::abs(whole.loss));
   for (const auto& [name, ref] : whole.grads) {
@@ -248,11 +249,10 @@ TEST_CASE("Gpt honours the bias flags and the tied head") {
   REQUIRE(gpt.is_ok());
   std::vector<std::string> names;
   for (const ParamInfo& p : gpt.value()->params().params()) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{"wte", "wpe", "blocks.0.ln1.weight", "blocks.0.ln1.bias",
-                                          "blocks.0.attn.qkv.weight", "blocks.0.attn.proj.weight",
-                                          "blocks.0.attn.proj.bias", "blocks.0.ln2.weight", "blocks.0.ln2.bias",
-                                          "blocks.0.mlp.fc.weight", "blocks.0.mlp.proj.weight", "lnf.weight",
-                                          "lnf.bias"});
+  CHECK(names == std::vector<std::string>{
+                     "wte", "wpe", "blocks.0.ln1.weight", "blocks.0.ln1.bias", "blocks.0.attn.qkv.weight",
+                     "blocks.0.attn.proj.weight", "blocks.0.attn.proj.bias", "blocks.0.ln2.weight", "blocks.0.ln2.bias",
+                     "blocks.0.mlp.fc.weight", "blocks.0.mlp.proj.weight", "lnf.weight", "lnf.bias"});
   CHECK(static_cast<std::uint64_t>(gpt.value()->params().total_numel()) == spec::count_parameters(config.shape).total);
 }
 

@@ -25,7 +25,8 @@ namespace zinf::model::testing {
 class RecordingParams final : public ParamSource {
  public:
   explicit RecordingParams(const ParamTable& table) : table_(table), values_(static_cast<std::size_t>(table.size())) {
-    for (ParamId id = 0; id < table.size(); ++id) values_[static_cast<std::size_t>(id)].resize(static_cast<std::size_t>(table[id].numel));
+    for (ParamId id = 0; id < table.size(); ++id)
+      values_[static_cast<std::size_t>(id)].resize(static_cast<std::size_t>(table[id].numel));
   }
   std::vector<float>& values(ParamId id) { return values_.at(static_cast<std::size_t>(id)); }
 
@@ -55,8 +56,11 @@ class RecordingParams final : public ParamSource {
 class RecordingGrads final : public GradSink {
  public:
   explicit RecordingGrads(const ParamTable& table)
-      : table_(table), grads_(static_cast<std::size_t>(table.size())), commits_(static_cast<std::size_t>(table.size()), 0) {
-    for (ParamId id = 0; id < table.size(); ++id) grads_[static_cast<std::size_t>(id)].assign(static_cast<std::size_t>(table[id].numel), 0.0f);
+      : table_(table),
+        grads_(static_cast<std::size_t>(table.size())),
+        commits_(static_cast<std::size_t>(table.size()), 0) {
+    for (ParamId id = 0; id < table.size(); ++id)
+      grads_[static_cast<std::size_t>(id)].assign(static_cast<std::size_t>(table[id].numel), 0.0f);
   }
   const std::vector<float>& grad(ParamId id) const { return grads_.at(static_cast<std::size_t>(id)); }
   int commits(ParamId id) const { return commits_.at(static_cast<std::size_t>(id)); }
@@ -109,7 +113,8 @@ inline GptFixture load_gpt_fixture(const std::string& name) {
     std::size_t numel = 1;
     for (const auto& d : p["shape"]) numel *= d.get<std::size_t>();
     const auto key = p["name"].get<std::string>();
-    f.values[key].assign(blob.begin() + static_cast<std::ptrdiff_t>(offset), blob.begin() + static_cast<std::ptrdiff_t>(offset + numel));
+    f.values[key].assign(blob.begin() + static_cast<std::ptrdiff_t>(offset),
+                         blob.begin() + static_cast<std::ptrdiff_t>(offset + numel));
     f.grads[key].assign(blob.begin() + static_cast<std::ptrdiff_t>(total + offset),
                         blob.begin() + static_cast<std::ptrdiff_t>(total + offset + numel));
   }

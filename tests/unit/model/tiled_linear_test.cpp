@@ -75,8 +75,9 @@ TEST_CASE("TiledLinear equals Linear, forward and backward, for even and uneven 
 
     std::vector<float> result(rows * out, -1.0f), dinp(rows * in, 123.0f);
     REQUIRE(layer.forward(ops, params, Tensor(result.data(), DType::kF32, Shape{rows, out}), inp_t).is_ok());
-    REQUIRE(layer.backward(ops, params, grads, Tensor(dinp.data(), DType::kF32, Shape{rows, in}),
-                           device::GradMode::kOverwrite, dout_t, inp_t)
+    REQUIRE(layer
+                .backward(ops, params, grads, Tensor(dinp.data(), DType::kF32, Shape{rows, in}),
+                          device::GradMode::kOverwrite, dout_t, inp_t)
                 .is_ok());
     CHECK(params.max_held <= 2);  // one tile's weight and bias at a time
     CHECK(params.still_held() == 0);
@@ -93,8 +94,9 @@ TEST_CASE("TiledLinear equals Linear, forward and backward, for even and uneven 
     // kAccumulate adds to what dinp held.
     std::vector<float> dinp_acc(rows * in, 1.0f);
     grads.reset();
-    REQUIRE(layer.backward(ops, params, grads, Tensor(dinp_acc.data(), DType::kF32, Shape{rows, in}),
-                           device::GradMode::kAccumulate, dout_t, inp_t)
+    REQUIRE(layer
+                .backward(ops, params, grads, Tensor(dinp_acc.data(), DType::kF32, Shape{rows, in}),
+                          device::GradMode::kAccumulate, dout_t, inp_t)
                 .is_ok());
     for (std::size_t i = 0; i < dinp_acc.size(); ++i) CHECK(dinp_acc[i] == Approx(1.0 + ref_dinp[i]).margin(1e-5));
   }
@@ -112,8 +114,8 @@ TEST_CASE("A shared Linear adds to the owner's gradient without committing it") 
   const Tensor inp_t(inp.data(), DType::kF32, Shape{2, 3});
   REQUIRE(head.forward(ops, params, Tensor(out.data(), DType::kF32, Shape{2, 4}), 0, inp_t).is_ok());
   CHECK(out[0] == Approx(1.5));
-  REQUIRE(head.backward(ops, params, grads, Tensor(dinp.data(), DType::kF32, Shape{2, 3}),
-                        device::GradMode::kOverwrite, Tensor(dout.data(), DType::kF32, Shape{2, 4}), 0, inp_t)
+  REQUIRE(head.backward(ops, params, grads, Tensor(dinp.data(), DType::kF32, Shape{2, 3}), device::GradMode::kOverwrite,
+                        Tensor(dout.data(), DType::kF32, Shape{2, 4}), 0, inp_t)
               .is_ok());
   CHECK(grads.commits(owned) == 0);
   CHECK(grads.grad(owned)[0] == Approx(2.0));  // two rows of dout·inp = 1

@@ -148,7 +148,8 @@ struct Snapshot {
       params.emplace_back(p.master.f32(), p.master.f32() + p.master.numel());
       m.emplace_back(p.exp_avg.f32(), p.exp_avg.f32() + p.master.numel());
       v.emplace_back(p.exp_avg_sq.f32(), p.exp_avg_sq.f32() + p.master.numel());
-      if (p.param_half.data() != nullptr) half.emplace_back(p.param_half.half(), p.param_half.half() + p.master.numel());
+      if (p.param_half.data() != nullptr)
+        half.emplace_back(p.param_half.half(), p.param_half.half() + p.master.numel());
     }
   }
   bool operator==(const Snapshot& other) const {
@@ -162,7 +163,11 @@ TEST_CASE("AdamW in fp32 matches the fp64 reference over several steps, with cli
   const ParamTable table = make_table();
   auto device = device::make_cpu_device({});
   auto states = ReplicatedStates::create(table, *device, {.precision = DType::kF32, .seed = 11}).value();
-  const AdamConfig config{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .decoupled = true,
+  const AdamConfig config{.beta1 = 0.9,
+                          .beta2 = 0.95,
+                          .eps = 1e-8,
+                          .weight_decay = 0.1,
+                          .decoupled = true,
                           .grad_clip = clip_on ? 0.5 : 0.0};
   AdamOptimizer optimizer = AdamOptimizer::create(config).value();
   LossScaler scaler;

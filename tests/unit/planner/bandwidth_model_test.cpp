@@ -28,9 +28,7 @@ constexpr double kOb = 1991036928.0;
 constexpr double kA = 18874368.0;
 constexpr double kFlops = 1019410907136.0;
 
-ModelMemory gpt2_memory() {
-  return model_memory(spec::gpt_like_shape(12, 768, 12, 50257, 1024), spec::TrainingSpec{});
-}
+ModelMemory gpt2_memory() { return model_memory(spec::gpt_like_shape(12, 768, 12, 50257, 1024), spec::TrainingSpec{}); }
 
 // Round numbers so every time below is a short division.
 HardwareProfile hand_profile(std::int64_t nodes, std::int64_t gpus_per_node) {
@@ -42,7 +40,7 @@ HardwareProfile hand_profile(std::int64_t nodes, std::int64_t gpus_per_node) {
   hw.node.gpu.memory_bytes = 32'000'000'000ULL;
   hw.node.gpu.peak_flops = 100e12;
   hw.node.gpu.achievable_flops = 50e12;
-  hw.node.gpu.memory_bandwidth = 1e12;   // HBM
+  hw.node.gpu.memory_bandwidth = 1e12;  // HBM
   hw.node.cpu_memory_bytes = 1'000'000'000'000ULL;
   hw.node.cpu_memory_bandwidth = 100e9;
   hw.node.nvme_capacity_bytes = 10'000'000'000'000ULL;
@@ -102,9 +100,9 @@ TEST_CASE("bandwidth_for_efficiency inverts efficiency") {
 
 TEST_CASE("model_step: one GPU with everything on it is pure compute") {
   const ModelMemory memory = gpt2_memory();
-  const StepModel step = model_step(memory, strategy_rules(Strategy::kAuto),
-                                    place(Tier::kDevice, Tier::kDevice, Tier::kDevice, Tier::kDevice),
-                                    hand_profile(1, 1), 0.9);
+  const StepModel step =
+      model_step(memory, strategy_rules(Strategy::kAuto),
+                 place(Tier::kDevice, Tier::kDevice, Tier::kDevice, Tier::kDevice), hand_profile(1, 1), 0.9);
   // Compute: 1,019,410,907,136 / 50e12 = 0.02038821814272 s.
   CHECK(step.compute_seconds == Approx(kFlops / 50e12).epsilon(1e-12));
   CHECK(step.step_seconds == step.compute_seconds);
@@ -230,8 +228,9 @@ TEST_CASE("model_step: collectives inside a node and across nodes") {
 TEST_CASE("model_step: ZeRO-Offload sends each rank's updated slice up and all-gathers it") {
   const ModelMemory memory = gpt2_memory();
   // 1 node x 4 GPUs; params replicated on GPU, grads and optimizer on CPU, checkpoints on GPU.
-  const StepModel step = model_step(memory, strategy_rules(Strategy::kZeroOffload),
-                                    place(Tier::kDevice, Tier::kCpu, Tier::kCpu, Tier::kDevice), hand_profile(1, 4), 0.9);
+  const StepModel step =
+      model_step(memory, strategy_rules(Strategy::kZeroOffload),
+                 place(Tier::kDevice, Tier::kCpu, Tier::kCpu, Tier::kDevice), hand_profile(1, 4), 0.9);
   // GPU->host: each rank's gradient slice, Gb / 4 = 62,219,904.
   CHECK(step.load(Resource::kPcieDeviceToHost).bytes == Approx(kGb / 4));
   // host->GPU: each rank's updated parameter slice, Pb / 4 = 62,219,904.

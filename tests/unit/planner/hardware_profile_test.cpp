@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -19,9 +19,7 @@ namespace {
 
 using testing::TempDir;
 
-nlohmann::json dgx2_document() {
-  return nlohmann::json::parse(builtin_profile_text("dgx2-v100").value());
-}
+nlohmann::json dgx2_document() { return nlohmann::json::parse(builtin_profile_text("dgx2-v100").value()); }
 
 // The message of a profile document that must fail to parse.
 std::string error_of(const nlohmann::json& document) {
@@ -72,10 +70,10 @@ TEST_CASE("the DGX-2 profile has the paper's figures in base units") {
   const HardwareProfile hw = load_hardware_profile("dgx2-v100").value();
   CHECK(hw.node.gpus == 16);
   CHECK(hw.total_gpus() == 16);
-  CHECK(hw.node.gpu.memory_bytes == 32ULL << 30);            // 32 GiB
-  CHECK(hw.node.gpu.achievable_flops == 70e12);              // the paper's peak_tp
+  CHECK(hw.node.gpu.memory_bytes == 32ULL << 30);  // 32 GiB
+  CHECK(hw.node.gpu.achievable_flops == 70e12);    // the paper's peak_tp
   CHECK(hw.node.gpu.peak_flops == 125e12);
-  CHECK(hw.node.cpu_memory_bytes == 1'500'000'000'000ULL);   // 1.5 TB
+  CHECK(hw.node.cpu_memory_bytes == 1'500'000'000'000ULL);  // 1.5 TB
   CHECK(hw.node.nvme_capacity_bytes == 28'000'000'000'000ULL);
   CHECK(hw.node.nvme_read_bandwidth == 25e9);
   CHECK(hw.node.pcie_bandwidth_per_gpu == 12e9);
@@ -193,8 +191,9 @@ TEST_CASE("validate checks a profile built in code") {
 TEST_CASE("every figure must lie in its physical range") {
   nlohmann::json document = dgx2_document();
   document["node"]["gpu"]["achievable_flops"] = 1e-300;
-  CHECK(error_of(document) == "x.json: hw.node.gpu.achievable_flops: 1e-300 FLOP/s is outside 1 GFLOP/s to 10 "
-                              "EFLOP/s, the range this figure can take");
+  CHECK(error_of(document) ==
+        "x.json: hw.node.gpu.achievable_flops: 1e-300 FLOP/s is outside 1 GFLOP/s to 10 "
+        "EFLOP/s, the range this figure can take");
   for (const char* link : {"pcie_per_gpu", "gpu_to_gpu", "network"}) {
     document = dgx2_document();
     document["node"]["links"][link] = "1e-300GB/s";

@@ -116,8 +116,7 @@ TEST_CASE("max params scales with nodes for the partitioned strategies") {
   REQUIRE(one.is_ok());
   REQUIRE(four.is_ok());
   // Data parallelism replicates: more nodes hold no bigger model (same answer up to bisection noise).
-  CHECK(static_cast<double>((*four)[0].max_params) ==
-        Approx(static_cast<double>((*one)[0].max_params)).epsilon(0.02));
+  CHECK(static_cast<double>((*four)[0].max_params) == Approx(static_cast<double>((*one)[0].max_params)).epsilon(0.02));
   // ZeRO-3 partitions over 64 GPUs instead of 16: roughly 4x (a bit less: working memory grows with size).
   const double ratio = static_cast<double>((*four)[1].max_params) / static_cast<double>((*one)[1].max_params);
   CHECK(ratio > 3.5);

@@ -36,10 +36,10 @@ TEST_CASE("shape_for_params tracks the paper's 12*nl*hd^2 for large models") {
   // 1T: layers ~ (1e12 / (12 * 128^2))^(1/3) = 172; 12*nl*hd^2 should be within ~1% of the exact count
   // since embeddings are (50257 + 1024) * hd ~ 1.1B of 1T.
   const spec::ModelShape shape = shape_for_params(1'000'000'000'000ULL, 50257, 1024).value();
-  CHECK(shape.layers > 86);   // within the searched +-50% of 172
+  CHECK(shape.layers > 86);  // within the searched +-50% of 172
   CHECK(shape.layers < 258);
-  const double estimate = 12.0 * static_cast<double>(shape.layers) * static_cast<double>(shape.hidden) *
-                          static_cast<double>(shape.hidden);
+  const double estimate =
+      12.0 * static_cast<double>(shape.layers) * static_cast<double>(shape.hidden) * static_cast<double>(shape.hidden);
   const double exact = static_cast<double>(spec::count_parameters(shape).total);
   CHECK(estimate / exact == Approx(1.0).epsilon(0.01));
 }

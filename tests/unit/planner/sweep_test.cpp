@@ -31,26 +31,24 @@ TEST_CASE("params=1B..100T is the 1-2-5 series") {
   const Result<SweepDimension> dimension = parse_sweep_dimension("params=1B..100T", "--sweep");
   REQUIRE(dimension.is_ok());
   CHECK(dimension->key == SweepKey::kParams);
-  const Values expected{1'000'000'000ULL,      2'000'000'000ULL,      5'000'000'000ULL,
-                        10'000'000'000ULL,     20'000'000'000ULL,     50'000'000'000ULL,
-                        100'000'000'000ULL,    200'000'000'000ULL,    500'000'000'000ULL,
-                        1'000'000'000'000ULL,  2'000'000'000'000ULL,  5'000'000'000'000ULL,
-                        10'000'000'000'000ULL, 20'000'000'000'000ULL, 50'000'000'000'000ULL,
-                        100'000'000'000'000ULL};
+  const Values expected{1'000'000'000ULL,      2'000'000'000ULL,      5'000'000'000ULL,      10'000'000'000ULL,
+                        20'000'000'000ULL,     50'000'000'000ULL,     100'000'000'000ULL,    200'000'000'000ULL,
+                        500'000'000'000ULL,    1'000'000'000'000ULL,  2'000'000'000'000ULL,  5'000'000'000'000ULL,
+                        10'000'000'000'000ULL, 20'000'000'000'000ULL, 50'000'000'000'000ULL, 100'000'000'000'000ULL};
   CHECK(dimension->values.size() == 16);
   CHECK(dimension->values == expected);
   // Ends that are not on the series are kept: 3B, 5B, 10B, 20B, 50B, 70B.
-  CHECK(values_of("params=3B..70B") == Values{3'000'000'000ULL, 5'000'000'000ULL, 10'000'000'000ULL,
-                                              20'000'000'000ULL, 50'000'000'000ULL, 70'000'000'000ULL});
+  CHECK(values_of("params=3B..70B") == Values{3'000'000'000ULL, 5'000'000'000ULL, 10'000'000'000ULL, 20'000'000'000ULL,
+                                              50'000'000'000ULL, 70'000'000'000ULL});
 }
 
 TEST_CASE("ranges, steps and lists of other keys") {
   CHECK(values_of("nodes=1..64") == Values{1, 2, 4, 8, 16, 32, 64});
   CHECK(values_of("nodes=1..10") == Values{1, 2, 4, 8, 10});  // x2, with the top end kept
   CHECK(values_of("nodes=1..10:+3") == Values{1, 4, 7, 10});
-  CHECK(values_of("nodes=1..9:+3") == Values{1, 4, 7});       // a step never overshoots
+  CHECK(values_of("nodes=1..9:+3") == Values{1, 4, 7});  // a step never overshoots
   CHECK(values_of("nodes=1..100:x10") == Values{1, 10, 100});
-  CHECK(values_of("nodes=3,1,2,2") == Values{1, 2, 3});       // sorted, deduplicated
+  CHECK(values_of("nodes=3,1,2,2") == Values{1, 2, 3});  // sorted, deduplicated
   CHECK(values_of("nodes=8") == Values{8});
   CHECK(values_of("nodes=4..4") == Values{4});
   CHECK(values_of("micro-batch=1..8") == Values{1, 2, 4, 8});
@@ -114,11 +112,9 @@ TEST_CASE("an empty step after ':' is an error, not the default step") {
 TEST_CASE("a multiplying step that would overflow 64 bits stops instead of wrapping") {
   // 1, 1e6, 1e12, 1e18 are the values of 1..18e18 in steps of x1e6; the next, 1e24, exceeds 2^64
   // and would wrap around (1e24 mod 2^64 < 18e18) if the loop multiplied before checking.
-  const Result<SweepDimension> dimension =
-      parse_sweep_dimension("params=1..18000000000000000000:x1000000", "--sweep");
+  const Result<SweepDimension> dimension = parse_sweep_dimension("params=1..18000000000000000000:x1000000", "--sweep");
   REQUIRE(dimension.is_ok());
-  CHECK(dimension->values ==
-        Values{1ULL, 1'000'000ULL, 1'000'000'000'000ULL, 1'000'000'000'000'000'000ULL});
+  CHECK(dimension->values == Values{1ULL, 1'000'000ULL, 1'000'000'000'000ULL, 1'000'000'000'000'000'000ULL});
 }
 
 PlanInput dgx2_base() {

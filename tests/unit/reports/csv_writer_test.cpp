@@ -12,9 +12,8 @@ namespace {
 TEST_CASE("csv: table with header, emphasis dropped, special fields quoted") {
   Table table;
   table.columns = {{"tier", Align::kLeft}, {"used, GiB", Align::kRight}};
-  table.rows = {{Cell("device"), Cell("80", Emphasis::kBad)},
-                {Cell("say \"hi\""), Cell("two\nlines")},
-                {Cell("cr\r"), Cell("")}};
+  table.rows = {
+      {Cell("device"), Cell("80", Emphasis::kBad)}, {Cell("say \"hi\""), Cell("two\nlines")}, {Cell("cr\r"), Cell("")}};
   std::ostringstream out;
   write_csv(table, out);
   CHECK(out.str() ==

@@ -229,32 +229,37 @@ TEST_CASE("bad configs name the file, the key, the value and what is allowed") {
   }
   SECTION("unknown model_type") {
     config["model_type"] = "t5";
-    CHECK(error_of(config) == "config.json: model_type: 't5' is not supported; supported: gpt2, gpt_neox, llama, "
-                              "mistral, qwen2");
+    CHECK(error_of(config) ==
+          "config.json: model_type: 't5' is not supported; supported: gpt2, gpt_neox, llama, "
+          "mistral, qwen2");
   }
   SECTION("no model_type and no supported architecture") {
     config.erase("model_type");
     config["architectures"] = {"T5ForConditionalGeneration"};
-    CHECK(error_of(config) == "config.json: model_type: required field is missing and architectures "
-                              "[\"T5ForConditionalGeneration\"] (array) names no supported model; supported model_type: "
-                              "gpt2, gpt_neox, llama, mistral, qwen2");
+    CHECK(error_of(config) ==
+          "config.json: model_type: required field is missing and architectures "
+          "[\"T5ForConditionalGeneration\"] (array) names no supported model; supported model_type: "
+          "gpt2, gpt_neox, llama, mistral, qwen2");
   }
   SECTION("kv heads not dividing the query heads") {
     config["num_key_value_heads"] = 5;
-    CHECK(error_of(config) == "config.json: num_key_value_heads: 5 does not divide num_attention_heads 32; "
-                              "grouped-query attention shares each key/value head among a whole number of query heads");
+    CHECK(error_of(config) ==
+          "config.json: num_key_value_heads: 5 does not divide num_attention_heads 32; "
+          "grouped-query attention shares each key/value head among a whole number of query heads");
   }
   SECTION("heads not dividing hidden_size without head_dim") {
     config["num_attention_heads"] = 24;
     config["num_key_value_heads"] = 8;
-    CHECK(error_of(config) == "config.json: num_attention_heads: 24 does not divide hidden_size 4096; without "
-                              "head_dim each head is hidden_size / num_attention_heads wide");
+    CHECK(error_of(config) ==
+          "config.json: num_attention_heads: 24 does not divide hidden_size 4096; without "
+          "head_dim each head is hidden_size / num_attention_heads wide");
   }
   SECTION("gpt2 heads not dividing n_embd") {
     config = fixture_json("gpt2.json");
     config["n_head"] = 7;
-    CHECK(error_of(config) == "config.json: n_head: 7 does not divide n_embd 768; GPT-2 splits n_embd evenly over "
-                              "its heads");
+    CHECK(error_of(config) ==
+          "config.json: n_head: 7 does not divide n_embd 768; GPT-2 splits n_embd evenly over "
+          "its heads");
   }
   SECTION("a top level that is not an object") {
     CHECK(error_of(nlohmann::json::array()) == "config.json: expected a JSON object, found [] (array)");

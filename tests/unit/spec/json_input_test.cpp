@@ -80,8 +80,7 @@ TEST_CASE("deeply nested JSON is refused at parse time, with its line and column
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   const auto result = parse_json_text(deep, "deep.json");
   REQUIRE_FALSE(result.is_ok());
-  CHECK(result.status().message() ==
-        "deep.json:1:65: JSON nested deeper than 64 levels of arrays and objects");
+  CHECK(result.status().message() == "deep.json:1:65: JSON nested deeper than 64 levels of arrays and objects");
   const std::string under_key = R"({"name": )" + std::string(70000, '[');
   CHECK(parse_json_text(under_key, "s.json").status().message().find("nested deeper than 64") != std::string::npos);
   const std::string ok_depth = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');

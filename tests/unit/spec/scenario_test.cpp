@@ -366,8 +366,12 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
   CHECK_FALSE(to_json(plain).contains("zero"));
 
   json doc = minimal();
-  doc["zero"] = {{"params", "nvme"}, {"optimizer", "nvme"}, {"nvme_paths", {"/tmp/a", "/tmp/b"}},
-                 {"host_memory", "8GiB"}, {"max_live_bytes", "1GiB"}, {"prefetch_bytes", 1 << 20},
+  doc["zero"] = {{"params", "nvme"},
+                 {"optimizer", "nvme"},
+                 {"nvme_paths", {"/tmp/a", "/tmp/b"}},
+                 {"host_memory", "8GiB"},
+                 {"max_live_bytes", "1GiB"},
+                 {"prefetch_bytes", 1 << 20},
                  {"persistence_threshold", 500}};
   const Scenario offloaded = parse_scenario(doc, "s.json", test_resolver).value();
   CHECK(offloaded.zero.stage == 3);  // a zero section without a stage is the partitioned engine
@@ -409,7 +413,8 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
       {{{"stage", 2}, {"params", "cpu"}, {"optimizer", "cpu"}}, "scenario.zero.params: \"cpu\" needs zero.stage 3"},
       {{{"params", "cpu"}}, "scenario.zero.params: \"cpu\" with optimizer on \"device\" is not supported"},
       {{{"optimizer", "nvme"}}, "scenario.zero.nvme_paths: required when a state is on \"nvme\""},
-      {{{"optimizer", "cpu"}, {"nvme_paths", {"/tmp"}}}, "scenario.zero.nvme_paths: given, but no state is on \"nvme\""},
+      {{{"optimizer", "cpu"}, {"nvme_paths", {"/tmp"}}},
+       "scenario.zero.nvme_paths: given, but no state is on \"nvme\""},
       {{{"optimizer", "nvme"}, {"nvme_paths", json::array()}},
        "scenario.zero.nvme_paths: expected a non-empty list of directories, found [] (array)"},
       {{{"optimizer", "nvme"}, {"nvme_paths", {""}}}, "scenario.zero.nvme_paths[0]: expected a directory path"},

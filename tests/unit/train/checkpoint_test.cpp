@@ -194,7 +194,8 @@ TEST_CASE("a crafted header with a valid CRC is refused, never converted") {
     const std::uint32_t crc = io::crc32c(std::as_bytes(std::span<const char>(bytes.data() + 24, header_bytes)));
     std::memcpy(bytes.data() + 12, &crc, 4);
     const fs::path crafted = fs::path(tmp.path()) / "crafted.zckpt";
-    std::ofstream(crafted, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(crafted, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     auto meta = load_checkpoint(crafted, loaded.views());
     REQUIRE_FALSE(meta.is_ok());
     return meta.status().message();
@@ -278,7 +279,8 @@ TEST_CASE("keep_last prunes the oldest checkpoints and leftovers of interrupted 
   const auto views = saved.views();
   tmp.write("step-00000002.zckpt.tmp", "left by a crash");  // an interrupted save of step 2
   tmp.write("notes.txt", "not ours");
-  for (std::int64_t step = 1; step <= 5; ++step) REQUIRE(save_checkpoint(tmp.path(), sample_meta(step), views, 2).is_ok());
+  for (std::int64_t step = 1; step <= 5; ++step)
+    REQUIRE(save_checkpoint(tmp.path(), sample_meta(step), views, 2).is_ok());
   CHECK(files_in(tmp.path()) == std::vector<std::string>{"notes.txt", "step-00000004.zckpt", "step-00000005.zckpt"});
   REQUIRE(save_checkpoint(tmp.path(), sample_meta(6), views, 0).is_ok());  // 0 keeps all
   CHECK(files_in(tmp.path()).size() == 4);
@@ -354,7 +356,7 @@ TEST_CASE("a save that runs out of space fails, removes its .tmp and leaves the 
   big.add("master/wte", random_bits(1000, 1));
   big.add("master/ln.bias", random_bits(3, 2));
   big.add("adam_m/empty", {});
-  big.add("adam_v/wte", random_bits(64 * 1024, 9));  // 256 KiB: past the limit
+  big.add("adam_v/wte", random_bits(64 * 1024, 9));              // 256 KiB: past the limit
   const std::int64_t step = GENERATE(as<std::int64_t>{}, 2, 1);  // a new step, and overwriting step 1
   INFO("saving step " << step);
   Status status;

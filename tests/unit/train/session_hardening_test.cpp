@@ -67,7 +67,8 @@ TEST_CASE("a token file truncated during training ends the run with an error nam
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 // The sanitizers reserve terabytes of address space up front, so an address-space limit cannot be
 // set under them; the check runs in the plain builds.
-TEST_CASE("compute threads whose buffers exceed the address-space limit are refused, not spun on", "[train][hardening]") {
+TEST_CASE("compute threads whose buffers exceed the address-space limit are refused, not spun on",
+          "[train][hardening]") {
   // In a child process: the limit must not constrain the rest of the test binary.
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
@@ -78,7 +79,10 @@ TEST_CASE("compute threads whose buffers exceed the address-space limit are refu
     if (kernels::cpu::address_space_for_threads(64)) ::_exit(11);  // 64 x 136 MiB = 8.5 GiB > 3.8 GiB
     if (!kernels::cpu::address_space_for_threads(2)) ::_exit(12);
     const nlohmann::json document = {{"model", {{"layers", 1}, {"hidden", 16}, {"heads", 2}, {"vocab", 64}}},
-                                     {"batch", 2}, {"seq", 8}, {"steps", 1}, {"threads", 64}};
+                                     {"batch", 2},
+                                     {"seq", 8},
+                                     {"steps", 1},
+                                     {"threads", 64}};
     const Result<spec::Scenario> scenario = spec::parse_scenario(document, "t.json", spec::ShapeResolver{});
     if (!scenario.is_ok()) ::_exit(13);
     const auto session = TrainSession::create(*scenario, false);

@@ -234,9 +234,10 @@ TEST_CASE("TokenFileSource: a file changed under a run fails the next batch, nev
     std::filesystem::resize_file(path, 0);
     const Status status = src.batch_at(1, 2, 5, buf.data());
     CHECK(status.code() == ErrorCode::kIoError);
-    CHECK(status.message() == "data.path: '" + path + "' changed during the run (100 bytes when opened, 0 now); a "
-                              "token file must not be modified while training reads it (copy it first, or restart "
-                              "the run to use the new contents)");
+    CHECK(status.message() == "data.path: '" + path +
+                                  "' changed during the run (100 bytes when opened, 0 now); a "
+                                  "token file must not be modified while training reads it (copy it first, or restart "
+                                  "the run to use the new contents)");
     CHECK(src.next_batch(2, 5, buf.data()).code() == ErrorCode::kIoError);
     CHECK(src.batch_index() == 0);  // a failed batch does not move the cursor
   }
@@ -260,7 +261,8 @@ TEST_CASE("TokenFileSource: a file changed under a run fails the next batch, nev
   SECTION("a FIFO is refused at once, not waited on") {
     const std::string fifo = dir.path() + "/fifo";
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    CHECK(open_error({fifo, 100, 1, 4}, ErrorCode::kInvalidArgument) == "data.path: '" + fifo + "' is not a regular file");
+    CHECK(open_error({fifo, 100, 1, 4}, ErrorCode::kInvalidArgument) ==
+          "data.path: '" + fifo + "' is not a regular file");
   }
 }
 

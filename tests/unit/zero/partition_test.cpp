@@ -14,7 +14,8 @@ namespace {
 
 model::ParamTable make_table() {
   model::ParamTable table;
-  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{31}, std::int64_t{32}, std::int64_t{1000}, std::int64_t{4097}}) {
+  for (const std::int64_t n :
+       {std::int64_t{1}, std::int64_t{31}, std::int64_t{32}, std::int64_t{1000}, std::int64_t{4097}}) {
     table.add(model::ParamInfo{.name = fmt::format("p{}", n), .shape = Shape({n})});
   }
   return table;
@@ -58,7 +59,8 @@ TEST_CASE("partition: N ranks own equal aligned slices that tile each parameter 
         covered[static_cast<std::size_t>(id)] += slice.owned;
       }
     }
-    for (model::ParamId id = 0; id < table.size(); ++id) CHECK(covered[static_cast<std::size_t>(id)] == table[id].numel);
+    for (model::ParamId id = 0; id < table.size(); ++id)
+      CHECK(covered[static_cast<std::size_t>(id)] == table[id].numel);
   }
 }
 

@@ -39,18 +39,19 @@ class LossRecorder final : public train::StepObserver {
 };
 
 json tiny_scenario(const std::string& precision, bool checkpointing, int tiling) {
-  return json{{"name", "tiny"},
-              {"model", {{"layers", 2}, {"hidden", 64}, {"heads", 2}, {"vocab", 96}, {"max_positions", 16}}},
-              {"data", {{"source", "markov"}, {"successors", 4}}},
-              {"batch", 2},
-              {"seq", 16},
-              {"steps", 20},
-              {"precision", precision},
-              {"optimizer", {{"lr", 1e-2}, {"grad_clip", 0.5}, {"schedule", {{"kind", "cosine"}, {"warmup_steps", 3}}}}},
-              {"seed", 3},
-              {"threads", 1},
-              {"activation_checkpointing", checkpointing},
-              {"tiling", tiling}};
+  return json{
+      {"name", "tiny"},
+      {"model", {{"layers", 2}, {"hidden", 64}, {"heads", 2}, {"vocab", 96}, {"max_positions", 16}}},
+      {"data", {{"source", "markov"}, {"successors", 4}}},
+      {"batch", 2},
+      {"seq", 16},
+      {"steps", 20},
+      {"precision", precision},
+      {"optimizer", {{"lr", 1e-2}, {"grad_clip", 0.5}, {"schedule", {{"kind", "cosine"}, {"warmup_steps", 3}}}}},
+      {"seed", 3},
+      {"threads", 1},
+      {"activation_checkpointing", checkpointing},
+      {"tiling", tiling}};
 }
 
 spec::Scenario parse(const json& document) {
@@ -81,7 +82,9 @@ constexpr Placement kPlacements[] = {{"device", "device"}, {"device", "cpu"}, {"
                                      {"device", "nvme"},   {"cpu", "nvme"},   {"nvme", "nvme"}};
 
 json with_zero(json document, const Placement& placement, const std::string& nvme_dir, int stage = 3) {
-  json zero{{"stage", stage}, {"params", placement.params}, {"optimizer", placement.optimizer},
+  json zero{{"stage", stage},
+            {"params", placement.params},
+            {"optimizer", placement.optimizer},
             // Small parameters (biases, norms) stay resident; the rest is gathered per use.
             {"persistence_threshold", 100}};
   if (std::string(placement.params) == "nvme" || std::string(placement.optimizer) == "nvme") {
@@ -129,7 +132,8 @@ TEST_CASE("partitioned states: fp16 with dynamic loss scaling skips the same ste
     REQUIRE(session.value()->trainer().run(recorder).is_ok());
     CHECK(recorder.skipped > 0);
   }
-  for (const Placement& placement : {Placement{"cpu", "cpu"}, Placement{"nvme", "nvme"}, Placement{"device", "device"}}) {
+  for (const Placement& placement :
+       {Placement{"cpu", "cpu"}, Placement{"nvme", "nvme"}, Placement{"device", "device"}}) {
     INFO(placement.params << ", " << placement.optimizer);
     const std::vector<double> losses = train_losses(with_zero(base, placement, nvme.path()));
     REQUIRE(losses.size() == reference.size());
@@ -256,9 +260,7 @@ std::unique_ptr<io::FaultInjectingEngine> fault_engine() {
   return std::make_unique<io::FaultInjectingEngine>(std::move(inner).value());
 }
 
-bool directory_empty(const std::string& path) {
-  return std::filesystem::is_empty(path);
-}
+bool directory_empty(const std::string& path) { return std::filesystem::is_empty(path); }
 
 TEST_CASE("partitioned states: an NVMe read or write error fails the step with one line; the checkpoint still loads") {
   const TempDir nvme;
@@ -302,7 +304,8 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
     fresh["checkpoint"]["resume"] = false;
     auto session = train::TrainSession::create(parse(fresh), true, 0, {}, std::move(engine));
     REQUIRE(session.is_ok());
-    faults->add_rule(io::FaultRule::fail(faults->counters().writes_seen + 2, ENOSPC).counting_only(io::IoOpKind::kWrite));
+    faults->add_rule(
+        io::FaultRule::fail(faults->counters().writes_seen + 2, ENOSPC).counting_only(io::IoOpKind::kWrite));
     LossRecorder recorder;
     const Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
     REQUIRE_FALSE(outcome.is_ok());

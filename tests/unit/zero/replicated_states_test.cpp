@@ -26,13 +26,14 @@ using model::ParamTable;
 
 ParamTable make_table() {
   ParamTable table;
-  table.add(ParamInfo{.name = "wte", .shape = Shape({37, 5}), .group = 0, .init = ParamInit::kNormal, .init_std = 0.02f});
-  table.add(ParamInfo{.name = "ln.weight", .shape = Shape({5}), .group = 1, .init = ParamInit::kOnes,
-                      .weight_decay = false});
-  table.add(ParamInfo{.name = "ln.bias", .shape = Shape({5}), .group = 1, .init = ParamInit::kZeros,
-                      .weight_decay = false});
-  table.add(ParamInfo{.name = "fc.weight", .shape = Shape({3, 17}), .group = 1, .init = ParamInit::kNormal,
-                      .init_std = 1.5f});
+  table.add(
+      ParamInfo{.name = "wte", .shape = Shape({37, 5}), .group = 0, .init = ParamInit::kNormal, .init_std = 0.02f});
+  table.add(
+      ParamInfo{.name = "ln.weight", .shape = Shape({5}), .group = 1, .init = ParamInit::kOnes, .weight_decay = false});
+  table.add(
+      ParamInfo{.name = "ln.bias", .shape = Shape({5}), .group = 1, .init = ParamInit::kZeros, .weight_decay = false});
+  table.add(ParamInfo{
+      .name = "fc.weight", .shape = Shape({3, 17}), .group = 1, .init = ParamInit::kNormal, .init_std = 1.5f});
   return table;
 }
 
@@ -151,10 +152,12 @@ TEST_CASE("mixed precision: commit rounds the gradient into half storage and a s
   auto states = ReplicatedStates::create(table, *device, {.precision = precision}).value();
   REQUIRE(states->zero_grads().is_ok());
   // Ties, values just off ties, a subnormal of each format, and values around the fp16 maximum.
-  const std::vector<float> first = {1.0f + 0x1p-8f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -2.7182818f, 0x1p-20f,
-                                    65519.0f,       65520.0f,        70000.0f,            1e-3f,       -0.1f};
+  const std::vector<float> first = {
+      1.0f + 0x1p-8f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -2.7182818f, 0x1p-20f, 65519.0f, 65520.0f, 70000.0f, 1e-3f,
+      -0.1f};
   std::vector<float> values(51);
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = first[i % first.size()] * (i < first.size() ? 1.0f : 0.5f);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = first[i % first.size()] * (i < first.size() ? 1.0f : 0.5f);
 
   auto grad = states->grad_buffer(3).value();
   REQUIRE(grad.numel() == 51);
@@ -166,7 +169,8 @@ TEST_CASE("mixed precision: commit rounds the gradient into half storage and a s
   const ParamStates p = states->param_states(3);
   REQUIRE(p.grad.dtype() == precision);
   std::vector<float> stored(51);
-  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16, p.grad.half(), stored.data(), stored.size());
+  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16,
+                            p.grad.half(), stored.data(), stored.size());
   for (std::size_t i = 0; i < stored.size(); ++i) {
     INFO("element " << i << " = " << values[i]);
     CHECK(stored[i] == half_reference(precision, values[i]));
@@ -181,10 +185,12 @@ TEST_CASE("mixed precision: commit rounds the gradient into half storage and a s
     again.f32()[i] += 1.0f;
   }
   REQUIRE(states->commit(3).is_ok());
-  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16, p.grad.half(), stored.data(), stored.size());
+  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16,
+                            p.grad.half(), stored.data(), stored.size());
   CHECK(stored[3] == half_reference(precision, half_reference(precision, values[3]) + 1.0f));
   REQUIRE(states->zero_grads().is_ok());
-  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16, p.grad.half(), stored.data(), stored.size());
+  kernels::cpu::half_to_f32(precision == DType::kF16 ? kernels::HalfFormat::kF16 : kernels::HalfFormat::kBF16,
+                            p.grad.half(), stored.data(), stored.size());
   for (float x : stored) CHECK(x == 0.0f);
 }
 
@@ -291,7 +297,8 @@ TEST_CASE("checkpoint arrays: master, then m, then v per parameter; push_checkpo
   CHECK(arrays[1].values.data() == p.master.f32());
 
   // A load writes the master; the working copy follows only after push_checkpoint_arrays().
-  for (std::size_t i = 0; i < arrays[3].values.size(); ++i) arrays[3].values[i] = 1.0f + static_cast<float>(i) * 0x1p-9f;
+  for (std::size_t i = 0; i < arrays[3].values.size(); ++i)
+    arrays[3].values[i] = 1.0f + static_cast<float>(i) * 0x1p-9f;
   {
     auto stale = states->acquire(3).value();
     CHECK(stale.f32()[0] != 1.0f);  // still the initial normal values
@@ -302,8 +309,8 @@ TEST_CASE("checkpoint arrays: master, then m, then v per parameter; push_checkpo
   for (std::size_t i = 0; i < arrays[3].values.size(); ++i) {
     CHECK(view.f32()[i] == half_reference(DType::kBF16, arrays[3].values[i]));
   }
-  CHECK(view.f32()[1] == 1.0f);              // 1 + 2^-9 is a tie: rounds to even
-  CHECK(view.f32()[3] == 1.0f + 0x1p-7f);    // 1 + 3 * 2^-9 is a tie: rounds up to even
+  CHECK(view.f32()[1] == 1.0f);            // 1 + 2^-9 is a tie: rounds to even
+  CHECK(view.f32()[3] == 1.0f + 0x1p-7f);  // 1 + 3 * 2^-9 is a tie: rounds up to even
   states->release(3);
 }
 

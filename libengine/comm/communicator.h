@@ -1,0 +1,71 @@
+// Communicator: the collectives data-parallel training needs — all-gather, reduce-scatter (sum),
+// all-reduce (sum), broadcast and barrier — over flat buffers, asynchronous on a device stream.
+// It is what ZeRO's partitioned states use to gather parameter slices and to reduce gradient slices
+// across ranks; it is not a transport: the implementations wrap OpenMPI (CPU buffers, and the
+// bootstrap), NCCL (device buffers) and, for one process, plain copies (local_communicator.h).
+//
+// Ordering: every rank makes the same collective calls in the same order with the same counts,
+// dtypes and roots (as MPI and NCCL require). A call enqueues the collective on `stream`: it starts
+// after the work enqueued on `stream` before it and has finished when `stream` passes that point
+// (record an Event after the call to wait for it). The buffers must stay valid and unmodified
+// (send) / untouched (recv) until then. Which memory a buffer may be in is the implementation's:
+// host memory for MPI and the CPU backend's device memory, CUDA device memory for NCCL.
+//
+// Failure: a lost or hung peer, a timeout or a transport error surfaces as the Status of
+// stream.synchronize() (and of barrier()), naming the collective, this rank and the cause — never a
+// silent hang: implementations bound every wait by CommOptions::timeout. After a failure the
+// communicator is broken: every later call fails at once with the first error.
+//
+// Thread-safety: one thread issues the calls (the training loop's); the collectives run on the
+// stream's worker. rank()/world_size()/... are constant and safe from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "libengine/core/dtype.h"
+#include "libengine/core/status.h"
+#include "libengine/device/device.h"
+
+namespace zinf::comm {
+
+struct CommOptions {
+  // The longest any collective or barrier may wait for a peer before failing with a clear error.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  // "local", "mpi", "nccl" (and "fault" for the fault-injecting wrapper in tests).
+  virtual std::string_view backend() const = 0;
+  virtual int rank() const = 0;        // 0 .. world_size() - 1
+  virtual int world_size() const = 0;  // >= 1
+  virtual int local_rank() const = 0;  // among the ranks on this node: picks the GPU, splits the cores
+  virtual int local_size() const = 0;
+
+  // recv[r * count, (r + 1) * count) = rank r's send[0, count), on every rank. `send` may alias
+  // recv + rank() * count (in place).
+  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) = 0;
+  // recv[0, count) = sum over ranks r of r's send[rank() * count, (rank() + 1) * count). fp32 sums
+  // in fp32; bf16/fp16 add in fp32 and round once per addition. `recv` may alias
+  // send + rank() * count.
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) = 0;
+  // recv[0, count) = sum over ranks of send[0, count); `send` may equal `recv`.
+  virtual void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) = 0;
+  // buffer[0, count) on every rank = root's buffer[0, count).
+  virtual void broadcast(void* buffer, std::size_t count, DType dtype, int root, device::Stream& stream) = 0;
+  // Blocks the calling thread until every rank has entered barrier(); fails after the timeout.
+  virtual Status barrier() = 0;
+  // Host-side, blocking: values[i] = sum over ranks of values[i], in double precision, identical
+  // on every rank (the reduction order is fixed for a given world size). For scalars the engine
+  // agrees on — loss sums, gradient norms, token counts — and, with each rank filling only its own
+  // block of a world_size()-times larger zeroed vector, to gather per-rank figures. Fails after
+  // the timeout like the collectives; `values` is then unspecified.
+  virtual Status all_reduce_host(std::span<double> values) = 0;
+};
+
+}  // namespace zinf::comm
