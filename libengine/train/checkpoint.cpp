@@ -170,6 +170,23 @@ std::string hex32(std::uint32_t value) { return fmt::format("0x{:08x}", value); 
 
 }  // namespace
 
+Status write_file_durably(const fs::path& path, std::string_view text) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return os_error("create", tmp, errno);
+  Status status = pwrite_all(fd.get(), text.data(), text.size(), 0, tmp);
+  if (status.is_ok() && ::fsync(fd.get()) != 0) status = os_error("fsync", tmp, errno);
+  if (status.is_ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    status = os_error(fmt::format("rename {} to", tmp.string()), path, errno);
+  }
+  if (!status.is_ok()) {
+    (void)::unlink(tmp.c_str());
+    return status;
+  }
+  return fsync_directory(path.has_parent_path() ? path.parent_path() : fs::path("."));
+}
+
 fs::path checkpoint_path(const fs::path& dir, std::int64_t step) {
   return dir / fmt::format("step-{:08d}{}", step, kFileSuffix);
 }
@@ -192,7 +209,8 @@ Result<std::optional<fs::path>> latest_checkpoint(const fs::path& dir) {
 }
 
 Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::create(const fs::path& dir, const CheckpointMeta& meta,
-                                                                   std::vector<zero::CheckpointArrayInfo> layout) {
+                                                                   std::vector<zero::CheckpointArrayInfo> layout,
+                                                                   const std::string& file_name) {
   if (meta.step < 0) {
     return Status::invalid_argument(fmt::format("checkpoint: step {} is negative", meta.step));
   }
@@ -208,7 +226,7 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::create(const fs::pat
   writer->dir_ = dir;
   writer->meta_ = meta;
   writer->layout_ = std::move(layout);
-  writer->final_path_ = checkpoint_path(dir, meta.step);
+  writer->final_path_ = file_name.empty() ? checkpoint_path(dir, meta.step) : dir / file_name;
   writer->tmp_path_ = writer->final_path_;
   writer->tmp_path_ += ".tmp";
   writer->crcs_.assign(writer->layout_.size(), 0);

@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -54,9 +55,12 @@ struct CheckpointMeta {
 class CheckpointWriter final : public zero::CheckpointSink {
  public:
   // Creates `dir` when missing and the .tmp file for `layout` (unique, non-empty names).
-  // InvalidArgument for a negative step or a bad name; IoError naming the path otherwise.
+  // `file_name`: the final name in `dir` (one rank's shard, checkpoint_set.h); empty: the step's
+  // checkpoint_path(). InvalidArgument for a negative step or a bad name; IoError naming the path
+  // otherwise.
   static Result<std::unique_ptr<CheckpointWriter>> create(const std::filesystem::path& dir, const CheckpointMeta& meta,
-                                                          std::vector<zero::CheckpointArrayInfo> layout);
+                                                          std::vector<zero::CheckpointArrayInfo> layout,
+                                                          const std::string& file_name = {});
   // Without a successful commit() the .tmp file is removed: nothing of this save remains.
   ~CheckpointWriter() override;
   CheckpointWriter(const CheckpointWriter&) = delete;
@@ -128,6 +132,11 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int
 // every earlier checkpoint is untouched. Blocks until the data is on stable storage.
 Status save_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& meta, std::span<const NamedArray> arrays,
                        int keep_last);
+
+// Writes `text` to `path` so that a crash leaves either the old file or the whole new one: a
+// `.tmp` beside it, fsync, rename, fsync of the directory. IoError naming the path otherwise (the
+// `.tmp` is removed then).
+Status write_file_durably(const std::filesystem::path& path, std::string_view text);
 
 // The checkpoint in `dir` with the highest step, or nullopt when there is none (including when `dir`
 // does not exist). `.tmp` files and other names are ignored. IoError when `dir` cannot be listed.

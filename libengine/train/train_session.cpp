@@ -55,7 +55,8 @@ optim::LrScheduleKind schedule_kind(spec::ScheduleKind kind) {
 Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario& scenario, bool resume,
                                                            std::int64_t stop_after,
                                                            std::function<void(const std::string&)> on_warning,
-                                                           std::unique_ptr<io::IoEngine> io_engine) {
+                                                           std::unique_ptr<io::IoEngine> io_engine,
+                                                           comm::Communicator* comm) {
   const spec::LrScheduleConfig& sched = scenario.optimizer.schedule;
   if (sched.kind != spec::ScheduleKind::kConstant && scenario.steps <= sched.warmup_steps) {
     // Checked here as well as by the parser because --steps may shorten a run after parsing.
@@ -64,8 +65,18 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
         "steps after warm-up (raise steps, e.g. with --steps, or lower warmup_steps)",
         scenario.steps, sched.warmup_steps, spec::schedule_kind_name(sched.kind)));
   }
+  const int world_size = comm != nullptr ? comm->world_size() : 1;
+  if (scenario.batch % world_size != 0) {
+    return Status::invalid_argument(fmt::format(
+        "scenario.batch: {} does not split evenly over {} ranks; use a multiple of {} (each rank trains on batch / "
+        "ranks rows of every batch)",
+        scenario.batch, world_size, world_size));
+  }
   std::unique_ptr<TrainSession> session(new TrainSession(scenario));
-  const int threads = scenario.threads > 0 ? static_cast<int>(scenario.threads) : kernels::cpu::available_cores();
+  // Ranks on one node share its cores.
+  const int local_ranks = comm != nullptr ? std::max(1, comm->local_size()) : 1;
+  const int threads = scenario.threads > 0 ? static_cast<int>(scenario.threads)
+                                           : std::max(1, kernels::cpu::available_cores() / local_ranks);
   if (!kernels::cpu::address_space_for_threads(threads)) {
     // OpenBLAS would spin forever on the buffer mmap it cannot get; say so instead.
     return Status::invalid_argument(fmt::format(
@@ -108,7 +119,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
 
   model::GptConfig model_config;
   model_config.shape = scenario.shape;
-  model_config.batch = scenario.batch;
+  model_config.batch = scenario.batch / world_size;
   model_config.seq = scenario.seq;
   model_config.activation_checkpointing = scenario.activation_checkpointing;
   model_config.tiling = scenario.tiling;
@@ -125,6 +136,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     state_options.zero = scenario.zero;
     state_options.io_engine = std::move(io_engine);
     state_options.on_warning = on_warning;
+    state_options.comm = comm;
     Result<std::unique_ptr<zero::PartitionedStates>> states =
         zero::PartitionedStates::create(session->model_->params(), *session->device_, std::move(state_options));
     if (!states.is_ok()) return as_budget_error(states.status(), scenario);
@@ -136,6 +148,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     state_options.precision = scenario.precision;
     state_options.compute_dtype = compute_dtype;
     state_options.seed = scenario.seed;
+    state_options.comm = comm;
     Result<std::unique_ptr<zero::ReplicatedStates>> states =
         zero::ReplicatedStates::create(session->model_->params(), *session->device_, state_options);
     if (!states.is_ok()) return as_budget_error(states.status(), scenario);
@@ -183,6 +196,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     options.resume = scenario.checkpoint.resume && resume;
   }
   options.fingerprint = spec::fingerprint(scenario);
+  options.comm = comm;
   session->trainer_ = std::make_unique<Trainer>(*session->model_, *session->states_, *session->optimizer_,
                                                 *session->schedule_, *session->scaler_, *session->data_, options);
   return session;

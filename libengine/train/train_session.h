@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "libengine/comm/communicator.h"
 #include "libengine/core/status.h"
 #include "libengine/device/device.h"
 #include "libengine/io/io_engine.h"
@@ -35,10 +36,14 @@ class TrainSession {
   // "scenario.zero.*" for an engine plan that cannot work in the budgets. `on_warning` receives
   // one line per warning (buffered I/O fallback, a changed parameter order); may be empty.
   // `io_engine`: tests pass a fault-injecting engine for the NVMe tier; null: io_uring.
+  // `comm`: the data-parallel ranks (null: one); it must outlive the session. Each rank trains on
+  // scenario.batch / world_size rows of every batch ("scenario.batch" when that does not divide),
+  // and with scenario.threads 0 uses its share of this node's cores.
   static Result<std::unique_ptr<TrainSession>> create(const spec::Scenario& scenario, bool resume,
                                                       std::int64_t stop_after = 0,
                                                       std::function<void(const std::string&)> on_warning = {},
-                                                      std::unique_ptr<io::IoEngine> io_engine = nullptr);
+                                                      std::unique_ptr<io::IoEngine> io_engine = nullptr,
+                                                      comm::Communicator* comm = nullptr);
 
   const spec::Scenario& scenario() const { return scenario_; }
   device::Device& device() { return *device_; }

@@ -1,6 +1,7 @@
 #include "libengine/train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <span>
@@ -9,8 +10,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "libengine/core/check.h"
 #include "libengine/spec/json_input.h"
 #include "libengine/train/checkpoint.h"
+#include "libengine/train/checkpoint_set.h"
 
 namespace zinf::train {
 namespace {
@@ -71,20 +74,35 @@ Trainer::Trainer(model::Gpt& model, zero::ModelStates& states, optim::AdamOptimi
       scaler_(scaler),
       data_(data),
       options_(std::move(options)) {
+  if (options_.comm != nullptr) {
+    world_size_ = options_.comm->world_size();
+    rank_ = options_.comm->rank();
+  }
   const BatchShape& shape = data_.shape();
+  ZINF_CHECK(shape.batch % static_cast<std::uint64_t>(world_size_) == 0,
+             "Trainer: the batch must split evenly over the ranks (checked by TrainSession)");
+  const std::uint64_t local = shape.batch / static_cast<std::uint64_t>(world_size_);
   rows_.resize(shape.batch * (shape.seq + 1));
-  tokens_.resize(shape.batch * shape.seq);
-  targets_.resize(shape.batch * shape.seq);
+  tokens_.resize(local * shape.seq);
+  targets_.resize(local * shape.seq);
 }
 
-// Rows [B, T+1] → inputs [B, T] (row[:T]) and targets [B, T] (row[1:]).
+// This rank's rows of [B, T+1] → inputs [B/N, T] (row[:T]) and targets [B/N, T] (row[1:]).
 void Trainer::split_rows(const std::vector<std::int32_t>& rows) {
   const BatchShape& shape = data_.shape();
-  for (std::uint64_t b = 0; b < shape.batch; ++b) {
-    const std::int32_t* row = rows.data() + b * (shape.seq + 1);
+  const std::uint64_t local = shape.batch / static_cast<std::uint64_t>(world_size_);
+  for (std::uint64_t b = 0; b < local; ++b) {
+    const std::int32_t* row = rows.data() + (static_cast<std::uint64_t>(rank_) * local + b) * (shape.seq + 1);
     std::copy(row, row + shape.seq, tokens_.begin() + static_cast<std::ptrdiff_t>(b * shape.seq));
     std::copy(row + 1, row + 1 + shape.seq, targets_.begin() + static_cast<std::ptrdiff_t>(b * shape.seq));
   }
+}
+
+Result<double> Trainer::global_mean(double local) {
+  if (world_size_ == 1) return local;
+  std::array<double, 1> sum = {local};
+  ZINF_RETURN_IF_ERROR(options_.comm->all_reduce_host(sum));
+  return sum[0] / static_cast<double>(world_size_);
 }
 
 Result<double> Trainer::evaluate(std::int64_t batches) {
@@ -92,23 +110,43 @@ Result<double> Trainer::evaluate(std::int64_t batches) {
   for (std::int64_t i = 0; i < batches; ++i) {
     ZINF_RETURN_IF_ERROR(data_.eval_batch(static_cast<std::uint64_t>(i), rows_.data()));
     split_rows(rows_);
-    ZINF_ASSIGN_OR_RETURN(double loss, model_.forward(tokens_, targets_, states_));
+    ZINF_ASSIGN_OR_RETURN(const double local, model_.forward(tokens_, targets_, states_));
+    ZINF_ASSIGN_OR_RETURN(const double loss, global_mean(local));
     sum += loss;
   }
   return batches > 0 ? sum / static_cast<double>(batches) : 0.0;
 }
 
 Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
-  ZINF_ASSIGN_OR_RETURN(std::optional<std::filesystem::path> latest, latest_checkpoint(options_.checkpoint_dir));
-  if (!latest) return Status::ok();
-  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
-                        CheckpointReader::open(*latest, states_.checkpoint_layout()));
-  const CheckpointMeta& meta = reader->meta();
+  ZINF_ASSIGN_OR_RETURN(const std::optional<CheckpointSet> set, latest_checkpoint_set(options_.checkpoint_dir));
+  if (!set) return Status::ok();
+  const std::filesystem::path latest = set->manifest.empty() ? set->shards.front() : set->manifest;
+  // Partitioned states read their slices from whatever world size wrote the set; replicated
+  // states read one whole checkpoint.
+  std::unique_ptr<zero::CheckpointSource> source;
+  CheckpointMeta meta;
+  if (const zero::Partition* partition = states_.partition(); partition != nullptr) {
+    ZINF_ASSIGN_OR_RETURN(std::unique_ptr<ShardedCheckpointSource> sharded,
+                          ShardedCheckpointSource::open(*set, states_.table(), *partition));
+    meta = sharded->meta();
+    source = std::move(sharded);
+  } else {
+    if (set->world_size != 1) {
+      return Status::invalid_argument(fmt::format(
+          "checkpoint {} holds partitioned states over {} ranks; this run's states are replicated (zero.stage 0) "
+          "and resume from a single-file checkpoint",
+          latest.string(), set->world_size));
+    }
+    ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
+                          CheckpointReader::open(set->shards.front(), states_.checkpoint_layout()));
+    meta = reader->meta();
+    source = std::move(reader);
+  }
   if (meta.fingerprint != options_.fingerprint) {
     return Status::invalid_argument(fmt::format(
         "checkpoint {} was written by a different run configuration (fingerprint {} vs this scenario's {}); "
         "move it away or set checkpoint.resume to false",
-        latest->string(), meta.fingerprint, options_.fingerprint));
+        latest.string(), meta.fingerprint, options_.fingerprint));
   }
   optim::LossScalerState scaler_state;
   std::int64_t optimizer_steps = 0;
@@ -133,16 +171,16 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
     }
   } catch (const nlohmann::json::exception& e) {
     return Status::invalid_argument(
-        fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
+        fmt::format("checkpoint {}: trainer state is malformed: {}", latest.string(), e.what()));
   } catch (const std::invalid_argument& e) {
     return Status::invalid_argument(
-        fmt::format("checkpoint {}: trainer state is malformed: {}", latest->string(), e.what()));
+        fmt::format("checkpoint {}: trainer state is malformed: {}", latest.string(), e.what()));
   }
-  ZINF_RETURN_IF_ERROR(states_.load_checkpoint(*reader));
+  ZINF_RETURN_IF_ERROR(states_.load_checkpoint(*source));
   ZINF_RETURN_IF_ERROR(optimizer_.set_step_count(optimizer_steps));
   ZINF_RETURN_IF_ERROR(scaler_.set_state(scaler_state));
   first_step = meta.step;
-  outcome.resumed_from = *latest;
+  outcome.resumed_from = latest;
   outcome.losses_before = recent_losses_;
   return Status::ok();
 }
@@ -159,10 +197,23 @@ Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcom
                 {"loss_scale", scaler_state.scale},
                 {"loss_scale_clean_steps", scaler_state.clean_steps},
                 {"recent_losses", std::move(recent)}};
+  // Partitioned states at several ranks: one file per rank, then the set's manifest from rank 0
+  // once every rank committed. Replicated states are the same on every rank: rank 0 writes them.
+  const bool sharded = states_.partition() != nullptr && world_size_ > 1;
+  if (!sharded && rank_ != 0) return Status::ok();
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer,
-                        CheckpointWriter::create(options_.checkpoint_dir, meta, states_.checkpoint_layout()));
+                        CheckpointWriter::create(options_.checkpoint_dir, meta, states_.checkpoint_layout(),
+                                                 sharded ? shard_file_name(next_step, rank_, world_size_) : ""));
   ZINF_RETURN_IF_ERROR(states_.save_checkpoint(*writer));
-  ZINF_ASSIGN_OR_RETURN(const std::filesystem::path path, writer->commit(options_.checkpoint_keep_last));
+  ZINF_ASSIGN_OR_RETURN(std::filesystem::path path, writer->commit(sharded ? 0 : options_.checkpoint_keep_last));
+  if (sharded) {
+    ZINF_RETURN_IF_ERROR(options_.comm->barrier());
+    if (rank_ == 0) {
+      ZINF_RETURN_IF_ERROR(commit_checkpoint_set(options_.checkpoint_dir, next_step, world_size_, options_.fingerprint,
+                                                 options_.checkpoint_keep_last));
+    }
+    path = checkpoint_manifest_path(options_.checkpoint_dir, next_step);
+  }
   outcome.last_checkpoint = path;
   observer.on_checkpoint(next_step, path, seconds_since(start));
   return Status::ok();
@@ -202,11 +253,15 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     metrics.loss_scale = scaler_.scale();
     PhaseClock clock(states_);
     clock.backward_start = fb_start;
-    ZINF_ASSIGN_OR_RETURN(metrics.loss, model_.forward_backward(tokens_, targets_, clock, states_,
-                                                                static_cast<float>(metrics.loss_scale)));
+    // Each rank's gradient is of its share's mean loss, scaled by 1/N: the ranks' sum (the
+    // reduction in the states) is the global batch's mean gradient.
+    ZINF_ASSIGN_OR_RETURN(const double local_loss,
+                          model_.forward_backward(tokens_, targets_, clock, states_,
+                                                  static_cast<float>(metrics.loss_scale / world_size_)));
     // On an asynchronous device (CUDA) the backward pass may still be running: wait, so the phase
     // times are what the device spent, and so a failed kernel is reported at the step it broke.
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
+    ZINF_ASSIGN_OR_RETURN(metrics.loss, global_mean(local_loss));
     metrics.forward_backward_seconds = seconds_since(fb_start);
     metrics.forward_seconds = std::chrono::duration<double>(clock.backward_start - fb_start).count();
     metrics.backward_seconds = metrics.forward_backward_seconds - metrics.forward_seconds;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "libengine/comm/communicator.h"
 #include "libengine/core/status.h"
 #include "libengine/model/gpt.h"
 #include "libengine/optim/adam_optimizer.h"
@@ -38,6 +39,10 @@ struct TrainerOptions {
   int checkpoint_keep_last = 2;
   bool resume = false;      // continue from the latest checkpoint in checkpoint_dir, if any
   std::string fingerprint;  // what a checkpoint must match to be resumed (spec::fingerprint)
+  // Data parallelism: this rank trains on its share of every global batch (rows
+  // [rank·B/N, (rank+1)·B/N)), gradients are averaged over the ranks through the states, and the
+  // reported losses are the global batch's. Null: one rank. Must outlive the trainer.
+  comm::Communicator* comm = nullptr;
 };
 
 // A step's training loss, kept across checkpoints so that a resumed run can report the run's
@@ -93,9 +98,13 @@ class Trainer {
   optim::LossScaler& scaler_;
   const BatchSource& data_;
   TrainerOptions options_;
-  std::vector<std::int32_t> rows_;       // [B, T+1]
-  std::vector<std::int32_t> tokens_;     // [B, T]
-  std::vector<std::int32_t> targets_;    // [B, T]
+  std::vector<std::int32_t> rows_;     // [B, T+1], the global batch
+  std::vector<std::int32_t> tokens_;   // [B/N, T], this rank's share
+  std::vector<std::int32_t> targets_;  // [B/N, T]
+  int world_size_ = 1;
+  int rank_ = 0;
+  // The mean over the ranks of a loss each computed over its share (equal shares).
+  Result<double> global_mean(double local);
   std::vector<StepLoss> recent_losses_;  // the latest kRecentLossesKept, oldest first; saved in checkpoints
 };
 

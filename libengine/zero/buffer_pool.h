@@ -35,6 +35,9 @@ class BufferPool {
   // Whether take(bytes) can succeed without waiting for a stream or failing: an idle buffer of
   // that size is ready, or the cap leaves room (idle buffers of other sizes count as room).
   bool can_take(std::size_t bytes);
+  // True when `bytes` more fit the cap by the pool's accounting alone, whatever the streams have
+  // done: a decision every rank makes alike at the same point of the same call sequence.
+  bool fits(std::size_t bytes) const { return in_use_bytes_ + bytes <= cap_bytes_; }
   // A buffer of exactly `bytes` (contents unspecified): a ready idle one, or a new allocation
   // after dropping idle buffers to stay under the cap (waiting for their streams if need be).
   // OutOfMemory names `what`, the budget field and what is in use when the cap or the tier refuses.

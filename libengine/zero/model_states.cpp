@@ -13,4 +13,16 @@ std::vector<CheckpointArrayInfo> standard_checkpoint_layout(const model::ParamTa
   return layout;
 }
 
+std::vector<CheckpointArrayInfo> partitioned_checkpoint_layout(const model::ParamTable& table,
+                                                               const Partition& partition) {
+  std::vector<CheckpointArrayInfo> layout;
+  layout.reserve(3 * static_cast<std::size_t>(table.size()));
+  for (const char* prefix : {"master/", "adam_m/", "adam_v/"}) {
+    for (model::ParamId id = 0; id < table.size(); ++id) {
+      layout.push_back({prefix + table[id].name, static_cast<std::uint64_t>(partition[id].owned)});
+    }
+  }
+  return layout;
+}
+
 }  // namespace zinf::zero

@@ -26,6 +26,7 @@
 #include "libengine/optim/loss_scaler.h"
 #include "libengine/spec/state_placement.h"
 #include "libengine/zero/engine_stats.h"
+#include "libengine/zero/partition.h"
 
 namespace zinf::zero {
 
@@ -65,6 +66,10 @@ struct StateBytes {
 // "adam_m/<name>", then "adam_v/<name>", each of the parameter's element count (whole parameters:
 // one rank's checkpoint).
 std::vector<CheckpointArrayInfo> standard_checkpoint_layout(const model::ParamTable& table);
+// The same arrays as one rank of `partition` holds them: each of the elements that rank owns
+// (partition.h). At one rank, standard_checkpoint_layout().
+std::vector<CheckpointArrayInfo> partitioned_checkpoint_layout(const model::ParamTable& table,
+                                                               const Partition& partition);
 
 class ModelStates : public model::ParamSource, public model::GradSink {
  public:
@@ -72,6 +77,10 @@ class ModelStates : public model::ParamSource, public model::GradSink {
 
   virtual device::Device& device() const = 0;
   virtual const model::ParamTable& table() const = 0;
+  // How the states are split over the data-parallel ranks, or null when every rank holds all of
+  // them (ZeRO-0): a checkpoint of partitioned states at several ranks is one file per rank, laid
+  // out as partitioned_checkpoint_layout() says.
+  virtual const Partition* partition() const { return nullptr; }
 
   // Starts a training step: every gradient becomes zero (lazily or at once), and after the previous
   // step's optimizer update every later acquire() sees the new parameters. Precondition: nothing is

@@ -56,21 +56,22 @@ Result<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(const model::
   std::string largest_name, second_name;
   for (model::ParamId id = 0; id < table.size(); ++id) {
     const ParamHome& home = c->homes_[static_cast<std::size_t>(id)];
-    if (home.tier == spec::Tier::kDevice) continue;
+    if (c->resident(id)) continue;
+    const std::size_t whole = c->gathered_bytes(id);
     if (table[id].numel <= options.persistence_threshold) {
       ZINF_ASSIGN_OR_RETURN(c->slots_[static_cast<std::size_t>(id)].resident,
-                            device.allocate(home.bytes, fmt::format("persistent copy of {}", table[id].name)));
-      c->persistent_bytes_ += home.bytes;
+                            device.allocate(whole, fmt::format("persistent copy of {}", table[id].name)));
+      c->persistent_bytes_ += whole;
       continue;
     }
     if (home.tier == spec::Tier::kNvme) largest_nvme = std::max<std::uint64_t>(largest_nvme, home.bytes);
-    if (home.bytes > largest) {
+    if (whole > largest) {
       second = largest;
       second_name = largest_name;
-      largest = home.bytes;
+      largest = whole;
       largest_name = table[id].name;
-    } else if (home.bytes > second) {
-      second = home.bytes;
+    } else if (whole > second) {
+      second = whole;
       second_name = table[id].name;
     }
   }
@@ -94,12 +95,53 @@ bool ParamCoordinator::persistent(model::ParamId id) const {
   return !slots_[static_cast<std::size_t>(id)].resident.empty();
 }
 
-void* ParamCoordinator::persistent_copy(model::ParamId id) const {
-  return slots_[static_cast<std::size_t>(id)].resident.data();
+bool ParamCoordinator::resident(model::ParamId id) const {
+  // At several ranks a device-tier parameter holds only this rank's slice: it is gathered like the rest.
+  return (homes_[static_cast<std::size_t>(id)].tier == spec::Tier::kDevice && !gathering()) || persistent(id);
 }
 
-bool ParamCoordinator::resident(model::ParamId id) const {
-  return homes_[static_cast<std::size_t>(id)].tier == spec::Tier::kDevice || persistent(id);
+std::size_t ParamCoordinator::gathered_bytes(model::ParamId id) const {
+  const ParamHome& home = homes_[static_cast<std::size_t>(id)];
+  if (!gathering()) return home.bytes;
+  return static_cast<std::size_t>(home.slice_numel) * static_cast<std::size_t>(options_.comm->world_size()) *
+         dtype_size_bytes(options_.precision);
+}
+
+std::size_t ParamCoordinator::slice_offset_bytes(model::ParamId id) const {
+  if (!gathering()) return 0;
+  return static_cast<std::size_t>(homes_[static_cast<std::size_t>(id)].slice_numel) *
+         static_cast<std::size_t>(options_.comm->rank()) * dtype_size_bytes(options_.precision);
+}
+
+void ParamCoordinator::gather_into(model::ParamId id, void* copy, device::Event& from, device::Event& done) {
+  device::Stream& collective = device_.stream(device::StreamRole::kCollective);
+  collective.wait(from);
+  options_.comm->all_gather(static_cast<std::byte*>(copy) + slice_offset_bytes(id), copy,
+                            static_cast<std::size_t>(homes_[static_cast<std::size_t>(id)].slice_numel),
+                            options_.precision, collective);
+  collective.record(done);
+}
+
+std::size_t ParamCoordinator::publish_persistent(model::ParamId id, const void* host_slice) {
+  Slot& slot = slots_[static_cast<std::size_t>(id)];
+  ZINF_CHECK(!slot.resident.empty(), "publish_persistent: the parameter has no persistent copy");
+  const ParamHome& home = homes_[static_cast<std::size_t>(id)];
+  device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
+  device_.copy(static_cast<std::byte*>(slot.resident.data()) + slice_offset_bytes(id), host_slice, home.bytes,
+               device::CopyKind::kHostToDevice, h2d);
+  if (gathering()) {
+    if (!slot.staged) slot.staged = device_.create_event();
+    if (!slot.copied) slot.copied = device_.create_event();
+    h2d.record(*slot.staged);
+    gather_into(id, slot.resident.data(), *slot.staged, *slot.copied);
+  }
+  return home.bytes;
+}
+
+Status ParamCoordinator::wait_published() {
+  Status status = device_.stream(device::StreamRole::kHostToDevice).synchronize();
+  Status gathered = device_.stream(device::StreamRole::kCollective).synchronize();
+  return status.is_ok() ? gathered : status;
 }
 
 void ParamCoordinator::add_stats(EngineStats& stats) const {
@@ -220,13 +262,25 @@ Status ParamCoordinator::finish_read(model::ParamId id) {
 Status ParamCoordinator::start_copy(model::ParamId id) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
   const ParamHome& home = homes_[static_cast<std::size_t>(id)];
-  ZINF_ASSIGN_OR_RETURN(slot.device_copy, live_.take(home.bytes, fmt::format("gathered {}", table_[id].name)));
-  const void* source = home.tier == spec::Tier::kCpu ? home.data : slot.host_copy.data();
+  ZINF_ASSIGN_OR_RETURN(slot.device_copy, live_.take(gathered_bytes(id), fmt::format("gathered {}", table_[id].name)));
+  void* own_slice = static_cast<std::byte*>(slot.device_copy.data()) + slice_offset_bytes(id);
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
-  device_.copy(slot.device_copy.data(), source, home.bytes, device::CopyKind::kHostToDevice, h2d);
   if (!slot.copied) slot.copied = device_.create_event();
-  h2d.record(*slot.copied);
-  stats_.host_to_device.forward_backward += home.bytes;
+  if (home.tier == spec::Tier::kDevice) {
+    // Gathering a device-tier slice: a device-to-device copy into place, then the all-gather.
+    device_.copy(own_slice, home.data, home.bytes, device::CopyKind::kDeviceToDevice, h2d);
+  } else {
+    const void* source = home.tier == spec::Tier::kCpu ? home.data : slot.host_copy.data();
+    device_.copy(own_slice, source, home.bytes, device::CopyKind::kHostToDevice, h2d);
+    stats_.host_to_device.forward_backward += home.bytes;
+  }
+  if (gathering()) {
+    if (!slot.staged) slot.staged = device_.create_event();
+    h2d.record(*slot.staged);
+    gather_into(id, slot.device_copy.data(), *slot.staged, *slot.copied);
+  } else {
+    h2d.record(*slot.copied);
+  }
   slot.state = State::kCopying;
   return Status::ok();
 }
@@ -247,7 +301,8 @@ void ParamCoordinator::drop(model::ParamId id) {
       break;
     case State::kCopying:
       staging_.give(std::move(slot.host_copy), h2d);
-      live_.give(std::move(slot.device_copy), h2d);
+      // Gathering: the all-gather (after the copy) writes into the buffer until the collective stream passes.
+      live_.give(std::move(slot.device_copy), gathering() ? device_.stream(device::StreamRole::kCollective) : h2d);
       break;
     case State::kAvailable:
       live_.give(std::move(slot.device_copy), compute);
@@ -257,7 +312,7 @@ void ParamCoordinator::drop(model::ParamId id) {
 }
 
 bool ParamCoordinator::needed_soon(model::ParamId id) const {
-  const std::uint64_t own = homes_[static_cast<std::size_t>(id)].bytes;
+  const std::uint64_t own = gathered_bytes(id);
   std::uint64_t window = 0;
   bool found = false;
   std::vector<bool> seen(slots_.size(), false);
@@ -269,14 +324,14 @@ bool ParamCoordinator::needed_soon(model::ParamId id) const {
     const auto index = static_cast<std::size_t>(next);
     if (resident(next) || seen[index]) return true;
     seen[index] = true;
-    window += homes_[index].bytes;
+    window += gathered_bytes(next);
     return window + own <= options_.max_live_bytes;
   });
   return found;
 }
 
 void ParamCoordinator::evict_for(std::size_t bytes) {
-  while (!live_.can_take(bytes)) {
+  while (!room(live_, bytes)) {
     // Next use of every cached copy not in use; the farthest (or never) goes first.
     std::vector<std::size_t> next_use(slots_.size(), std::numeric_limits<std::size_t>::max());
     std::size_t position = 0;
@@ -316,19 +371,23 @@ Status ParamCoordinator::prefetch() {
       far += home.bytes;
       if (far > options_.prefetch_bytes) {
         far_open = false;
-      } else if (slot.state == State::kNotAvailable && staging_.can_take(home.bytes)) {
+      } else if (slot.state == State::kNotAvailable && room(staging_, home.bytes)) {
         status = start_read(id);
       }
       if (status.is_ok() && slot.state == State::kReading && nvme_->done(home.extent)) status = finish_read(id);
     }
     if (status.is_ok() && near_open) {
-      near += home.bytes;
+      near += gathered_bytes(id);
       if (near > options_.max_live_bytes) {
         near_open = false;
       } else {
-        const bool on_host =
-            slot.state == State::kHost || (slot.state == State::kNotAvailable && home.tier == spec::Tier::kCpu);
-        if (on_host && live_.can_take(home.bytes)) status = start_copy(id);
+        // Gathering, a read in flight is waited for: whether the gather starts now must not depend
+        // on the drive's timing, or the ranks would issue their collectives in different orders.
+        if (gathering() && slot.state == State::kReading) status = finish_read(id);
+        // Ready to copy: staged from NVMe, or in CPU memory (or, gathering, in its device-tier slice).
+        const bool ready =
+            slot.state == State::kHost || (slot.state == State::kNotAvailable && home.tier != spec::Tier::kNvme);
+        if (status.is_ok() && ready && room(live_, gathered_bytes(id))) status = start_copy(id);
       }
     }
     return status.is_ok() && (near_open || far_open);
@@ -346,7 +405,7 @@ Result<Tensor> ParamCoordinator::acquire(model::ParamId id) {
   follow_trace(id);
   void* data = nullptr;
   if (resident(id)) {
-    data = home.tier == spec::Tier::kDevice ? home.data : slot.resident.data();
+    data = persistent(id) ? slot.resident.data() : home.data;
   } else {
     ++stats_.acquires;
     if (slot.state != State::kNotAvailable) ++stats_.prefetch_hits;
@@ -357,7 +416,7 @@ Result<Tensor> ParamCoordinator::acquire(model::ParamId id) {
     }
     if (slot.state == State::kReading) ZINF_RETURN_IF_ERROR(finish_read(id));
     if (slot.state == State::kHost || slot.state == State::kNotAvailable) {
-      evict_for(home.bytes);
+      evict_for(gathered_bytes(id));
       ZINF_RETURN_IF_ERROR(start_copy(id));
     }
     if (slot.state == State::kCopying) {

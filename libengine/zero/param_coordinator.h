@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "libengine/comm/communicator.h"
 #include "libengine/core/status.h"
 #include "libengine/device/device.h"
 #include "libengine/model/param_source.h"
@@ -43,7 +44,8 @@ struct ParamHome {
   spec::Tier tier = spec::Tier::kDevice;
   void* data = nullptr;                 // device (tier device) or host (tier cpu) memory
   NvmeStateStore::ExtentId extent = 0;  // tier nvme
-  std::size_t bytes = 0;
+  std::size_t bytes = 0;                // this rank's slice (the elements it owns)
+  std::int64_t slice_numel = 0;         // every rank's padded slice (partition.h); 0: bytes / element size
 };
 
 struct ParamCoordinatorOptions {
@@ -53,6 +55,9 @@ struct ParamCoordinatorOptions {
   std::uint64_t prefetch_bytes = 0;   // host staging for NVMe reads in flight
   std::int64_t persistence_threshold = 0;
   std::function<void(const std::string&)> on_warning;
+  // Gathers the ranks' slices into whole parameters (all-gather on the collective stream); null or a
+  // world of one: a rank's slice is the whole parameter. Must outlive the coordinator.
+  comm::Communicator* comm = nullptr;
 };
 
 class ParamCoordinator {
@@ -87,11 +92,18 @@ class ParamCoordinator {
     homes_[static_cast<std::size_t>(id)].extent = extent;
   }
 
-  // Resident parameters keep a device copy: persistent ones get theirs here. The device memory of
-  // parameter id's resident copy, or nullptr when it is not resident (or lives on the device tier,
-  // whose storage is its own copy).
-  void* persistent_copy(model::ParamId id) const;
+  // Resident parameters keep a device copy: persistent ones get theirs here. True when parameter id
+  // has a persistent device copy (not for parameters on the device tier at one rank, whose storage
+  // is their own copy).
   bool persistent(model::ParamId id) const;
+  // Writes this rank's new slice of persistent parameter id (storage precision, host memory) into
+  // its device copy and gathers the other ranks' slices into it: host-to-device stream, then the
+  // collective stream. `host_slice` must stay unchanged until both streams pass (the owner
+  // synchronizes them before the next forward pass). Returns the bytes copied to the device.
+  std::size_t publish_persistent(model::ParamId id, const void* host_slice);
+  // The parameters' homes are written; gathers of persistent copies are on their way. Waits for the
+  // copies and gathers of publish_persistent() (their sources may change after this).
+  Status wait_published();
 
   void add_stats(EngineStats& stats) const;
   std::uint64_t live_peak_bytes() const { return live_.peak_owned_bytes(); }
@@ -102,8 +114,9 @@ class ParamCoordinator {
   enum class State { kNotAvailable, kReading, kHost, kCopying, kAvailable };
   struct Slot {
     State state = State::kNotAvailable;
-    device::DeviceBuffer device_copy;       // gathered parameter, storage precision
-    std::unique_ptr<device::Event> copied;  // the host→device copy into device_copy is done
+    device::DeviceBuffer device_copy;       // gathered parameter, storage precision (every rank's slice)
+    std::unique_ptr<device::Event> copied;  // the host→device copy into device_copy (and its gather) is done
+    std::unique_ptr<device::Event> staged;  // gathering: this rank's slice is in device_copy
     device::DeviceBuffer host_copy;         // NVMe-resident parameters: the host staging of a read
     device::DeviceBuffer workspace;         // compute-dtype view while acquired (mixed on the CPU backend)
     device::DeviceBuffer resident;          // persistent copy
@@ -117,6 +130,16 @@ class ParamCoordinator {
   ParamCoordinator(const model::ParamTable& table, device::Device& device, std::vector<ParamHome> homes,
                    NvmeStateStore* nvme, const ParamCoordinatorOptions& options);
   bool resident(model::ParamId id) const;
+  bool gathering() const { return options_.comm != nullptr && options_.comm->world_size() > 1; }
+  // Whether `bytes` more may be taken from `pool` now. Gathering, by the pool's accounting only
+  // (BufferPool::fits): every decision that issues a collective must be the same on every rank.
+  bool room(BufferPool& pool, std::size_t bytes) { return gathering() ? pool.fits(bytes) : pool.can_take(bytes); }
+  // Bytes of the whole gathered parameter (every rank's padded slice) and of this rank's offset in it.
+  std::size_t gathered_bytes(model::ParamId id) const;
+  std::size_t slice_offset_bytes(model::ParamId id) const;
+  // Gathering: after `from` (on the stream it was recorded on) the ranks' slices of parameter id
+  // are all-gathered into `copy` in place; `done` marks the end on the collective stream.
+  void gather_into(model::ParamId id, void* copy, device::Event& from, device::Event& done);
   void follow_trace(model::ParamId id);
   // Ends the current pass: a recorded order becomes known; a followed one that was cut short is trimmed.
   void close_pass();

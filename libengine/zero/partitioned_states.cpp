@@ -38,11 +38,13 @@ PartitionedStates::PartitionedStates(const model::ParamTable& table, device::Dev
                                      PartitionedStatesOptions& options)
     : table_(table),
       device_(device),
+      comm_(options.comm),
       precision_(options.precision),
       compute_dtype_(options.compute_dtype),
       seed_(options.seed),
       zero_(options.zero),
-      partition_(table, options.world_size, options.rank),
+      partition_(table, options.comm != nullptr ? options.comm->world_size() : 1,
+                 options.comm != nullptr ? options.comm->rank() : 0),
       io_engine_(std::move(options.io_engine)),
       on_warning_(options.on_warning) {
   grad_workspaces_.resize(static_cast<std::size_t>(table.size()));
@@ -65,9 +67,11 @@ Result<std::unique_ptr<PartitionedStates>> PartitionedStates::create(const model
     return Status::invalid_argument(
         "scenario.zero.stage: 0 is the replicated engine; partitioned states need 1, 2 or 3");
   }
-  if (options.world_size != 1) {
-    return Status::invalid_argument(
-        fmt::format("ranks: {} ranks need the communicator; this engine runs one rank", options.world_size));
+  if (options.comm != nullptr && options.comm->world_size() > 1 && options.zero.stage != 3) {
+    return Status::invalid_argument(fmt::format(
+        "scenario.zero.stage: {} across {} ranks is not supported yet (parameters replicated beside partitioned "
+        "optimizer states); use 3, or 0 for the replicated engine",
+        options.zero.stage, options.comm->world_size()));
   }
   if (options.compute_dtype != DType::kF32 && options.compute_dtype != options.precision) {
     return Status::invalid_argument(fmt::format("model states: compute precision {} with {} storage is not supported",
@@ -104,7 +108,8 @@ Status PartitionedStates::plan_and_allocate() {
     largest_slice = std::max(largest_slice, partition_[id].slice_numel);
     if (table_[id].numel > zero_.persistence_threshold) offloaded_storage += storage_bytes(id);
   }
-  const std::uint64_t largest_fp32 = static_cast<std::uint64_t>(largest_slice) * 4;
+  // fp32 gradient buffers and views hold the whole parameter (every rank's slice).
+  const std::uint64_t largest_fp32 = static_cast<std::uint64_t>(largest_slice) * partition_.world_size() * 4;
   if (zero_.params != Tier::kDevice && zero_.max_live_bytes == 0) {
     zero_.max_live_bytes = std::min(std::max(offloaded_storage, 2 * largest_storage),
                                     std::max<std::uint64_t>(4 * largest_storage, 256 * kMiB));
@@ -218,6 +223,7 @@ Status PartitionedStates::plan_and_allocate() {
     ParamHome& home = homes[static_cast<std::size_t>(id)];
     home.tier = zero_.params;
     home.bytes = storage_bytes(id);
+    home.slice_numel = partition_[id].slice_numel;
     if (zero_.params != Tier::kNvme) home.data = view(params_.data(), precision_, id, false).data();
   }
   ParamCoordinatorOptions coordination;
@@ -227,6 +233,7 @@ Status PartitionedStates::plan_and_allocate() {
   coordination.prefetch_bytes = zero_.prefetch_bytes;
   coordination.persistence_threshold = zero_.params == Tier::kDevice ? 0 : zero_.persistence_threshold;
   coordination.on_warning = on_warning_;
+  coordination.comm = comm_;
   Result<std::unique_ptr<ParamCoordinator>> coordinator =
       ParamCoordinator::create(table_, device_, std::move(homes), nvme_.get(), coordination);
   if (!coordinator.is_ok()) {
@@ -254,6 +261,7 @@ Status PartitionedStates::plan_and_allocate() {
   grad_pool_ = std::make_unique<BufferPool>(device_, BufferPool::Memory::kDevice,
                                             std::numeric_limits<std::uint64_t>::max(), "scenario.device_memory");
   computed_ = device_.create_event();
+  reduced_ = device_.create_event();
   return Status::ok();
 }
 
@@ -311,11 +319,10 @@ Status PartitionedStates::initialise() {
                    zero_.params == Tier::kDevice ? device::CopyKind::kHostToDevice : device::CopyKind::kHostToHost,
                    compute);
     }
-    if (void* resident = coordinator_->persistent_copy(id); resident != nullptr) {
-      device_.copy(resident, source, storage_bytes(id), device::CopyKind::kHostToDevice, compute);
-    }
+    if (coordinator_->persistent(id)) coordinator_->publish_persistent(id, source);
     // The host vectors are reused for the next parameter: wait for these copies first.
     ZINF_RETURN_IF_ERROR(compute.synchronize());
+    ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
     if (zero_.optimizer == Tier::kNvme && id == groups_[group].last) {
       const SubGroup& g = groups_[group];
       ZINF_ASSIGN_OR_RETURN(
@@ -356,16 +363,22 @@ Result<Tensor> PartitionedStates::grad_buffer(model::ParamId id) {
   ZINF_CHECK(id >= 0 && id < table_.size(), "grad_buffer: parameter id out of range");
   const auto index = static_cast<std::size_t>(id);
   const model::ParamInfo& info = table_[id];
-  if (zero_.grads == spec::Tier::kDevice && !mixed()) {
+  if (zero_.grads == spec::Tier::kDevice && !mixed() && !gathering()) {
     grad_out_[index] = true;
     return view(grads_.data(), DType::kF32, id, true).view(info.shape);
   }
   // Asked again before the commit (a tied weight), the same buffer: both contributions land in it.
   if (grad_out_[index]) return Tensor(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
-  ZINF_ASSIGN_OR_RETURN(grad_workspaces_[index], grad_pool_->take(static_cast<std::size_t>(info.numel) * 4,
+  // Gathering, the buffer spans every rank's padded slice, the shape the reduce-scatter takes.
+  const std::int64_t elements =
+      gathering() ? partition_[id].slice_numel * partition_.world_size() : static_cast<std::int64_t>(info.numel);
+  ZINF_ASSIGN_OR_RETURN(grad_workspaces_[index], grad_pool_->take(static_cast<std::size_t>(elements) * 4,
                                                                   fmt::format("fp32 gradient of {}", info.name)));
   const Tensor values(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
-  if (zero_.grads == spec::Tier::kDevice) {
+  if (gathering()) {
+    // Each step's gradient is committed once and reduced whole: no earlier contribution to add.
+    device_.ops().zero(values);
+  } else if (zero_.grads == spec::Tier::kDevice) {
     // The gradient so far (zero after zero_grads()), as ZeRO-0 hands it out.
     device_.ops().copy(values, view(grads_.data(), precision_, id, true).view(info.shape));
   } else {
@@ -391,10 +404,23 @@ Status PartitionedStates::commit(model::ParamId id) {
   const auto index = static_cast<std::size_t>(id);
   ZINF_CHECK(grad_out_[index], "commit: the gradient buffer was not handed out");
   grad_out_[index] = false;
-  if (zero_.grads == spec::Tier::kDevice && !mixed()) return Status::ok();
+  if (zero_.grads == spec::Tier::kDevice && !mixed() && !gathering()) return Status::ok();
   const model::ParamInfo& info = table_[id];
   device::Stream& compute = device_.stream(device::StreamRole::kCompute);
   const Tensor values(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
+  if (gathering()) {
+    if (!mixed()) return reduce_and_store(id, std::move(grad_workspaces_[index]), DType::kF32);
+    // Rounded on the device first (DeepSpeed reduces in the training precision too): half the bytes
+    // over the wire; the ranks' rounded gradients are summed in fp32 and rounded once per addition.
+    ZINF_ASSIGN_OR_RETURN(
+        device::DeviceBuffer rounded,
+        grad_pool_->take(static_cast<std::size_t>(partition_[id].slice_numel * partition_.world_size()) *
+                             dtype_size_bytes(precision_),
+                         fmt::format("{} gradient of {}", dtype_name(precision_), info.name)));
+    device_.ops().copy(Tensor(rounded.data(), precision_, info.shape, &device_), values);
+    grad_pool_->give(std::move(grad_workspaces_[index]), compute);
+    return reduce_and_store(id, std::move(rounded), precision_);
+  }
   if (zero_.grads == spec::Tier::kDevice) {
     device_.ops().copy(view(grads_.data(), precision_, id, true).view(info.shape), values);
     grad_pool_->give(std::move(grad_workspaces_[index]), compute);
@@ -423,6 +449,41 @@ Status PartitionedStates::commit(model::ParamId id) {
   grad_staging_peak_ = std::max(grad_staging_peak_, grad_pool_->peak_owned_bytes());
   grad_pool_->give(std::move(grad_workspaces_[index]), d2h);
   grad_pool_->give(std::move(staging), d2h);
+  return Status::ok();
+}
+
+Status PartitionedStates::reduce_and_store(model::ParamId id, device::DeviceBuffer whole, DType dtype) {
+  const ParamSlice& slice = partition_[id];
+  const std::size_t element = dtype_size_bytes(dtype);
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  device::Stream& collective = device_.stream(device::StreamRole::kCollective);
+  std::byte* own = static_cast<std::byte*>(whole.data()) +
+                   static_cast<std::size_t>(slice.slice_numel) * static_cast<std::size_t>(partition_.rank()) * element;
+  // The backward pass wrote the buffer on the compute stream; the reduction follows it on the
+  // collective stream, and the copy to the gradient tier follows that.
+  compute.record(*computed_);
+  collective.wait(*computed_);
+  comm_->reduce_scatter(whole.data(), own, static_cast<std::size_t>(slice.slice_numel), dtype, collective);
+  const std::size_t bytes = storage_bytes(id);
+  if (zero_.grads == spec::Tier::kDevice) {
+    // fp32 at this point means fp32 storage (mixed precision reduces the rounded values).
+    device_.copy(view(grads_.data(), precision_, id, true).data(), own, bytes, device::CopyKind::kDeviceToDevice,
+                 collective);
+    grad_pool_->give(std::move(whole), collective);
+    return Status::ok();
+  }
+  device::Stream& d2h = device_.stream(device::StreamRole::kDeviceToHost);
+  ZINF_RETURN_IF_ERROR(track_d2h(bytes));
+  collective.record(*reduced_);
+  d2h.wait(*reduced_);
+  device_.copy(view(grads_.data(), precision_, id, false).data(), own, bytes, device::CopyKind::kDeviceToHost, d2h);
+  std::unique_ptr<device::Event> done = device_.create_event();
+  d2h.record(*done);
+  d2h_in_flight_.push_back({std::move(done), bytes});
+  d2h_in_flight_bytes_ += bytes;
+  device_to_host_.forward_backward += bytes;
+  grad_staging_peak_ = std::max(grad_staging_peak_, grad_pool_->peak_owned_bytes());
+  grad_pool_->give(std::move(whole), d2h);
   return Status::ok();
 }
 

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "libengine/comm/communicator.h"
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 #include "libengine/device/cpu_ops.h"
@@ -50,8 +51,9 @@ struct PartitionedStatesOptions {
   DType compute_dtype = DType::kF32;  // of the views acquire() hands out: fp32, or `precision`
   std::uint64_t seed = 0;             // initial values: ParamTable::init_values(seed, ...)
   spec::ZeroConfig zero;              // stage >= 1; tiers, paths and budgets (0 budgets are derived)
-  int world_size = 1;                 // ranks; only 1 until the communicator lands
-  int rank = 0;
+  // The data-parallel ranks: gathers parameters, reduce-scatters gradients, agrees on the gradient
+  // norm. Null: one rank. Must outlive the states.
+  comm::Communicator* comm = nullptr;
   std::unique_ptr<io::IoEngine> io_engine;  // tests: a fault-injecting engine for the NVMe tier
   std::function<void(const std::string&)> on_warning;
 };
@@ -87,6 +89,7 @@ class PartitionedStates final : public ModelStates {
 
   device::Device& device() const override { return device_; }
   const model::ParamTable& table() const override { return table_; }
+  const Partition* partition() const override { return &partition_; }
   // The resolved budgets (derived where the configuration left 0) and the optimizer's sub-groups.
   const spec::ZeroConfig& resolved() const { return zero_; }
   std::size_t sub_group_count() const { return groups_.size(); }
@@ -121,8 +124,12 @@ class PartitionedStates final : public ModelStates {
   // memory) goes to the parameter's tier and its resident device copy.
   Status publish(model::ParamId id, const void* source);
   Status wait_param_writes();
-  // Sum over the gradients of g^2, per parameter in table order (ZeRO-0's order).
-  double grad_sum_squares();
+  // Sum over the gradients of g^2, per parameter in table order (ZeRO-0's order), over every rank.
+  Result<double> grad_sum_squares();
+  bool gathering() const { return comm_ != nullptr && comm_->world_size() > 1; }
+  // Gathering: reduces parameter id's gradient (the whole parameter, fp32 or rounded, in `whole`)
+  // over the ranks and sends this rank's slice to the gradient tier.
+  Status reduce_and_store(model::ParamId id, device::DeviceBuffer whole, DType dtype);
   Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   Status step_on_host(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   // Starts reading the first sub-groups of optimizer states (before the gradient norm is known).
@@ -145,6 +152,7 @@ class PartitionedStates final : public ModelStates {
 
   const model::ParamTable& table_;
   device::Device& device_;
+  comm::Communicator* comm_;
   DType precision_;
   DType compute_dtype_;
   std::uint64_t seed_;
@@ -171,6 +179,7 @@ class PartitionedStates final : public ModelStates {
   std::vector<device::DeviceBuffer> grad_workspaces_;
   std::vector<bool> grad_out_;
   std::unique_ptr<device::Event> computed_;  // the compute stream's point a transfer waits for
+  std::unique_ptr<device::Event> reduced_;   // gathering: a gradient's reduce-scatter is done
   struct InFlight {
     std::unique_ptr<device::Event> done;
     std::size_t bytes;

@@ -16,14 +16,21 @@
 
 namespace zinf::zero {
 
-double PartitionedStates::grad_sum_squares() {
+Result<double> PartitionedStates::grad_sum_squares() {
   // One tensor per parameter in table order, through the kernels ZeRO-0 uses: the same sum, bit
   // for bit, at one rank.
   std::vector<Tensor> grads;
   grads.reserve(static_cast<std::size_t>(table_.size()));
   const bool on_device = zero_.grads == spec::Tier::kDevice;
   for (model::ParamId id = 0; id < table_.size(); ++id) grads.push_back(view(grads_.data(), precision_, id, on_device));
-  return on_device ? device_.ops().sum_squares(grads) : host_ops_.sum_squares(grads);
+  double sum = on_device ? device_.ops().sum_squares(grads) : host_ops_.sum_squares(grads);
+  if (gathering()) {
+    // Every rank's slices: the ranks agree on the norm, so they clip and skip alike.
+    std::array<double, 1> total = {sum};
+    ZINF_RETURN_IF_ERROR(comm_->all_reduce_host(total));
+    sum = total[0];
+  }
+  return sum;
 }
 
 Status PartitionedStates::wait_param_writes() {
@@ -55,17 +62,16 @@ Status PartitionedStates::publish(model::ParamId id, const void* source) {
                              std::span<const std::byte>(static_cast<const std::byte*>(source), bytes)));
       break;
   }
-  if (void* resident = coordinator_->persistent_copy(id); resident != nullptr) {
-    device_.copy(resident, source, bytes, device::CopyKind::kHostToDevice, h2d);
-    host_to_device_.optimizer += bytes;
-  }
+  if (coordinator_->persistent(id)) host_to_device_.optimizer += coordinator_->publish_persistent(id, source);
   return Status::ok();
 }
 
 Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
                                                             optim::LossScaler& scaler) {
   const device::ProfilerRange range(device_, "optimizer");
-  // Every gradient must have reached its tier, and no gathered copy may outlive the old values.
+  // Every gradient must have been reduced and reached its tier, and no gathered copy may outlive
+  // the old values.
+  ZINF_RETURN_IF_ERROR(device_.stream(device::StreamRole::kCollective).synchronize());
   ZINF_RETURN_IF_ERROR(device_.stream(device::StreamRole::kDeviceToHost).synchronize());
   d2h_in_flight_.clear();
   d2h_in_flight_bytes_ = 0;
@@ -80,7 +86,12 @@ Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer
       return reading;
     }
   }
-  const double sum_squares = grad_sum_squares();
+  Result<double> summed = grad_sum_squares();
+  if (!summed.is_ok()) {
+    for (PipelineSet& set : sets_) (void)finish_set(set);
+    return summed.status();
+  }
+  const double sum_squares = summed.value();
   // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
   if (!std::isfinite(sum_squares)) ZINF_RETURN_IF_ERROR(device_.synchronize());
   Result<optim::StepPlan> planned = optimizer.begin_step(lr, sum_squares, scaler);
@@ -112,9 +123,9 @@ Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer
 }
 
 Status PartitionedStates::after_step() {
-  // Parameter writes and copies out of host buffers finish before those buffers change again; the
-  // next forward pass's first transfers start now.
-  ZINF_RETURN_IF_ERROR(device_.stream(device::StreamRole::kHostToDevice).synchronize());
+  // Parameter writes, copies out of host buffers and the gathers of persistent copies finish before
+  // those buffers change again; the next forward pass's first transfers start now.
+  ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
   if (nvme_) ZINF_RETURN_IF_ERROR(wait_param_writes());
   return coordinator_->prefetch_next_forward();
 }
@@ -233,7 +244,7 @@ Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const o
 }
 
 std::vector<CheckpointArrayInfo> PartitionedStates::checkpoint_layout() const {
-  return standard_checkpoint_layout(table_);
+  return partitioned_checkpoint_layout(table_, partition_);
 }
 
 std::array<std::pair<std::size_t, std::span<float>>, 3> PartitionedStates::checkpoint_arrays_of(
@@ -309,7 +320,7 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
     host_ops_.copy(Tensor(rounded.data(), precision_, master.shape()), master);
     ZINF_RETURN_IF_ERROR(publish(id, rounded.data()));
     // `rounded` is reused for the next parameter: its copies and writes must be done.
-    ZINF_RETURN_IF_ERROR(device_.stream(device::StreamRole::kHostToDevice).synchronize());
+    ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
     return nvme_ && !param_extents_.empty() ? nvme_->wait(param_extents_[static_cast<std::size_t>(id)]) : Status::ok();
   };
   switch (zero_.optimizer) {

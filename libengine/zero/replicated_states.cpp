@@ -33,7 +33,8 @@ ReplicatedStates::ReplicatedStates(const model::ParamTable& table, device::Devic
       device_(device),
       precision_(options.precision),
       compute_dtype_(options.compute_dtype),
-      seed_(options.seed) {
+      seed_(options.seed),
+      comm_(options.comm) {
   const auto count = static_cast<std::size_t>(table.size());
   offsets_.resize(count);
   for (std::size_t id = 0; id < count; ++id) {
@@ -238,6 +239,19 @@ Result<optim::StepReport> ReplicatedStates::optimizer_step(optim::AdamOptimizer&
   std::vector<Tensor> grads;
   grads.reserve(static_cast<std::size_t>(table_.size()));
   for (model::ParamId id = 0; id < table_.size(); ++id) grads.push_back(param_states(id).grad);
+  if (comm_ != nullptr && comm_->world_size() > 1) {
+    // Sum the ranks' gradients in place after the backward pass (in the storage precision, as
+    // DeepSpeed's ZeRO-0/1 all-reduce does); every rank then steps identically.
+    device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+    device::Stream& collective = device_.stream(device::StreamRole::kCollective);
+    const std::unique_ptr<device::Event> computed = device_.create_event();
+    compute.record(*computed);
+    collective.wait(*computed);
+    for (const Tensor& grad : grads) {
+      comm_->all_reduce(grad.data(), grad.data(), static_cast<std::size_t>(grad.numel()), grad.dtype(), collective);
+    }
+    ZINF_RETURN_IF_ERROR(collective.synchronize());
+  }
   const double sum_squares = ops.sum_squares(grads);
   // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
   if (!std::isfinite(sum_squares)) ZINF_RETURN_IF_ERROR(device_.synchronize());

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "libengine/comm/communicator.h"
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 #include "libengine/device/device.h"
@@ -47,6 +48,9 @@ struct ReplicatedStatesOptions {
   DType precision = DType::kF32;      // storage precision of params and grads
   DType compute_dtype = DType::kF32;  // of the views acquire() hands out: fp32, or `precision` itself
   std::uint64_t seed = 0;             // initial values: ParamTable::init_values(seed, ...)
+  // Data parallelism: the gradients are all-reduced (summed) over the ranks before the step, which
+  // every rank then takes alike. Null: one rank. Must outlive the states.
+  comm::Communicator* comm = nullptr;
 };
 
 // What the optimizer step needs for one parameter, as views of the device storage: its fp32 master
@@ -159,6 +163,7 @@ class ReplicatedStates final : public ModelStates {
   DType precision_;
   DType compute_dtype_;
   std::uint64_t seed_;
+  comm::Communicator* comm_;
   std::vector<std::int64_t> offsets_;  // element offset of each parameter in every flat buffer
   std::int64_t padded_numel_ = 0;      // elements in each flat buffer
 

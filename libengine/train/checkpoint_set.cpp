@@ -1,0 +1,213 @@
+#include "libengine/train/checkpoint_set.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <system_error>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "libengine/core/check.h"
+#include "libengine/spec/json_input.h"
+
+namespace zinf::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::string_view kManifestFormat = "zinf.checkpoint-set/1";
+constexpr std::string_view kManifestSuffix = ".manifest.json";
+constexpr std::string_view kPlainSuffix = ".zckpt";
+
+// The digits of "step-<digits><rest>" and what follows them; nullopt when the name is not a step's.
+std::optional<std::pair<std::int64_t, std::string_view>> split_step(std::string_view name) {
+  constexpr std::string_view kPrefix = "step-";
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  std::size_t end = kPrefix.size();
+  std::int64_t step = 0;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9' && end - kPrefix.size() < 18) {
+    step = step * 10 + (name[end] - '0');
+    ++end;
+  }
+  if (end == kPrefix.size()) return std::nullopt;
+  return std::pair{step, name.substr(end)};
+}
+
+Status remove_file(const fs::path& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return Status::io_error(
+        fmt::format("delete old checkpoint {}: {} ({})", path.string(), std::strerror(errno), errno));
+  }
+  return Status::ok();
+}
+
+// What a directory holds, by step: plain files, manifests, and shard files.
+struct Listing {
+  std::map<std::int64_t, fs::path> plain;
+  std::map<std::int64_t, fs::path> manifests;
+  std::map<std::int64_t, std::vector<fs::path>> shards;
+};
+
+Result<Listing> list_checkpoints(const fs::path& dir) {
+  Listing listing;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return listing;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto split = split_step(name);
+    if (!split) continue;
+    const auto& [step, rest] = *split;
+    if (rest == kPlainSuffix) {
+      listing.plain[step] = it->path();
+    } else if (rest == kManifestSuffix) {
+      listing.manifests[step] = it->path();
+    } else if (rest.starts_with(".rank-") && rest.ends_with(kPlainSuffix)) {
+      listing.shards[step].push_back(it->path());
+    }
+  }
+  if (ec) return Status::io_error(fmt::format("list checkpoint directory {}: {}", dir.string(), ec.message()));
+  return listing;
+}
+
+Result<CheckpointSet> read_manifest(const fs::path& path) {
+  ZINF_ASSIGN_OR_RETURN(const nlohmann::json manifest, spec::read_json_file(path.string()));
+  CheckpointSet set;
+  set.manifest = path;
+  const auto bad = [&](std::string_view why) {
+    return Status::invalid_argument(fmt::format("checkpoint manifest {}: {}", path.string(), why));
+  };
+  if (!manifest.is_object() || manifest.value("format", std::string()) != kManifestFormat) {
+    return bad(fmt::format("not a {} manifest", kManifestFormat));
+  }
+  const std::optional<std::int64_t> step = spec::exact_int64(manifest.value("step", nlohmann::json()));
+  const std::optional<std::int64_t> world = spec::exact_int64(manifest.value("world_size", nlohmann::json()));
+  if (!step || *step < 0) return bad("step is missing or not a non-negative integer");
+  if (!world || *world < 1 || *world > (1 << 20)) return bad("world_size is missing or not a positive integer");
+  const nlohmann::json shards = manifest.value("shards", nlohmann::json());
+  if (!shards.is_array() || shards.size() != static_cast<std::size_t>(*world)) {
+    return bad(fmt::format("shards must list {} files, one per rank", *world));
+  }
+  set.step = *step;
+  set.world_size = static_cast<int>(*world);
+  for (int rank = 0; rank < set.world_size; ++rank) {
+    const nlohmann::json& name = shards[static_cast<std::size_t>(rank)];
+    if (!name.is_string() || name.get<std::string>() != shard_file_name(set.step, rank, set.world_size)) {
+      return bad(fmt::format("shard {} is not {}", rank, shard_file_name(set.step, rank, set.world_size)));
+    }
+    const fs::path shard = path.parent_path() / name.get<std::string>();
+    std::error_code ec;
+    if (!fs::is_regular_file(shard, ec)) return bad(fmt::format("shard file {} is missing", shard.string()));
+    set.shards.push_back(shard);
+  }
+  return set;
+}
+
+}  // namespace
+
+fs::path checkpoint_manifest_path(const fs::path& dir, std::int64_t step) {
+  return dir / fmt::format("step-{:08d}{}", step, kManifestSuffix);
+}
+
+std::string shard_file_name(std::int64_t step, int rank, int world_size) {
+  return fmt::format("step-{:08d}.rank-{:05d}-of-{:05d}{}", step, rank, world_size, kPlainSuffix);
+}
+
+Status commit_checkpoint_set(const fs::path& dir, std::int64_t step, int world_size, const std::string& fingerprint,
+                             int keep_last) {
+  nlohmann::json shards = nlohmann::json::array();
+  for (int rank = 0; rank < world_size; ++rank) shards.push_back(shard_file_name(step, rank, world_size));
+  const nlohmann::json manifest = {{"format", kManifestFormat},
+                                   {"step", step},
+                                   {"world_size", world_size},
+                                   {"fingerprint", fingerprint},
+                                   {"shards", std::move(shards)}};
+  ZINF_RETURN_IF_ERROR(write_file_durably(checkpoint_manifest_path(dir, step), manifest.dump(2) + "\n"));
+
+  ZINF_ASSIGN_OR_RETURN(const Listing listing, list_checkpoints(dir));
+  // Every complete checkpoint, newest last; all but the newest keep_last go, each with its shards.
+  std::vector<std::int64_t> complete;
+  for (const auto& [s, path] : listing.plain) complete.push_back(s);
+  for (const auto& [s, path] : listing.manifests) complete.push_back(s);
+  std::sort(complete.begin(), complete.end());
+  complete.erase(std::unique(complete.begin(), complete.end()), complete.end());
+  std::vector<std::int64_t> removed;
+  if (keep_last > 0 && complete.size() > static_cast<std::size_t>(keep_last)) {
+    removed.assign(complete.begin(), complete.end() - keep_last);
+  }
+  for (std::int64_t s : removed) {
+    // The manifest first: a set without one is incomplete, never half-deleted but still listed.
+    if (auto it = listing.manifests.find(s); it != listing.manifests.end())
+      ZINF_RETURN_IF_ERROR(remove_file(it->second));
+    if (auto it = listing.plain.find(s); it != listing.plain.end()) ZINF_RETURN_IF_ERROR(remove_file(it->second));
+  }
+  for (const auto& [s, files] : listing.shards) {
+    const bool orphan = s < step && !listing.manifests.contains(s);
+    if (orphan || std::find(removed.begin(), removed.end(), s) != removed.end()) {
+      for (const fs::path& file : files) ZINF_RETURN_IF_ERROR(remove_file(file));
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::optional<CheckpointSet>> latest_checkpoint_set(const fs::path& dir) {
+  ZINF_ASSIGN_OR_RETURN(const Listing listing, list_checkpoints(dir));
+  const std::int64_t plain = listing.plain.empty() ? -1 : listing.plain.rbegin()->first;
+  const std::int64_t sharded = listing.manifests.empty() ? -1 : listing.manifests.rbegin()->first;
+  if (plain < 0 && sharded < 0) return std::optional<CheckpointSet>();
+  if (sharded > plain) {
+    ZINF_ASSIGN_OR_RETURN(CheckpointSet set, read_manifest(listing.manifests.rbegin()->second));
+    return std::optional<CheckpointSet>(std::move(set));
+  }
+  CheckpointSet set;
+  set.step = plain;
+  set.shards.push_back(listing.plain.rbegin()->second);
+  return std::optional<CheckpointSet>(std::move(set));
+}
+
+Result<std::unique_ptr<ShardedCheckpointSource>> ShardedCheckpointSource::open(const CheckpointSet& set,
+                                                                               const model::ParamTable& table,
+                                                                               const zero::Partition& partition) {
+  std::unique_ptr<ShardedCheckpointSource> source(new ShardedCheckpointSource(set, table, partition));
+  for (int rank = 0; rank < set.world_size; ++rank) source->old_partitions_.emplace_back(table, set.world_size, rank);
+  source->readers_.resize(static_cast<std::size_t>(set.world_size));
+  ZINF_ASSIGN_OR_RETURN(CheckpointReader * first, source->shard(0));
+  source->meta_ = first->meta();
+  return source;
+}
+
+Result<CheckpointReader*> ShardedCheckpointSource::shard(int rank) {
+  std::unique_ptr<CheckpointReader>& reader = readers_[static_cast<std::size_t>(rank)];
+  if (!reader) {
+    ZINF_ASSIGN_OR_RETURN(reader, CheckpointReader::open(set_.shards[static_cast<std::size_t>(rank)],
+                                                         zero::partitioned_checkpoint_layout(
+                                                             table_, old_partitions_[static_cast<std::size_t>(rank)])));
+  }
+  return reader.get();
+}
+
+Status ShardedCheckpointSource::read(std::size_t index, std::span<float> into) {
+  // Layout: master, m, v, each over the parameters in table order.
+  const auto count = static_cast<std::size_t>(table_.size());
+  const auto id = static_cast<model::ParamId>(index % count);
+  const zero::ParamSlice& mine = partition_[id];
+  ZINF_CHECK(into.size() == static_cast<std::size_t>(mine.owned), "ShardedCheckpointSource::read: size mismatch");
+  const std::int64_t begin = mine.begin;
+  const std::int64_t end = mine.begin + mine.owned;
+  for (int rank = 0; rank < set_.world_size && begin < end; ++rank) {
+    const zero::ParamSlice& old = old_partitions_[static_cast<std::size_t>(rank)][id];
+    const std::int64_t from = std::max(begin, old.begin);
+    const std::int64_t to = std::min(end, old.begin + old.owned);
+    if (from >= to) continue;
+    ZINF_ASSIGN_OR_RETURN(CheckpointReader * reader, shard(rank));
+    if (old.begin == begin && old.owned == mine.owned) return reader->read(index, into);  // same slice: no copy
+    buffer_.resize(static_cast<std::size_t>(old.owned));
+    ZINF_RETURN_IF_ERROR(reader->read(index, buffer_));
+    std::copy(buffer_.begin() + (from - old.begin), buffer_.begin() + (to - old.begin), into.begin() + (from - begin));
+  }
+  return Status::ok();
+}
+
+}  // namespace zinf::train
