@@ -1,0 +1,27 @@
+// create_communicator: the one place that picks a Communicator for this process from how it was
+// launched (launch_info.h) and the device it computes on:
+//   - started directly (no launcher in the environment): LocalCommunicator, a world of one;
+//   - under mpirun / srun / a PMI launcher on the CPU backend: MpiCommunicator (a world of one
+//     under `mpirun -np 1` included);
+//   - under a launcher on CUDA with more than one rank: NcclCommunicator (bootstrapped over MPI);
+//     with one rank, LocalCommunicator.
+// What it is not: a launcher (apps/zinf/rank_spawner.h starts mpirun).
+#pragma once
+
+#include <memory>
+
+#include "libengine/comm/communicator.h"
+#include "libengine/core/status.h"
+
+namespace zinf::comm {
+
+// `device` must outlive the communicator. Fails when the environment is malformed (InvalidArgument
+// naming the variable), when the backend needed was not built (InvalidArgument saying how to get
+// it) or when it cannot start (MPI/NCCL initialisation).
+Result<std::unique_ptr<Communicator>> create_communicator(device::Device& device, const CommOptions& options);
+
+// Whether this zinf was built with the MPI communicator / the NCCL communicator.
+bool mpi_built();
+bool nccl_built();
+
+}  // namespace zinf::comm

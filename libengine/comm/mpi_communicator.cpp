@@ -1,0 +1,393 @@
+// MpiCommunicator (mpi_communicator.h): non-blocking MPI collectives polled against a deadline,
+// the bf16/fp16 sum operators, lost-peer checks and the roll call that names silent ranks.
+#include "libengine/comm/mpi_communicator.h"
+
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/convert.h"
+#include "libengine/comm/mpi_runtime.h"
+#include "libengine/core/check.h"
+#include "libengine/core/units.h"
+
+namespace zinf::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kRollCallTag = 7101;
+constexpr int kRollAnswerTag = 7102;
+constexpr int kAliveToken = 1;  // what a roll-call answer carries; never written, so concurrent sends may read it
+// How often a wait looks at this node's peers in /proc and answers roll calls: often enough that a
+// killed peer is reported within a blink, rarely enough to cost nothing next to MPI_Test.
+constexpr auto kPeerCheckPeriod = std::chrono::milliseconds(50);
+
+// inout[i] = round(float(in[i]) + float(inout[i])): the sum of two 16-bit values in fp32, rounded
+// once, in blocks so the conversions run vectorised.
+void add_half(kernels::HalfFormat format, const void* in, void* inout, int len) {
+  constexpr int kBlock = 512;
+  std::array<float, kBlock> a{};
+  std::array<float, kBlock> b{};
+  const auto* src = static_cast<const std::uint16_t*>(in);
+  auto* dst = static_cast<std::uint16_t*>(inout);
+  for (int begin = 0; begin < len; begin += kBlock) {
+    const auto n = static_cast<std::size_t>(std::min(kBlock, len - begin));
+    kernels::cpu::half_to_f32(format, src + begin, a.data(), n);
+    kernels::cpu::half_to_f32(format, dst + begin, b.data(), n);
+    for (std::size_t i = 0; i < n; ++i) b[i] += a[i];
+    kernels::cpu::f32_to_half(format, b.data(), dst + begin, n);
+  }
+}
+extern "C" void zinf_mpi_bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  add_half(kernels::HalfFormat::kBF16, in, inout, *len);
+}
+extern "C" void zinf_mpi_f16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  add_half(kernels::HalfFormat::kF16, in, inout, *len);
+}
+
+MPI_Datatype mpi_type(DType dtype) { return dtype == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T; }
+
+std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return fmt::format("MPI error {}", rc);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+// What a wait is for, formatted only when it fails: "all_reduce #12 (4.00 MiB bf16)".
+struct Label {
+  const char* op;
+  std::uint64_t call;
+  std::size_t bytes;
+  const char* dtype;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MpiRuntime& runtime, const CommOptions& options) : runtime_(runtime), options_(options) {}
+
+  Status init() {
+    auto lock = runtime_.lock();
+    for (MPI_Comm* comm : {&stream_comm_, &host_comm_, &probe_comm_}) {
+      const int rc = MPI_Comm_dup(MPI_COMM_WORLD, comm);
+      if (rc != MPI_SUCCESS) return Status::internal("MPI: MPI_Comm_dup failed: " + mpi_error_text(rc));
+      MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    }
+    if (MPI_Op_create(zinf_mpi_bf16_sum, 1, &bf16_sum_) != MPI_SUCCESS ||
+        MPI_Op_create(zinf_mpi_f16_sum, 1, &f16_sum_) != MPI_SUCCESS) {
+      return Status::internal("MPI: MPI_Op_create for the bf16/fp16 sums failed");
+    }
+    return Status::ok();
+  }
+
+  ~MpiCommunicator() override {
+    // A broken communicator has requests that never complete: freeing what they use would be
+    // undefined, and MPI ends with MPI_Abort anyway (mpi_runtime.h).
+    if (broken()) return;
+    auto lock = runtime_.lock();
+    for (MPI_Op* op : {&bf16_sum_, &f16_sum_}) {
+      if (*op != MPI_OP_NULL) MPI_Op_free(op);
+    }
+    for (MPI_Comm* comm : {&stream_comm_, &host_comm_, &probe_comm_}) {
+      if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
+    }
+  }
+
+  std::string_view backend() const override { return "mpi"; }
+  int rank() const override { return runtime_.world_rank(); }
+  int world_size() const override { return runtime_.world_size(); }
+  int local_rank() const override { return runtime_.local_rank(); }
+  int local_size() const override { return runtime_.local_size(); }
+
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
+    const Label label{"all_gather", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
+    stream.enqueue([=, this]() -> Status {
+      ZINF_RETURN_IF_ERROR(check_call(label, count));
+      if (count == 0) return Status::ok();
+      const std::size_t block_bytes = count * dtype_size_bytes(dtype);
+      const void* source =
+          send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank()) * block_bytes ? MPI_IN_PLACE : send;
+      const int n = static_cast<int>(count);
+      return run(label, [&](MPI_Request* request) {
+        return MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_, request);
+      });
+    });
+  }
+
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
+    const Label label{"reduce_scatter", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
+    stream.enqueue([=, this]() -> Status {
+      ZINF_RETURN_IF_ERROR(check_call(label, count));
+      if (count == 0) return Status::ok();
+      const std::size_t block_bytes = count * dtype_size_bytes(dtype);
+      // MPI forbids recv inside send; the in-place form the contract allows (recv is this rank's
+      // block of send) goes through a scratch block.
+      const bool aliased = recv == static_cast<const char*>(send) + static_cast<std::size_t>(rank()) * block_bytes;
+      std::vector<std::byte> scratch(aliased ? block_bytes : 0);
+      void* target = aliased ? static_cast<void*>(scratch.data()) : recv;
+      const int n = static_cast<int>(count);
+      Status status = run(label, [&](MPI_Request* request) {
+        return MPI_Ireduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_, request);
+      });
+      if (status.is_ok() && aliased) std::memcpy(recv, scratch.data(), block_bytes);
+      return status;
+    });
+  }
+
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
+    const Label label{"all_reduce", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
+    stream.enqueue([=, this]() -> Status {
+      ZINF_RETURN_IF_ERROR(check_call(label, count));
+      if (count == 0) return Status::ok();
+      const void* source = send == recv ? MPI_IN_PLACE : send;
+      const int n = static_cast<int>(count);
+      return run(label, [&](MPI_Request* request) {
+        return MPI_Iallreduce(source, recv, n, mpi_type(dtype), sum_op(dtype), stream_comm_, request);
+      });
+    });
+  }
+
+  void broadcast(void* buffer, std::size_t count, DType dtype, int root, device::Stream& stream) override {
+    ZINF_CHECK(root >= 0 && root < world_size(), "MpiCommunicator::broadcast: root is not a rank of the world");
+    const Label label{"broadcast", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
+    stream.enqueue([=, this]() -> Status {
+      ZINF_RETURN_IF_ERROR(check_call(label, count));
+      if (count == 0) return Status::ok();
+      const int n = static_cast<int>(count);
+      return run(label, [&](MPI_Request* request) {
+        return MPI_Ibcast(buffer, n, mpi_type(dtype), root, stream_comm_, request);
+      });
+    });
+  }
+
+  Status barrier() override {
+    const Label label{"barrier", ++host_calls_, 0, ""};
+    ZINF_RETURN_IF_ERROR(check_call(label, 0));
+    return run(label, [&](MPI_Request* request) { return MPI_Ibarrier(host_comm_, request); });
+  }
+
+  Status all_reduce_host(std::span<double> values) override {
+    const Label label{"all_reduce_host", ++host_calls_, values.size_bytes(), "fp64"};
+    ZINF_RETURN_IF_ERROR(check_call(label, values.size() * static_cast<std::size_t>(world_size())));
+    if (values.empty()) return Status::ok();
+    // Gathered and summed here in rank order, so every rank adds the same numbers in the same order
+    // and gets the same bits (MPI_Allreduce leaves the order to the algorithm).
+    std::vector<double> all(values.size() * static_cast<std::size_t>(world_size()));
+    const int n = static_cast<int>(values.size());
+    ZINF_RETURN_IF_ERROR(run(label, [&](MPI_Request* request) {
+      return MPI_Iallgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, host_comm_, request);
+    }));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      double sum = 0.0;
+      for (std::size_t r = 0; r < static_cast<std::size_t>(world_size()); ++r) sum += all[r * values.size() + i];
+      values[i] = sum;
+    }
+    return Status::ok();
+  }
+
+ private:
+  MPI_Op sum_op(DType dtype) const {
+    return dtype == DType::kF32 ? MPI_SUM : dtype == DType::kBF16 ? bf16_sum_ : f16_sum_;
+  }
+
+  bool broken() const {
+    std::lock_guard lock(error_mutex_);
+    return !first_error_.is_ok();
+  }
+
+  std::string describe(const Label& label) const {
+    std::string what = fmt::format("{} #{}", label.op, label.call);
+    if (label.dtype[0] != '\0') {
+      what += fmt::format(" ({} {})", format_bytes(static_cast<double>(label.bytes)), label.dtype);
+    }
+    return fmt::format("{} on rank {} of {}", what, rank(), world_size());
+  }
+
+  // The first error, or a count MPI cannot express.
+  Status check_call(const Label& label, std::size_t count) const {
+    {
+      std::lock_guard lock(error_mutex_);
+      if (!first_error_.is_ok()) return first_error_;
+    }
+    if (count > static_cast<std::size_t>(INT_MAX)) {
+      return Status::invalid_argument(
+          fmt::format("{}: {} elements per rank exceed MPI's int count ({}); use smaller buckets", describe(label),
+                      count, INT_MAX));
+    }
+    return Status::ok();
+  }
+
+  // Records the first error and breaks the communicator; returns the error.
+  Status fail(Status status) {
+    runtime_.mark_broken();
+    std::lock_guard lock(error_mutex_);
+    if (first_error_.is_ok()) first_error_ = std::move(status);
+    return first_error_;
+  }
+
+  // Starts a non-blocking call (`start` fills the request) and waits for it within the timeout.
+  template <typename Start>
+  Status run(const Label& label, Start&& start) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    int rc = MPI_SUCCESS;
+    {
+      auto lock = runtime_.lock();
+      rc = start(&request);
+    }
+    if (rc != MPI_SUCCESS)
+      return fail(Status::internal(fmt::format("{}: MPI: {}", describe(label), mpi_error_text(rc))));
+    return wait(label, request);
+  }
+
+  Status wait(const Label& label, MPI_Request& request) {
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline = start + options_.timeout;
+    Clock::time_point next_check = start + kPeerCheckPeriod;
+    for (;;) {
+      int done = 0;
+      int rc = MPI_SUCCESS;
+      {
+        auto lock = runtime_.lock();
+        rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      }
+      if (rc != MPI_SUCCESS) {
+        return fail(Status::internal(fmt::format("{}: MPI: {}", describe(label), mpi_error_text(rc))));
+      }
+      if (done != 0) return Status::ok();
+      const Clock::time_point now = Clock::now();
+      if (now >= next_check) {
+        next_check = now + kPeerCheckPeriod;
+        answer_roll_calls();
+        const std::string gone = runtime_.lost_local_peers(false);
+        if (!gone.empty()) return fail(Status::internal(fmt::format("{}: lost {}", describe(label), gone)));
+      }
+      if (now >= deadline) {
+        const std::string silent = roll_call();
+        const std::string local = runtime_.lost_local_peers(true);
+        return fail(Status::internal(
+            fmt::format("{}: timed out after {} waiting for its peers (CommOptions timeout); {}{}", describe(label),
+                        format_duration(std::chrono::duration<double>(options_.timeout).count()), silent,
+                        local.empty() ? "" : "; " + local)));
+      }
+      sched_yield();
+    }
+  }
+
+  // Answers every roll call that arrived (from any peer, from either thread's wait).
+  void answer_roll_calls() {
+    for (;;) {
+      auto lock = runtime_.lock();
+      int flag = 0;
+      MPI_Message message = MPI_MESSAGE_NULL;
+      MPI_Status status;
+      if (MPI_Improbe(MPI_ANY_SOURCE, kRollCallTag, probe_comm_, &flag, &message, &status) != MPI_SUCCESS ||
+          flag == 0) {
+        return;
+      }
+      int token = 0;
+      MPI_Mrecv(&token, 1, MPI_INT, &message, MPI_STATUS_IGNORE);
+      MPI_Request reply = MPI_REQUEST_NULL;
+      if (MPI_Isend(&kAliveToken, 1, MPI_INT, status.MPI_SOURCE, kRollAnswerTag, probe_comm_, &reply) == MPI_SUCCESS) {
+        MPI_Request_free(&reply);
+      }
+    }
+  }
+
+  // Asks every peer whether it is there and waits a grace period for the answers; returns which
+  // ranks stayed silent, as text. Peers answer from inside their own waits, so a silent rank is one
+  // that is not in any collective: hung, lost, or far behind.
+  std::string roll_call() {
+    const int world = world_size();
+    const int me = rank();
+    const auto grace = std::clamp<std::chrono::milliseconds>(options_.timeout / 10, std::chrono::milliseconds(500),
+                                                             std::chrono::milliseconds(10000));
+    std::vector<int> answers(static_cast<std::size_t>(world), 0);
+    std::vector<MPI_Request> pending(static_cast<std::size_t>(world), MPI_REQUEST_NULL);
+    {
+      auto lock = runtime_.lock();
+      for (int peer = 0; peer < world; ++peer) {
+        if (peer == me) continue;
+        MPI_Request ask = MPI_REQUEST_NULL;
+        if (MPI_Isend(&kAliveToken, 1, MPI_INT, peer, kRollCallTag, probe_comm_, &ask) == MPI_SUCCESS) {
+          MPI_Request_free(&ask);
+        }
+        MPI_Irecv(&answers[static_cast<std::size_t>(peer)], 1, MPI_INT, peer, kRollAnswerTag, probe_comm_,
+                  &pending[static_cast<std::size_t>(peer)]);
+      }
+    }
+    const Clock::time_point until = Clock::now() + grace;
+    std::vector<int> silent;
+    for (;;) {
+      silent.clear();
+      for (int peer = 0; peer < world; ++peer) {
+        MPI_Request& request = pending[static_cast<std::size_t>(peer)];
+        if (request == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        auto lock = runtime_.lock();
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (done == 0) silent.push_back(peer);
+      }
+      if (silent.empty() || Clock::now() >= until) break;
+      answer_roll_calls();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    {
+      // The receive buffers (`answers`) die with this frame: a late answer must not land there.
+      auto lock = runtime_.lock();
+      for (MPI_Request& request : pending) {
+        if (request == MPI_REQUEST_NULL) continue;
+        MPI_Cancel(&request);
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
+      }
+    }
+    const std::string grace_text = format_duration(std::chrono::duration<double>(grace).count());
+    if (silent.empty()) {
+      return fmt::format(
+          "every peer answered a roll call within {}, so they wait in another collective "
+          "(the ranks called collectives in different orders)",
+          grace_text);
+    }
+    return fmt::format("rank{} {} did not answer a roll call within {} (hung or lost)", silent.size() == 1 ? "" : "s",
+                       fmt::join(silent, ", "), grace_text);
+  }
+
+  MpiRuntime& runtime_;
+  CommOptions options_;
+  MPI_Comm stream_comm_ = MPI_COMM_NULL;  // the stream collectives, in stream order
+  MPI_Comm host_comm_ = MPI_COMM_NULL;    // barrier() and all_reduce_host(), on the calling thread
+  MPI_Comm probe_comm_ = MPI_COMM_NULL;   // roll calls, from either thread
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  MPI_Op f16_sum_ = MPI_OP_NULL;
+  std::uint64_t stream_calls_ = 0;  // counted by the calling thread
+  std::uint64_t host_calls_ = 0;
+  mutable std::mutex error_mutex_;
+  Status first_error_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> make_mpi_communicator(device::Device& device, const CommOptions& options) {
+  if (device.kind() != device::DeviceKind::kCpu) {
+    return Status::invalid_argument(fmt::format(
+        "comm: the MPI communicator takes host buffers, but the device is {}; device buffers go through NCCL",
+        device.describe()));
+  }
+  ZINF_ASSIGN_OR_RETURN(MpiRuntime * runtime, MpiRuntime::acquire());
+  auto communicator = std::make_unique<MpiCommunicator>(*runtime, options);
+  ZINF_RETURN_IF_ERROR(communicator->init());
+  return std::unique_ptr<Communicator>(std::move(communicator));
+}
+
+}  // namespace zinf::comm

@@ -1,0 +1,34 @@
+// MpiCommunicator: the Communicator over OpenMPI for CPU ranks — host buffers (the CPU backend's
+// device memory is host memory), one rank per process, all of MPI_COMM_WORLD. Each collective is
+// a non-blocking MPI call (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce, MPI_Ibcast)
+// run on the given stream and polled with MPI_Test against CommOptions::timeout, so no wait is
+// unbounded: a timeout, a peer found gone on this node, or an MPI error becomes the stream's Status
+// ("all_reduce #12 (4.00 MiB bf16) on rank 0 of 4: ..."), and from then on every call fails with
+// that first error. fp32 sums with MPI_SUM; bf16/fp16 with user ops that add in fp32 and round
+// once per addition. When a collective times out the rank asks every peer, on a side communicator,
+// whether it is still there ("roll call"); peers answer from their own waits, so the error names
+// the ranks that did not answer — the hung or lost ones.
+//
+// Ordering: the stream collectives run in the order they are executed; issue them all on one
+// stream (the device's collective stream) so every rank executes the same sequence. barrier() and
+// all_reduce_host() use communicators of their own and may run while stream collectives are in
+// flight.
+//
+// Counts are MPI ints: a collective of more than 2^31 - 1 elements (per rank block) fails with a
+// Status asking for smaller buckets. What it is not: CUDA-aware (device buffers go through NCCL).
+#pragma once
+
+#include <memory>
+
+#include "libengine/comm/communicator.h"
+#include "libengine/core/status.h"
+
+namespace zinf::comm {
+
+// Initialises MPI (mpi_runtime.h) when needed and returns a communicator over MPI_COMM_WORLD.
+// `device` must be a CPU device (InvalidArgument otherwise) and outlive the communicator. Fails
+// when MPI cannot start. Creating several is allowed (each duplicates MPI_COMM_WORLD); every rank
+// must create them in the same order.
+Result<std::unique_ptr<Communicator>> make_mpi_communicator(device::Device& device, const CommOptions& options);
+
+}  // namespace zinf::comm
