@@ -3,6 +3,7 @@
 // scaling, activation checkpointing, tiling — showing progress on stderr and ending with a run record
 // (per-step loss/time/tokens-per-second, TFLOP/s and MFU against a same-run matmul peak, peak memory
 // per tier). Setup is all here; the loop is train::Trainer.
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,8 @@
 #include "apps/zinf/train_progress.h"
 #include "apps/zinf/train_record.h"
 #include "kernels/threads.h"
+#include "libengine/comm/communicator_factory.h"
+#include "libengine/comm/launch_info.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/scenario.h"
 #include "libengine/train/compute_peak.h"
@@ -36,6 +39,33 @@ std::uint64_t peak_rss_bytes() {
     if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   }
   return 0;
+}
+
+// Every rank's own figures (step times, memory peaks) from its record, gathered on every rank.
+Result<nlohmann::json> gather_rank_figures(comm::Communicator& comm, const nlohmann::json& record) {
+  const nlohmann::json& summary = record.at("summary");
+  const nlohmann::json& memory = record.at("memory");
+  const auto number = [](const nlohmann::json& value) { return value.is_number() ? value.get<double>() : 0.0; };
+  const std::array<double, 6> mine = {
+      number(summary.at("step_ms").at("median")), number(summary.at("forward_backward_ms_median")),
+      number(summary.at("optimizer_ms_median")),  number(memory.at("device").at("peak_bytes")),
+      number(memory.at("host").at("peak_bytes")), number(memory.at("host").at("peak_rss_bytes"))};
+  // Each rank fills its own block; the sum over ranks is everyone's figures.
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(comm.world_size()), 0.0);
+  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(mine.size()) * comm.rank());
+  ZINF_RETURN_IF_ERROR(comm.all_reduce_host(all));
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (int rank = 0; rank < comm.world_size(); ++rank) {
+    const double* f = all.data() + mine.size() * static_cast<std::size_t>(rank);
+    per_rank.push_back({{"rank", rank},
+                        {"step_ms_median", f[0]},
+                        {"forward_backward_ms_median", f[1]},
+                        {"optimizer_ms_median", f[2]},
+                        {"device_peak_bytes", f[3]},
+                        {"host_peak_bytes", f[4]},
+                        {"peak_rss_bytes", f[5]}});
+  }
+  return nlohmann::json{{"world_size", comm.world_size()}, {"backend", comm.backend()}, {"per_rank", per_rank}};
 }
 
 // Forwards the loop's measurements to the progress display and keeps them for the record.
@@ -87,6 +117,10 @@ class TrainCommand final : public Subcommand {
             ->type_name("STEP");
     cmd->add_flag("--no-resume", no_resume_, "Start from scratch even when checkpoint.dir holds a checkpoint");
     cmd->add_flag("--quiet", quiet_, "No progress output on stderr");
+    comm_timeout_option_ = cmd->add_option("--comm-timeout", comm_timeout_,
+                                           "Seconds a rank waits for its peers in a collective before failing "
+                                           "(default 300; under mpirun/srun)")
+                               ->type_name("SECONDS");
     add_output_options(*cmd, output_);
     cmd->footer(
         "Examples:\n"
@@ -108,6 +142,8 @@ class TrainCommand final : public Subcommand {
   CLI::Option* threads_option_ = nullptr;
   CLI::Option* stop_after_option_ = nullptr;
   std::string record_path_;
+  std::string comm_timeout_;
+  CLI::Option* comm_timeout_option_ = nullptr;
   bool no_resume_ = false;
   bool quiet_ = false;
   OutputOptions output_;
@@ -158,13 +194,25 @@ Status TrainCommand::run(const Io& io) {
                           scenario.threads, cores, cores == 1 ? "" : "s", cores);
   }
 
-  const bool quiet = quiet_;
+  // Under mpirun/srun every rank runs this; rank 0 alone prints and writes the record.
+  ZINF_ASSIGN_OR_RETURN(const comm::LaunchInfo launch, comm::launch_info_from_environment());
+  const bool lead = launch.rank == 0;
+  const bool quiet = quiet_ || !lead;
   std::ostream& err = io.err;
-  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                        train::TrainSession::create(scenario, /*resume=*/!no_resume_, stop_after.value_or(0),
-                                                    [quiet, &err](const std::string& line) {
-                                                      if (!quiet) err << "warning: " << line << '\n';
-                                                    }));
+  comm::CommOptions comm_options;
+  if (comm_timeout_option_->count() > 0) {
+    ZINF_ASSIGN_OR_RETURN(const std::int64_t timeout_s, parse_int_in_range(comm_timeout_, "--comm-timeout", 1, 86400));
+    comm_options.timeout = std::chrono::seconds(timeout_s);
+  }
+  ZINF_ASSIGN_OR_RETURN(
+      std::unique_ptr<train::TrainSession> session,
+      train::TrainSession::create(
+          scenario, /*resume=*/!no_resume_, stop_after.value_or(0),
+          [quiet, &err](const std::string& line) {
+            if (!quiet) err << "warning: " << line << '\n';
+          },
+          nullptr, [&](device::Device& device) { return comm::create_communicator(device, comm_options); },
+          launch.local_size));
   device::Device& device = session->device();
   const train::BatchSource& data = session->data();
   model::Gpt& model = session->model();
@@ -192,17 +240,22 @@ Status TrainCommand::run(const Io& io) {
   run.activation_bytes = model.activation_bytes();
   ZINF_ASSIGN_OR_RETURN(run.peak, train::measure_matmul_peak(device, model.config().compute_dtype));
 
-  const ProgressMode mode = quiet_               ? ProgressMode::kQuiet
+  const ProgressMode mode = quiet                ? ProgressMode::kQuiet
                             : io.err_is_terminal ? ProgressMode::kBar
                                                  : ProgressMode::kLines;
   TrainProgress progress(io.err, mode, scenario.output.log_every, io.terminal_width);
-  if (!quiet_) {
+  comm::Communicator& comm = session->comm();
+  if (!quiet) {
+    if (comm.world_size() > 1) {
+      io.err << fmt::format("data parallel over {} ranks ({}), {} per node; {} rows of each batch per rank\n",
+                            comm.world_size(), comm.backend(), comm.local_size(), scenario.batch / comm.world_size());
+    }
     io.err << fmt::format("training {} ({} parameters) on {}, {} threads; {}\n", scenario.name,
                           format_count(static_cast<double>(run.params)), run.device_description, run.threads,
                           run.data_description);
     io.err << fmt::format("engine: {}\n", run.engine.description);
   }
-  if (!quiet_ &&
+  if (!quiet &&
       data.eval_overlaps_training(static_cast<std::uint64_t>(scenario.steps),
                                   scenario.eval.every > 0 ? static_cast<std::uint64_t>(scenario.eval.batches) : 0)) {
     io.err << "warning: the held-out batches (the last of the token file) are also trained on by this many steps; "
@@ -221,7 +274,12 @@ Status TrainCommand::run(const Io& io) {
   run.host_peak_rss_bytes = peak_rss_bytes();
   run.state_bytes = session->states().state_bytes();
 
-  const nlohmann::json record = make_train_record(run);
+  nlohmann::json record = make_train_record(run);
+  if (comm.world_size() > 1) {
+    ZINF_ASSIGN_OR_RETURN(run.ranks, gather_rank_figures(comm, record));
+    record["ranks"] = run.ranks;
+  }
+  if (!lead) return Status::ok();
   // A record that cannot be written after all (the disk filled up during the run) must not cost the
   // summary: print it first, then report the failure naming the setting the path came from.
   Status record_written;
@@ -230,7 +288,7 @@ Status TrainCommand::run(const Io& io) {
     std::error_code ec;
     if (record_path.has_parent_path()) std::filesystem::create_directories(record_path.parent_path(), ec);
     record_written = write_output_file(scenario.output.record, record.dump(2) + "\n", record_field, io);
-    if (record_written.is_ok() && !quiet_) io.err << "run record: " << scenario.output.record << '\n';
+    if (record_written.is_ok() && !quiet) io.err << "run record: " << scenario.output.record << '\n';
   }
   const Status emitted = emit(output_, render_train_record(record), io);
   return record_written.is_ok() ? emitted : record_written;

@@ -160,6 +160,7 @@ json make_train_record(const TrainRun& run) {
                       {"nvme", record["engine"].at("nvme")},      {"model_states_bytes", states},
                       {"model_states_tier", state_tiers},         {"model_states_total_bytes", state_total},
                       {"activations_bytes", run.activation_bytes}};
+  if (!run.ranks.is_null()) record["ranks"] = run.ranks;
   record["checkpoint"] = {
       {"resumed_from", run.outcome.resumed_from ? json(run.outcome.resumed_from->string()) : json(nullptr)},
       {"last_written", run.outcome.last_checkpoint ? json(run.outcome.last_checkpoint->string()) : json(nullptr)}};
@@ -277,6 +278,24 @@ Rendered render_train_record(const json& record) {
                      : std::string("not used")});
   out.document.sections.push_back(std::move(mem));
   out.document.sections.push_back(render_engine_section(record.at("engine")));
+  if (const auto ranks = record.find("ranks"); ranks != record.end()) {
+    reports::Section section;
+    section.title =
+        fmt::format("Ranks ({} over {})", ranks->at("world_size").get<int>(), ranks->at("backend").get<std::string>());
+    section.table.columns = {{"rank", reports::Align::kRight},        {"step ms", reports::Align::kRight},
+                             {"fwd+bwd ms", reports::Align::kRight},  {"optimizer ms", reports::Align::kRight},
+                             {"device peak", reports::Align::kRight}, {"host peak", reports::Align::kRight},
+                             {"peak RSS", reports::Align::kRight}};
+    for (const json& r : ranks->at("per_rank")) {
+      section.table.rows.push_back(
+          {std::to_string(r.at("rank").get<int>()), fmt::format("{:.1f}", r.at("step_ms_median").get<double>()),
+           fmt::format("{:.1f}", r.at("forward_backward_ms_median").get<double>()),
+           fmt::format("{:.1f}", r.at("optimizer_ms_median").get<double>()),
+           format_bytes(r.at("device_peak_bytes").get<double>()), format_bytes(r.at("host_peak_bytes").get<double>()),
+           format_bytes(r.at("peak_rss_bytes").get<double>())});
+    }
+    out.document.sections.push_back(std::move(section));
+  }
 
   // CSV: one row per step, base units.
   out.csv.columns = {{"step"}, {"loss"}, {"lr"}, {"grad_norm"}, {"step_ms"}, {"tokens_per_s"}, {"skipped"}, {"warmup"}};

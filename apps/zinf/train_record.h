@@ -49,6 +49,9 @@ struct TrainRun {
   std::uint64_t activation_bytes = 0;
   double setup_seconds = 0;
   double train_seconds = 0;
+  // Data parallelism: {"world_size", "backend", "per_rank": [{"rank", "step_ms_median", ...}]}
+  // gathered from every rank at the end of the run; null for a run of one rank.
+  nlohmann::json ranks;
 };
 
 // Steps of this run counted as warm-up (excluded from medians): the first min(3, max(1, n/10)).

@@ -1,5 +1,7 @@
 #include "libengine/train/train_session.h"
 
+#include "libengine/comm/local_communicator.h"
+
 #include <fmt/format.h>
 
 #include "kernels/threads.h"
@@ -56,7 +58,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
                                                            std::int64_t stop_after,
                                                            std::function<void(const std::string&)> on_warning,
                                                            std::unique_ptr<io::IoEngine> io_engine,
-                                                           comm::Communicator* comm) {
+                                                           const CommFactory& make_comm, int local_size) {
   const spec::LrScheduleConfig& sched = scenario.optimizer.schedule;
   if (sched.kind != spec::ScheduleKind::kConstant && scenario.steps <= sched.warmup_steps) {
     // Checked here as well as by the parser because --steps may shorten a run after parsing.
@@ -65,18 +67,10 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
         "steps after warm-up (raise steps, e.g. with --steps, or lower warmup_steps)",
         scenario.steps, sched.warmup_steps, spec::schedule_kind_name(sched.kind)));
   }
-  const int world_size = comm != nullptr ? comm->world_size() : 1;
-  if (scenario.batch % world_size != 0) {
-    return Status::invalid_argument(fmt::format(
-        "scenario.batch: {} does not split evenly over {} ranks; use a multiple of {} (each rank trains on batch / "
-        "ranks rows of every batch)",
-        scenario.batch, world_size, world_size));
-  }
   std::unique_ptr<TrainSession> session(new TrainSession(scenario));
   // Ranks on one node share its cores.
-  const int local_ranks = comm != nullptr ? std::max(1, comm->local_size()) : 1;
   const int threads = scenario.threads > 0 ? static_cast<int>(scenario.threads)
-                                           : std::max(1, kernels::cpu::available_cores() / local_ranks);
+                                           : std::max(1, kernels::cpu::available_cores() / std::max(1, local_size));
   if (!kernels::cpu::address_space_for_threads(threads)) {
     // OpenBLAS would spin forever on the buffer mmap it cannot get; say so instead.
     return Status::invalid_argument(fmt::format(
@@ -97,6 +91,19 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     return Status(device.status().code(), message.rfind("scenario.", 0) == 0 ? message : "scenario." + message);
   }
   session->device_ = std::move(device).value();
+  if (make_comm) {
+    ZINF_ASSIGN_OR_RETURN(session->comm_, make_comm(*session->device_));
+  } else {
+    session->comm_ = std::make_unique<comm::LocalCommunicator>(*session->device_);
+  }
+  comm::Communicator* comm = session->comm_.get();
+  const int world_size = comm->world_size();
+  if (scenario.batch % world_size != 0) {
+    return Status::invalid_argument(fmt::format(
+        "scenario.batch: {} does not split evenly over {} ranks; use a multiple of {} (each rank trains on batch / "
+        "ranks rows of every batch)",
+        scenario.batch, world_size, world_size));
+  }
   // Mixed precision computes in the storage precision where the device can (CUDA: bf16/fp16 GEMMs
   // and attention on tensor cores); the CPU backend computes in fp32 from the half copies.
   const DType compute_dtype =

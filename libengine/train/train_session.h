@@ -36,14 +36,17 @@ class TrainSession {
   // "scenario.zero.*" for an engine plan that cannot work in the budgets. `on_warning` receives
   // one line per warning (buffered I/O fallback, a changed parameter order); may be empty.
   // `io_engine`: tests pass a fault-injecting engine for the NVMe tier; null: io_uring.
-  // `comm`: the data-parallel ranks (null: one); it must outlive the session. Each rank trains on
-  // scenario.batch / world_size rows of every batch ("scenario.batch" when that does not divide),
-  // and with scenario.threads 0 uses its share of this node's cores.
+  // `make_comm`: builds the communicator of the data-parallel ranks once the device exists
+  // (comm::create_communicator from the launch environment; tests a fault-injecting one); empty:
+  // one rank. Each rank trains on scenario.batch / world_size rows of every batch
+  // ("scenario.batch" when that does not divide), and with scenario.threads 0 uses its share of
+  // this node's cores (`local_size`, known before the communicator from the launcher).
+  using CommFactory = std::function<Result<std::unique_ptr<comm::Communicator>>(device::Device&)>;
   static Result<std::unique_ptr<TrainSession>> create(const spec::Scenario& scenario, bool resume,
                                                       std::int64_t stop_after = 0,
                                                       std::function<void(const std::string&)> on_warning = {},
                                                       std::unique_ptr<io::IoEngine> io_engine = nullptr,
-                                                      comm::Communicator* comm = nullptr);
+                                                      const CommFactory& make_comm = {}, int local_size = 1);
 
   const spec::Scenario& scenario() const { return scenario_; }
   device::Device& device() { return *device_; }
@@ -53,6 +56,8 @@ class TrainSession {
   // The engine configuration as run: the scenario's, with the budgets the engine derived filled in.
   const spec::ZeroConfig& zero() const { return zero_; }
   Trainer& trainer() { return *trainer_; }
+  // The data-parallel ranks this session trains with (a world of one unless make_comm said otherwise).
+  comm::Communicator& comm() { return *comm_; }
 
  private:
   explicit TrainSession(const spec::Scenario& scenario) : scenario_(scenario) {}
@@ -61,6 +66,7 @@ class TrainSession {
   // Declaration order is destruction order reversed: everything that holds device memory dies
   // before the device.
   std::unique_ptr<device::Device> device_;
+  std::unique_ptr<comm::Communicator> comm_;  // after the device (NCCL uses it), before the states
   std::optional<BatchSource> data_;
   std::unique_ptr<model::Gpt> model_;
   std::unique_ptr<zero::ModelStates> states_;

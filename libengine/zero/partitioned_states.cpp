@@ -103,10 +103,13 @@ Status PartitionedStates::plan_and_allocate() {
   std::uint64_t largest_storage = 0;
   std::uint64_t offloaded_storage = 0;
   std::int64_t largest_slice = 0;
+  // Gathered parameters are whole (every rank's padded slice): the live budget is derived from
+  // those sizes, the same on every rank.
   for (model::ParamId id = 0; id < table_.size(); ++id) {
-    largest_storage = std::max<std::uint64_t>(largest_storage, storage_bytes(id));
+    const std::uint64_t whole = static_cast<std::uint64_t>(partition_[id].slice_numel) * partition_.world_size() * half;
+    largest_storage = std::max<std::uint64_t>(largest_storage, whole);
     largest_slice = std::max(largest_slice, partition_[id].slice_numel);
-    if (table_[id].numel > zero_.persistence_threshold) offloaded_storage += storage_bytes(id);
+    if (table_[id].numel > zero_.persistence_threshold) offloaded_storage += whole;
   }
   // fp32 gradient buffers and views hold the whole parameter (every rank's slice).
   const std::uint64_t largest_fp32 = static_cast<std::uint64_t>(largest_slice) * partition_.world_size() * 4;
