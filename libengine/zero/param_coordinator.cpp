@@ -123,12 +123,20 @@ void ParamCoordinator::gather_into(model::ParamId id, void* copy, device::Event&
 }
 
 std::size_t ParamCoordinator::publish_persistent(model::ParamId id, const void* host_slice) {
+  return publish_persistent_copy(id, host_slice, device::CopyKind::kHostToDevice);
+}
+
+std::size_t ParamCoordinator::publish_persistent_from_device(model::ParamId id, const void* device_slice) {
+  (void)publish_persistent_copy(id, device_slice, device::CopyKind::kDeviceToDevice);
+  return 0;
+}
+
+std::size_t ParamCoordinator::publish_persistent_copy(model::ParamId id, const void* slice, device::CopyKind kind) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
   ZINF_CHECK(!slot.resident.empty(), "publish_persistent: the parameter has no persistent copy");
   const ParamHome& home = homes_[static_cast<std::size_t>(id)];
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
-  device_.copy(static_cast<std::byte*>(slot.resident.data()) + slice_offset_bytes(id), host_slice, home.bytes,
-               device::CopyKind::kHostToDevice, h2d);
+  device_.copy(static_cast<std::byte*>(slot.resident.data()) + slice_offset_bytes(id), slice, home.bytes, kind, h2d);
   if (gathering()) {
     if (!slot.staged) slot.staged = device_.create_event();
     if (!slot.copied) slot.copied = device_.create_event();

@@ -101,6 +101,9 @@ class ParamCoordinator {
   // collective stream. `host_slice` must stay unchanged until both streams pass (the owner
   // synchronizes them before the next forward pass). Returns the bytes copied to the device.
   std::size_t publish_persistent(model::ParamId id, const void* host_slice);
+  // The same from this rank's slice in device memory (a device-tier parameter after a step on the
+  // device); returns 0 (no bytes crossed to the device).
+  std::size_t publish_persistent_from_device(model::ParamId id, const void* device_slice);
   // The parameters' homes are written; gathers of persistent copies are on their way. Waits for the
   // copies and gathers of publish_persistent() (their sources may change after this).
   Status wait_published();
@@ -140,6 +143,7 @@ class ParamCoordinator {
   // Gathering: after `from` (on the stream it was recorded on) the ranks' slices of parameter id
   // are all-gathered into `copy` in place; `done` marks the end on the collective stream.
   void gather_into(model::ParamId id, void* copy, device::Event& from, device::Event& done);
+  std::size_t publish_persistent_copy(model::ParamId id, const void* slice, device::CopyKind kind);
   void follow_trace(model::ParamId id);
   // Ends the current pass: a recorded order becomes known; a followed one that was cut short is trimmed.
   void close_pass();

@@ -67,12 +67,6 @@ Result<std::unique_ptr<PartitionedStates>> PartitionedStates::create(const model
     return Status::invalid_argument(
         "scenario.zero.stage: 0 is the replicated engine; partitioned states need 1, 2 or 3");
   }
-  if (options.comm != nullptr && options.comm->world_size() > 1 && options.zero.stage != 3) {
-    return Status::invalid_argument(fmt::format(
-        "scenario.zero.stage: {} across {} ranks is not supported yet (parameters replicated beside partitioned "
-        "optimizer states); use 3, or 0 for the replicated engine",
-        options.zero.stage, options.comm->world_size()));
-  }
   if (options.compute_dtype != DType::kF32 && options.compute_dtype != options.precision) {
     return Status::invalid_argument(fmt::format("model states: compute precision {} with {} storage is not supported",
                                                 dtype_name(options.compute_dtype), dtype_name(options.precision)));
@@ -234,7 +228,14 @@ Status PartitionedStates::plan_and_allocate() {
   coordination.compute_dtype = compute_dtype_;
   coordination.max_live_bytes = zero_.max_live_bytes;
   coordination.prefetch_bytes = zero_.prefetch_bytes;
-  coordination.persistence_threshold = zero_.params == Tier::kDevice ? 0 : zero_.persistence_threshold;
+  // Stages 1 and 2 keep the parameters whole on every rank: at several ranks each is a persistent
+  // device copy, gathered from the ranks' updated slices after every step. At one rank a
+  // device-tier parameter's storage is its own copy.
+  if (zero_.stage < 3 && partition_.world_size() > 1) {
+    coordination.persistence_threshold = std::numeric_limits<std::int64_t>::max();
+  } else {
+    coordination.persistence_threshold = zero_.params == Tier::kDevice ? 0 : zero_.persistence_threshold;
+  }
   coordination.on_warning = on_warning_;
   coordination.comm = comm_;
   Result<std::unique_ptr<ParamCoordinator>> coordinator =
@@ -466,7 +467,14 @@ Status PartitionedStates::reduce_and_store(model::ParamId id, device::DeviceBuff
   // collective stream, and the copy to the gradient tier follows that.
   compute.record(*computed_);
   collective.wait(*computed_);
-  comm_->reduce_scatter(whole.data(), own, static_cast<std::size_t>(slice.slice_numel), dtype, collective);
+  if (zero_.stage == 1) {
+    // Stage 1 all-reduces the whole gradient (DeepSpeed's stage-1 traffic); each rank keeps its slice.
+    comm_->all_reduce(whole.data(), whole.data(),
+                      static_cast<std::size_t>(slice.slice_numel) * static_cast<std::size_t>(partition_.world_size()),
+                      dtype, collective);
+  } else {
+    comm_->reduce_scatter(whole.data(), own, static_cast<std::size_t>(slice.slice_numel), dtype, collective);
+  }
   const std::size_t bytes = storage_bytes(id);
   if (zero_.grads == spec::Tier::kDevice) {
     // fp32 at this point means fp32 storage (mixed precision reduces the rounded values).

@@ -124,6 +124,10 @@ class PartitionedStates final : public ModelStates {
   // memory) goes to the parameter's tier and its resident device copy.
   Status publish(model::ParamId id, const void* source);
   Status wait_param_writes();
+  // Parameters on the device tier updated there (optimizer on the device, checkpoint load): this
+  // rank's new slice goes into the whole persistent copy and is gathered (stages 1 and 2 at
+  // several ranks); nothing otherwise.
+  void republish_device_slice(model::ParamId id);
   // Sum over the gradients of g^2, per parameter in table order (ZeRO-0's order), over every rank.
   Result<double> grad_sum_squares();
   bool gathering() const { return comm_ != nullptr && comm_->world_size() > 1; }

@@ -66,6 +66,14 @@ Status PartitionedStates::publish(model::ParamId id, const void* source) {
   return Status::ok();
 }
 
+void PartitionedStates::republish_device_slice(model::ParamId id) {
+  if (!coordinator_->persistent(id)) return;
+  // The slice was written on the compute stream; the copy into the persistent copy follows it.
+  device_.stream(device::StreamRole::kCompute).record(*computed_);
+  device_.stream(device::StreamRole::kHostToDevice).wait(*computed_);
+  coordinator_->publish_persistent_from_device(id, view(params_.data(), precision_, id, true).data());
+}
+
 Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
                                                             optim::LossScaler& scaler) {
   const device::ProfilerRange range(device_, "optimizer");
@@ -139,6 +147,7 @@ Status PartitionedStates::step_on_device(optim::AdamOptimizer& optimizer, const 
     optimizer.step_slice(ops, plan, table_[id].weight_decay, master, view(adam_m_.data(), DType::kF32, id, true),
                          view(adam_v_.data(), DType::kF32, id, true), grad, mixed() ? &params : nullptr);
     if (!mixed()) ops.copy(params, master);
+    republish_device_slice(id);
   }
   return Status::ok();
 }
@@ -369,6 +378,7 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
           ++kind;
         }
         device_.ops().copy(view(params_.data(), precision_, id, true), view(master_.data(), DType::kF32, id, true));
+        republish_device_slice(id);
         ZINF_RETURN_IF_ERROR(compute.synchronize());
       }
       break;

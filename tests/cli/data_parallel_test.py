@@ -3,7 +3,8 @@
 
 Each case trains a tiny GPT (fp32 unless said otherwise, 20 steps, global batch 8) at 1 rank and under
 `mpirun -np 2` and `-np 4`, and compares the per-step training losses of the run records:
-  - fp32, every stage (0; 3 with CPU and with NVMe offload): within 1e-6 relative of the one-rank run
+  - fp32, every stage (0; 1 with the optimizer on NVMe; 2 on the device and with CPU offload; 3 with
+    CPU and with NVMe offload): within 1e-6 relative of the one-rank run
     (the reduction order differs with the world size: a sum of N partial gradients instead of one);
   - bf16 stage 3: within 1e-3 (gradients are reduced in bf16, as DeepSpeed does);
   - a run checkpointed at 2 ranks and resumed at 1 and at 4 continues the uninterrupted one-rank curve;
@@ -75,8 +76,13 @@ os.makedirs(swap)
 NVME3 = {"stage": 3, "params": "nvme", "optimizer": "nvme", "nvme_paths": [swap], "host_memory": "256MiB",
          "persistence_threshold": 100}
 
-if CASE in ("stage0", "stage3-cpu", "stage3-nvme"):
-    zero = {"stage0": {"stage": 0}, "stage3-cpu": CPU3, "stage3-nvme": NVME3}[CASE]
+STAGE1_NVME = {"stage": 1, "optimizer": "nvme", "nvme_paths": [swap], "host_memory": "256MiB"}
+STAGE2_CPU = {"stage": 2, "grads": "cpu", "optimizer": "cpu", "host_memory": "256MiB"}
+STAGE2_DEVICE = {"stage": 2}
+
+if CASE in ("stage0", "stage1-nvme", "stage2-cpu", "stage2-device", "stage3-cpu", "stage3-nvme"):
+    zero = {"stage0": {"stage": 0}, "stage1-nvme": STAGE1_NVME, "stage2-cpu": STAGE2_CPU,
+            "stage2-device": STAGE2_DEVICE, "stage3-cpu": CPU3, "stage3-nvme": NVME3}[CASE]
     path = scenario(CASE, zero)
     one = train(path, 1)
     for ranks in (2, 4):
