@@ -26,8 +26,12 @@ std::int32_t le16(const unsigned char* p) {
   return static_cast<std::int32_t>(static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8));
 }
 
-std::int64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+// When the file last changed: its status-change time (ctime), which every write of the contents
+// moves and which, unlike the modification time, no user call can set back — a rewrite of the same
+// size that restores the old mtime (touch -d, cp -p) still shows. (Its clock is coarse: a rewrite
+// within the same few milliseconds as the open is not seen; the id check per batch remains.)
+std::int64_t change_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
 }
 
 // Closes a descriptor on every path out of open() that does not hand it to the source.
@@ -103,7 +107,7 @@ Result<TokenFileSource> TokenFileSource::open(const TokenFileSpec& spec) {
   TokenFileSource src;
   src.spec_ = spec;
   src.file_bytes_ = file_bytes;
-  src.mtime_ns_ = mtime_ns(st);
+  src.change_ns_ = change_ns(st);
   const auto changed_while_read = [&spec]() {
     return Status::io_error(
         fmt::format("data.path: '{}' changed while it was being read (shorter than its size)", spec.path));
@@ -174,7 +178,7 @@ TokenFileSource::TokenFileSource(TokenFileSource&& other) noexcept
       fd_(std::exchange(other.fd_, -1)),
       payload_offset_(other.payload_offset_),
       file_bytes_(other.file_bytes_),
-      mtime_ns_(other.mtime_ns_),
+      change_ns_(other.change_ns_),
       token_count_(std::exchange(other.token_count_, 0)),
       has_header_(other.has_header_),
       next_index_(other.next_index_) {}
@@ -186,7 +190,7 @@ TokenFileSource& TokenFileSource::operator=(TokenFileSource&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     payload_offset_ = other.payload_offset_;
     file_bytes_ = other.file_bytes_;
-    mtime_ns_ = other.mtime_ns_;
+    change_ns_ = other.change_ns_;
     token_count_ = std::exchange(other.token_count_, 0);
     has_header_ = other.has_header_;
     next_index_ = other.next_index_;
@@ -203,7 +207,7 @@ Status TokenFileSource::read_tokens(std::uint64_t first, std::uint64_t count, st
   if (::fstat(fd_, &st) != 0) {
     return Status::io_error(fmt::format("data.path: cannot stat '{}': {}", spec_.path, errno_text(errno)));
   }
-  if (static_cast<std::uint64_t>(st.st_size) != file_bytes_ || mtime_ns(st) != mtime_ns_) {
+  if (static_cast<std::uint64_t>(st.st_size) != file_bytes_ || change_ns(st) != change_ns_) {
     return Status::io_error(fmt::format(
         "data.path: '{}' changed during the run ({} bytes when opened, {} now{}); a token file must not be modified "
         "while training reads it (copy it first, or restart the run to use the new contents)",

@@ -82,7 +82,7 @@ class TokenFileSource {
   int fd_ = -1;
   std::uint64_t payload_offset_ = 0;  // first token's byte (after the header, if any)
   std::uint64_t file_bytes_ = 0;      // size when opened
-  std::int64_t mtime_ns_ = 0;         // modification time when opened
+  std::int64_t change_ns_ = 0;        // status-change time (ctime) when opened
   std::uint64_t token_count_ = 0;
   bool has_header_ = false;
   std::uint64_t next_index_ = 0;
