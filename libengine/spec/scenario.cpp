@@ -335,12 +335,13 @@ Status parse_runtime_sections(const JsonObject& root, Scenario& out) {
   out.checkpoint = CheckpointConfig{};
   ZINF_ASSIGN_OR_RETURN(const std::optional<JsonObject> ckpt, section(root, "checkpoint"));
   if (ckpt) {
-    ZINF_RETURN_IF_ERROR(ckpt->reject_unknown_keys({"dir", "every", "keep_last", "resume"}));
+    ZINF_RETURN_IF_ERROR(ckpt->reject_unknown_keys({"dir", "every", "keep_last", "resume", "strict"}));
     ZINF_ASSIGN_OR_RETURN(out.checkpoint.dir, non_empty_string(*ckpt, "dir"));
     ZINF_ASSIGN_OR_RETURN(out.checkpoint.every, positive_int(*ckpt, "every", out.checkpoint.every, kMaxSteps));
     ZINF_ASSIGN_OR_RETURN(out.checkpoint.keep_last,
                           positive_int(*ckpt, "keep_last", out.checkpoint.keep_last, 1000000));
     ZINF_ASSIGN_OR_RETURN(out.checkpoint.resume, boolean(*ckpt, "resume", out.checkpoint.resume));
+    ZINF_ASSIGN_OR_RETURN(out.checkpoint.strict, boolean(*ckpt, "strict", out.checkpoint.strict));
   }
   out.output = OutputConfig{};
   ZINF_ASSIGN_OR_RETURN(const std::optional<JsonObject> output, section(root, "output"));
@@ -545,7 +546,8 @@ nlohmann::json to_json(const Scenario& s) {
     out["checkpoint"] = json{{"dir", s.checkpoint.dir},
                              {"every", s.checkpoint.every},
                              {"keep_last", s.checkpoint.keep_last},
-                             {"resume", s.checkpoint.resume}};
+                             {"resume", s.checkpoint.resume},
+                             {"strict", s.checkpoint.strict}};
   }
   if (s.zero != ZeroConfig{}) out["zero"] = to_json(s.zero);
   json output{{"log_every", s.output.log_every}};

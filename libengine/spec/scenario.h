@@ -100,6 +100,7 @@ struct CheckpointConfig {
   std::int64_t every = 100;    // save after every N-th step (and after the last), >= 1
   std::int64_t keep_last = 2;  // older checkpoints are deleted, >= 1
   bool resume = true;          // continue from the latest checkpoint in dir when its fingerprint matches
+  bool strict = false;         // a newest checkpoint that does not verify is an error, not a fallback
   bool operator==(const CheckpointConfig&) const = default;
 };
 

@@ -152,18 +152,28 @@ Status commit_checkpoint_set(const fs::path& dir, std::int64_t step, int world_s
   return Status::ok();
 }
 
-Result<std::optional<CheckpointSet>> latest_checkpoint_set(const fs::path& dir) {
+Result<std::vector<CheckpointCandidate>> checkpoint_candidates(const fs::path& dir) {
   ZINF_ASSIGN_OR_RETURN(const Listing listing, list_checkpoints(dir));
-  const std::int64_t plain = listing.plain.empty() ? -1 : listing.plain.rbegin()->first;
-  const std::int64_t sharded = listing.manifests.empty() ? -1 : listing.manifests.rbegin()->first;
-  if (plain < 0 && sharded < 0) return std::optional<CheckpointSet>();
-  if (sharded > plain) {
-    ZINF_ASSIGN_OR_RETURN(CheckpointSet set, read_manifest(listing.manifests.rbegin()->second));
-    return std::optional<CheckpointSet>(std::move(set));
+  std::vector<std::pair<std::int64_t, CheckpointCandidate>> found;
+  for (const auto& [step, path] : listing.plain) {
+    CheckpointSet set;
+    set.step = step;
+    set.shards.push_back(path);
+    found.push_back({step, CheckpointCandidate{path, std::move(set)}});
   }
-  CheckpointSet set;
-  set.step = plain;
-  set.shards.push_back(listing.plain.rbegin()->second);
+  for (const auto& [step, path] : listing.manifests)
+    found.push_back({step, CheckpointCandidate{path, read_manifest(path)}});
+  // Newest first; at one step a set before a plain file (a plain file is what one rank writes).
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<CheckpointCandidate> out;
+  for (auto& [step, candidate] : found) out.push_back(std::move(candidate));
+  return out;
+}
+
+Result<std::optional<CheckpointSet>> latest_checkpoint_set(const fs::path& dir) {
+  ZINF_ASSIGN_OR_RETURN(std::vector<CheckpointCandidate> candidates, checkpoint_candidates(dir));
+  if (candidates.empty()) return std::optional<CheckpointSet>();
+  ZINF_ASSIGN_OR_RETURN(CheckpointSet set, std::move(candidates.front().set));
   return std::optional<CheckpointSet>(std::move(set));
 }
 

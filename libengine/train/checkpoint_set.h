@@ -50,6 +50,14 @@ Status commit_checkpoint_set(const std::filesystem::path& dir, std::int64_t step
 // A manifest that does not parse or names missing shards is an error naming it.
 Result<std::optional<CheckpointSet>> latest_checkpoint_set(const std::filesystem::path& dir);
 
+// Every checkpoint in `dir` that claims to be complete (a plain file or a manifest), newest first;
+// `set` is the error naming the manifest where it does not parse or names missing shards.
+struct CheckpointCandidate {
+  std::filesystem::path path;  // the plain file or the manifest
+  Result<CheckpointSet> set;
+};
+Result<std::vector<CheckpointCandidate>> checkpoint_candidates(const std::filesystem::path& dir);
+
 // Reads the arrays of one rank of `partition` (its layout: zero::partitioned_checkpoint_layout) from
 // `set`, whatever world size the set was written at. Each array is read whole from every old shard
 // that holds part of it and its CRC verified; an old shard file is opened when first needed.

@@ -201,9 +201,11 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     options.checkpoint_every = scenario.checkpoint.every;
     options.checkpoint_keep_last = static_cast<int>(scenario.checkpoint.keep_last);
     options.resume = scenario.checkpoint.resume && resume;
+    options.checkpoint_strict = scenario.checkpoint.strict;
   }
   options.fingerprint = spec::fingerprint(scenario);
   options.comm = comm;
+  options.on_warning = on_warning;
   session->trainer_ = std::make_unique<Trainer>(*session->model_, *session->states_, *session->optimizer_,
                                                 *session->schedule_, *session->scaler_, *session->data_, options);
   return session;

@@ -118,31 +118,37 @@ Result<double> Trainer::evaluate(std::int64_t batches) {
 }
 
 Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
-  ZINF_ASSIGN_OR_RETURN(const std::optional<CheckpointSet> set, latest_checkpoint_set(options_.checkpoint_dir));
-  if (!set) return Status::ok();
-  const std::filesystem::path latest = set->manifest.empty() ? set->shards.front() : set->manifest;
-  // Partitioned states read their slices from whatever world size wrote the set; replicated
-  // states read one whole checkpoint.
-  std::unique_ptr<zero::CheckpointSource> source;
-  CheckpointMeta meta;
-  if (const zero::Partition* partition = states_.partition(); partition != nullptr) {
-    ZINF_ASSIGN_OR_RETURN(std::unique_ptr<ShardedCheckpointSource> sharded,
-                          ShardedCheckpointSource::open(*set, states_.table(), *partition));
-    meta = sharded->meta();
-    source = std::move(sharded);
-  } else {
-    if (set->world_size != 1) {
-      return Status::invalid_argument(fmt::format(
-          "checkpoint {} holds partitioned states over {} ranks; this run's states are replicated (zero.stage 0) "
-          "and resume from a single-file checkpoint",
-          latest.string(), set->world_size));
+  ZINF_ASSIGN_OR_RETURN(const std::vector<CheckpointCandidate> candidates,
+                        checkpoint_candidates(options_.checkpoint_dir));
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    bool config_mismatch = false;
+    Status loaded = load_checkpoint_set(candidates[i], outcome, first_step, config_mismatch);
+    if (loaded.is_ok() || config_mismatch || options_.checkpoint_strict || i + 1 == candidates.size()) return loaded;
+    // keep_last exists for this: a damaged newest checkpoint costs the steps since the one before.
+    if (options_.on_warning) {
+      options_.on_warning(
+          fmt::format("{}; resuming from the checkpoint before it, {} (checkpoint.strict: true "
+                      "makes this an error)",
+                      loaded.message(), candidates[i + 1].path.string()));
     }
-    ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
-                          CheckpointReader::open(set->shards.front(), states_.checkpoint_layout()));
-    meta = reader->meta();
-    source = std::move(reader);
   }
+  return Status::ok();
+}
+
+Status Trainer::load_checkpoint_set(const CheckpointCandidate& candidate, TrainOutcome& outcome,
+                                    std::int64_t& first_step, bool& config_mismatch) {
+  if (!candidate.set.is_ok()) return candidate.set.status();
+  const CheckpointSet& set = candidate.set.value();
+  const std::filesystem::path& latest = candidate.path;
+  // Each rank reads its slices from whatever world size wrote the set; replicated states read
+  // whole arrays (a world of one), assembled from the shards where partitioned states wrote them.
+  const zero::Partition whole(states_.table(), 1, 0);
+  const zero::Partition* partition = states_.partition() != nullptr ? states_.partition() : &whole;
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<ShardedCheckpointSource> source,
+                        ShardedCheckpointSource::open(set, states_.table(), *partition));
+  const CheckpointMeta meta = source->meta();
   if (meta.fingerprint != options_.fingerprint) {
+    config_mismatch = true;
     return Status::invalid_argument(fmt::format(
         "checkpoint {} was written by a different run configuration (fingerprint {} vs this scenario's {}); "
         "move it away or set checkpoint.resume to false",

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "libengine/optim/loss_scaler.h"
 #include "libengine/optim/lr_schedule.h"
 #include "libengine/train/batch_source.h"
+#include "libengine/train/checkpoint_set.h"
 #include "libengine/train/step_metrics.h"
 #include "libengine/zero/model_states.h"
 
@@ -37,7 +39,11 @@ struct TrainerOptions {
   std::int64_t checkpoint_every = 0;  // save after every N-th step (and after the last); 0: never
   std::filesystem::path checkpoint_dir;
   int checkpoint_keep_last = 2;
-  bool resume = false;      // continue from the latest checkpoint in checkpoint_dir, if any
+  bool resume = false;  // continue from the latest checkpoint in checkpoint_dir, if any
+  // A newest checkpoint that does not verify (damaged, truncated, a shard missing): false — warn
+  // through on_warning and resume from the newest one that does; true — fail.
+  bool checkpoint_strict = false;
+  std::function<void(const std::string&)> on_warning;
   std::string fingerprint;  // what a checkpoint must match to be resumed (spec::fingerprint)
   // Data parallelism: this rank trains on its share of every global batch (rows
   // [rank·B/N, (rank+1)·B/N)), gradients are averaged over the ranks through the states, and the
@@ -88,6 +94,10 @@ class Trainer {
 
  private:
   Status load_latest(TrainOutcome& outcome, std::int64_t& first_step);
+  // Loads one checkpoint; `config_mismatch` is set when it belongs to another run configuration
+  // (never a reason to fall back to an older one).
+  Status load_checkpoint_set(const CheckpointCandidate& candidate, TrainOutcome& outcome, std::int64_t& first_step,
+                             bool& config_mismatch);
   Status save(std::int64_t next_step, StepObserver& observer, TrainOutcome& outcome);
   void split_rows(const std::vector<std::int32_t>& rows);
 

@@ -167,6 +167,45 @@ TEST_CASE("train: a run resumed from a checkpoint reproduces the uninterrupted l
   CHECK(files == 2);
 }
 
+TEST_CASE("train: a damaged newest checkpoint resumes from the one before it, or stops under checkpoint.strict") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  const auto full = run_zinf({"train", dir.write("straight.json", scenario.dump()), "--quiet", "--format", "json"});
+  REQUIRE(full.code == 0);
+  const std::vector<double> expected = losses_of(json::parse(full.out));
+  for (const bool strict : {false, true}) {
+    const std::string ckpt = dir.path() + (strict ? "/strict" : "/lenient");
+    scenario["checkpoint"] = {{"dir", ckpt}, {"every", 3}, {"keep_last", 2}, {"strict", strict}};
+    const std::string path = dir.write(strict ? "strict.json" : "lenient.json", scenario.dump());
+    REQUIRE(run_zinf({"train", path, "--quiet", "--stop-after", "6"}).code == 0);  // checkpoints at 3 and 6
+    // One flipped byte in the last array of the newest checkpoint: its CRC no longer matches.
+    const std::string newest = ckpt + "/step-00000006.zckpt";
+    {
+      std::fstream file(newest, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekg(-8, std::ios::end);
+      char byte = 0;
+      file.read(&byte, 1);
+      byte = static_cast<char>(byte ^ 0x40);
+      file.seekp(-8, std::ios::end);
+      file.write(&byte, 1);
+    }
+    const auto resumed = run_zinf({"train", path, "--format", "json"});
+    INFO("stderr: " << resumed.err);
+    CHECK(resumed.err.find("step-00000006.zckpt") != std::string::npos);
+    if (strict) {
+      CHECK(resumed.code != 0);
+      CHECK(resumed.out.empty());
+      continue;
+    }
+    REQUIRE(resumed.code == 0);
+    CHECK(resumed.err.find("resuming from the checkpoint before it") != std::string::npos);
+    const json record = json::parse(resumed.out);
+    CHECK(record.at("summary").at("first_step") == 3);
+    const std::vector<double> tail = losses_of(record);
+    CHECK(tail == std::vector<double>(expected.begin() + 3, expected.end()));  // the same curve, bit for bit
+  }
+}
+
 TEST_CASE("train: bad scenarios and flags fail with one line naming the field and exit 2") {
   TempDir dir;
   auto write = [&](const std::string& name, const json& scenario) { return dir.write(name, scenario.dump()); };
