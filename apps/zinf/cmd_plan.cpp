@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/output.h"
+#include "apps/zinf/plan_flags.h"
 #include "apps/zinf/plan_view.h"
 #include "apps/zinf/subcommand.h"
 #include "libengine/core/split.h"
@@ -231,13 +232,10 @@ Result<spec::TrainingSpec> PlanCommand::training() const {
     }
     training.accounting = *accounting;
   }
-  const Status valid = spec::validate(training);
-  if (!valid.is_ok()) {
-    // Name the flags, not the struct fields.
-    std::string message = valid.message();
-    if (message.rfind("training.accounting", 0) == 0) message.replace(0, 19, "--accounting");
-    return Status::invalid_argument(message);
-  }
+  // The integer fields were checked as flags above; what is left is the precision/accounting pair.
+  ZINF_RETURN_IF_ERROR(
+      spec::check_accounting(training, plan_flag_for("training.accounting"), plan_flag_for("training.precision")));
+  ZINF_RETURN_IF_ERROR(spec::validate(training));
   return training;
 }
 
@@ -286,7 +284,8 @@ Status PlanCommand::resolve_model(PlanInput& input, bool model_required, bool pa
   }
   if (by_params) {
     ZINF_ASSIGN_OR_RETURN(input.requested_params, parse_count(params_, "--params"));
-    ZINF_ASSIGN_OR_RETURN(input.shape, planner::shape_for_params(input.requested_params, vocab, input.training.seq));
+    ZINF_ASSIGN_OR_RETURN(input.shape,
+                          planner::shape_for_params(input.requested_params, vocab, input.training.seq, plan_flag_for));
     input.model_source = fmt::format("--params {} (shape rule)", params_);
   } else if (by_shape) {
     for (const char* flag : {"--layers", "--hidden", "--heads"}) {
@@ -402,10 +401,10 @@ Status PlanCommand::run(const Io& io) {
   }
   ZINF_RETURN_IF_ERROR(resolve_model(input, /*model_required=*/!params_swept, params_swept));
   if (!dimensions.empty()) {
-    ZINF_ASSIGN_OR_RETURN(const auto points, planner::run_sweep(input, dimensions));
+    ZINF_ASSIGN_OR_RETURN(const auto points, planner::run_sweep(input, dimensions, plan_flag_for));
     return emit(output_, render_sweep(dimensions, points), io);
   }
-  ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input));
+  ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, plan_flag_for));
   return emit(output_, render_plan(plan, !given("--hw")), io);
 }
 
