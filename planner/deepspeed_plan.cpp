@@ -32,11 +32,15 @@ const char* device_name(Tier tier) { return tier == Tier::kDevice ? "none" : tie
 
 void apply_deepspeed(const spec::ResolvedDeepSpeed& resolved, PlanInput& input) {
   const int stage = resolved.config.stage;
-  input.strategy = stage == 0  ? Strategy::kDataParallel
-                   : stage < 3 ? Strategy::kDeepSpeedStage12
-                               : Strategy::kDeepSpeedStage3;
+  const bool nvme_optimizer = resolved.optimizer_tier() == Tier::kNvme;
+  input.strategy = stage == 0       ? Strategy::kDataParallel
+                   : stage < 3      ? Strategy::kDeepSpeedStage12
+                   : nvme_optimizer ? Strategy::kDeepSpeedStage3NvmeOptimizer
+                                    : Strategy::kDeepSpeedStage3;
   input.pinned[static_cast<std::size_t>(StateKind::kParams)] = resolved.params_tier();
-  input.pinned[static_cast<std::size_t>(StateKind::kGrads)] = resolved.grads_tier();
+  // With the optimizer on NVMe the config does not say where gradients wait (CPU or NVMe): searched.
+  input.pinned[static_cast<std::size_t>(StateKind::kGrads)] =
+      nvme_optimizer ? std::nullopt : std::optional<Tier>(resolved.grads_tier());
   input.pinned[static_cast<std::size_t>(StateKind::kOptimizer)] = resolved.optimizer_tier();
   input.pinned[static_cast<std::size_t>(StateKind::kActivations)] = resolved.activations_tier();
   input.training.micro_batch = resolved.micro_batch;
@@ -154,8 +158,10 @@ Result<nlohmann::json> deepspeed_config_for(const Plan& plan, const std::string&
   // on the GPU or (cpu_checkpointing) in CPU memory, parameters offloaded only with the optimizer.
   const Tier optimizer = p[StateKind::kOptimizer];
   const Tier grads_expected = optimizer == Tier::kDevice ? Tier::kDevice : Tier::kCpu;
+  const bool grads_sayable =
+      p[StateKind::kGrads] == grads_expected || (optimizer == Tier::kNvme && p[StateKind::kGrads] == Tier::kNvme);
   std::string unsayable;
-  if (p[StateKind::kGrads] != grads_expected) {
+  if (!grads_sayable) {
     unsayable = fmt::format("gradients on {} with the optimizer on {}", spec::tier_name(p[StateKind::kGrads]),
                             spec::tier_name(optimizer));
   } else if (stage < 3 && optimizer == Tier::kNvme) {

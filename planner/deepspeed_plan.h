@@ -17,9 +17,10 @@
 
 namespace zinf::planner {
 
-// Sets input.strategy (stage 0: data parallel; 1-2: kDeepSpeedStage12; 3: kDeepSpeedStage3), pins
-// all four kinds, and sets training.micro_batch and training.precision from the config (the caller
-// resolved "auto" against its own flags). number_checkpoints, when given, sets ckpt_interval to
+// Sets input.strategy (stage 0: data parallel; 1-2: kDeepSpeedStage12; 3: kDeepSpeedStage3, or
+// kDeepSpeedStage3NvmeOptimizer with the optimizer on NVMe), pins every kind (gradients are searched
+// between CPU and NVMe when the optimizer is on NVMe), and sets training.micro_batch and training.precision from the
+// config (the caller resolved "auto" against its own flags). number_checkpoints, when given, sets ckpt_interval to
 // ceil(layers / number_checkpoints). The shape must be set first.
 void apply_deepspeed(const spec::ResolvedDeepSpeed& resolved, PlanInput& input);
 

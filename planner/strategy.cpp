@@ -24,6 +24,8 @@ std::string_view strategy_name(Strategy strategy) {
       return "deepspeed-stage-1-2";
     case Strategy::kDeepSpeedStage3:
       return "deepspeed-stage-3";
+    case Strategy::kDeepSpeedStage3NvmeOptimizer:
+      return "deepspeed-stage-3-nvme-optimizer";
   }
   return "?";
 }
@@ -48,6 +50,8 @@ std::string_view strategy_title(Strategy strategy) {
       return "DeepSpeed ZeRO stage 1/2 (placement from --ds-config)";
     case Strategy::kDeepSpeedStage3:
       return "DeepSpeed ZeRO stage 3 (placement from --ds-config)";
+    case Strategy::kDeepSpeedStage3NvmeOptimizer:
+      return "DeepSpeed ZeRO stage 3, optimizer on NVMe (placement from --ds-config, gradients searched)";
   }
   return "?";
 }
@@ -100,6 +104,9 @@ StrategyRules strategy_rules(Strategy strategy) {
       break;
     case Strategy::kDeepSpeedStage3:
       rules.allowed = {any, any, any, any};
+      break;
+    case Strategy::kDeepSpeedStage3NvmeOptimizer:
+      rules.allowed = {any, cpu_or_nvme, nvme, gpu_or_cpu};
       break;
   }
   return rules;
