@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/shape_rule.h"
+
 namespace zinf::cli {
 namespace {
 
@@ -41,6 +43,16 @@ std::string suggestion_command_line(const planner::Suggestion& suggestion) {
   for (const planner::FieldChange& change : suggestion.changes)
     line += fmt::format("{}{} {}", line.empty() ? "" : " ", plan_flag_for(change.field), change.value);
   return line;
+}
+
+spec::ShapeResolver scenario_shape_resolver() {
+  return [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
+    return planner::shape_for_params(params, vocab, seq, [](std::string_view field) -> std::string {
+      if (field == planner::field::kParams) return "scenario.model.params";
+      if (field == planner::field::kShape) return "model.layers/hidden/heads";
+      return std::string(field);
+    });
+  };
 }
 
 }  // namespace zinf::cli

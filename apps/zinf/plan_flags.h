@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "libengine/spec/scenario.h"
 #include "planner/planner.h"
 
 namespace zinf::cli {
@@ -16,5 +17,9 @@ std::string plan_flag_for(std::string_view field);
 
 // A suggestion as the flags that apply it: "--tiling 2 --nodes 10".
 std::string suggestion_command_line(const planner::Suggestion& suggestion);
+
+// The planner's shape rule as a scenario's ShapeResolver: its errors name "scenario.model.params"
+// (and the explicit shape as model.layers/hidden/heads).
+spec::ShapeResolver scenario_shape_resolver();
 
 }  // namespace zinf::cli
