@@ -87,6 +87,12 @@ Status resolve_batches(const DeepSpeedConfig& c, const DsAutoSources& s, const s
 Status resolve_precision(const DeepSpeedConfig& c, const DsAutoSources& s, const std::string& root,
                          ResolvedDeepSpeed& out) {
   const DType source = s.precision.value_or(DType::kF32);
+  const bool silent = !c.fp16.value && !c.fp16.is_auto && !c.bf16.value && !c.bf16.is_auto;
+  if (silent) {
+    // A config without fp16/bf16 leaves the precision to the caller; DeepSpeed's own default is fp32.
+    out.precision = source;
+    return Status::ok();
+  }
   bool fp16 = c.fp16.value.value_or(false);
   bool bf16 = c.bf16.value.value_or(false);
   if (c.fp16.is_auto) {
