@@ -176,8 +176,8 @@ void append_plan(const Plan& plan, json& record) {
   json suggestions = json::array();
   for (const Suggestion& s : plan.suggestions) {
     json changes = json::array();
-    for (const FlagChange& c : s.changes) changes.push_back({{"flag", c.flag}, {"value", c.value}});
-    suggestions.push_back({{"changes", std::move(changes)}, {"command_line", s.command_line()}, {"why", s.why}});
+    for (const FieldChange& c : s.changes) changes.push_back({{"field", c.field}, {"value", c.value}});
+    suggestions.push_back({{"changes", std::move(changes)}, {"why", s.why}});
   }
   record["suggestions"] = std::move(suggestions);
   record["notes"] = plan.notes;

@@ -192,7 +192,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
   std::vector<Suggestion> out;
 
   if (auto nodes = nodes_that_fit(base)) {
-    out.push_back({{{"--nodes", std::to_string(*nodes)}},
+    out.push_back({{{field::kNodes, std::to_string(*nodes)}},
                    fmt::format("{} nodes ({} GPUs) spread the partitioned states thin enough", *nodes,
                                *nodes * base.hardware.node.gpus)});
   }
@@ -202,7 +202,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
         changed.training.tiling = t;
         return fits(changed);
       })) {
-    out.push_back({{{"--tiling", std::to_string(*tiling)}},
+    out.push_back({{{field::kTiling, std::to_string(*tiling)}},
                    "memory-centric tiling splits the largest operator so less of it is on the GPU at once"});
   }
   if (base.training.micro_batch > 1) {
@@ -211,7 +211,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
       PlanInput changed = base;
       changed.training.micro_batch = b;
       if (fits(changed)) {
-        out.push_back({{{"--micro-batch", std::to_string(b)}}, "fewer samples per GPU need less activation memory"});
+        out.push_back({{{field::kMicroBatch, std::to_string(b)}}, "fewer samples per GPU need less activation memory"});
         break;
       }
     }
@@ -221,7 +221,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     PlanInput changed = base;
     changed.training.ckpt_interval = ci;
     if (fits(changed)) {
-      out.push_back({{{"--ckpt-interval", std::to_string(ci)}},
+      out.push_back({{{field::kCkptInterval, std::to_string(ci)}},
                      ci < base.training.ckpt_interval
                          ? "checkpointing more often shrinks the activations recomputed at once"
                          : "checkpointing less often shrinks the stored checkpoints"});
@@ -229,7 +229,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     }
   }
   // More capacity on a host tier: how much would be needed, rounded up to a whole TB.
-  const auto capacity_suggestion = [&](Tier tier, std::string flag) {
+  const auto capacity_suggestion = [&](Tier tier, std::string_view changed_field) {
     PlanInput changed = base;
     constexpr double kHuge = 1e18;
     if (tier == Tier::kNvme) changed.hardware.node.nvme_capacity_bytes = static_cast<std::uint64_t>(kHuge);
@@ -239,7 +239,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     if (!choice.feasible) return;
     const double needed = choice.footprint.tier(tier).used_bytes;
     const double terabytes = std::ceil(needed / 1e12);
-    out.push_back({{{std::move(flag), fmt::format("{:.0f}TB", terabytes)}},
+    out.push_back({{{changed_field, fmt::format("{:.0f}TB", terabytes)}},
                    fmt::format("{} of {} per node would hold what does not fit elsewhere", format_bytes(needed),
                                spec::tier_name(tier))});
   };
@@ -255,8 +255,8 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     }
     return false;
   };
-  if (allows(Tier::kNvme)) capacity_suggestion(Tier::kNvme, "--nvme");
-  if (allows(Tier::kCpu)) capacity_suggestion(Tier::kCpu, "--cpu-mem");
+  if (allows(Tier::kNvme)) capacity_suggestion(Tier::kNvme, field::kNvmeCapacity);
+  if (allows(Tier::kCpu)) capacity_suggestion(Tier::kCpu, field::kCpuMemory);
   if (!out.empty()) return out;
 
   // No single change is enough: usually the largest operator overflows one GPU *and* the states
@@ -266,7 +266,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     PlanInput tiled = base;
     tiled.training.tiling = tiling;
     if (auto nodes = nodes_that_fit(tiled)) {
-      out.push_back({{{"--tiling", std::to_string(tiling)}, {"--nodes", std::to_string(*nodes)}},
+      out.push_back({{{field::kTiling, std::to_string(tiling)}, {field::kNodes, std::to_string(*nodes)}},
                      fmt::format("tiling the largest operator {} ways brings the GPU working memory under one GPU's "
                                  "capacity, and {} nodes ({} GPUs) hold the partitioned states",
                                  tiling, *nodes, *nodes * base.hardware.node.gpus)});
@@ -294,7 +294,7 @@ std::vector<std::string> notes_for(const Plan& plan) {
   }
   if (plan.feasible && plan.prediction.efficiency < 0.5) {
     notes.push_back(
-        "under 50% efficiency: a larger --micro-batch raises the arithmetic intensity of every transfer "
+        "under 50% efficiency: a larger micro-batch raises the arithmetic intensity of every transfer "
         "(seq x micro-batch FLOPs per byte for parameters and gradients)");
   }
   return notes;
@@ -302,20 +302,13 @@ std::vector<std::string> notes_for(const Plan& plan) {
 
 }  // namespace
 
-std::string Suggestion::command_line() const {
-  std::string line;
-  for (const FlagChange& change : changes)
-    line += fmt::format("{}{} {}", line.empty() ? "" : " ", change.flag, change.value);
-  return line;
-}
-
-Result<Plan> make_plan(const PlanInput& input) {
+Result<Plan> make_plan(const PlanInput& input, const FieldNamer& name_field) {
   ZINF_RETURN_IF_ERROR(spec::validate(input.shape));
   ZINF_RETURN_IF_ERROR(spec::validate(input.training));
   ZINF_RETURN_IF_ERROR(validate(input.hardware));
   if (!(input.target_efficiency > 0.0 && input.target_efficiency < 1.0)) {
-    return Status::invalid_argument(
-        fmt::format("--target-efficiency: {} is not between 0 and 1 (exclusive)", input.target_efficiency));
+    return Status::invalid_argument(fmt::format("{}: {} is not between 0 and 1 (exclusive)",
+                                                name_field(field::kTargetEfficiency), input.target_efficiency));
   }
   const StrategyRules rules = strategy_rules(input.strategy);
   for (StateKind kind : spec::kAllStateKinds) {
@@ -323,13 +316,14 @@ Result<Plan> make_plan(const PlanInput& input) {
     if (!pinned) continue;
     const auto& allowed = rules.allowed_tiers(kind);
     if (std::find(allowed.begin(), allowed.end(), *pinned) == allowed.end()) {
-      return Status::invalid_argument(fmt::format("--place: {}={} is not allowed by --strategy {}",
+      return Status::invalid_argument(fmt::format("{}: {}={} is not allowed by {} {}", name_field(field::kPlacement),
                                                   spec::state_kind_name(kind), spec::tier_name(*pinned),
-                                                  strategy_name(input.strategy)));
+                                                  name_field(field::kStrategy), strategy_name(input.strategy)));
     }
     if (*pinned == Tier::kNvme && input.hardware.node.nvme_capacity_bytes == 0) {
-      return Status::invalid_argument(fmt::format(
-          "--place: {}=nvme but the hardware has no NVMe (capacity 0); set --nvme", spec::state_kind_name(kind)));
+      return Status::invalid_argument(fmt::format("{}: {}=nvme but the hardware has no NVMe (capacity 0); set {}",
+                                                  name_field(field::kPlacement), spec::state_kind_name(kind),
+                                                  name_field(field::kNvmeCapacity)));
     }
   }
 

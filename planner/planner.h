@@ -16,6 +16,7 @@
 #include "libengine/spec/state_placement.h"
 #include "libengine/spec/training_spec.h"
 #include "planner/bandwidth_model.h"
+#include "planner/field_names.h"
 #include "planner/hardware_profile.h"
 #include "planner/memory_model.h"
 #include "planner/placement.h"
@@ -25,29 +26,27 @@ namespace zinf::planner {
 
 struct PlanInput {
   spec::ModelShape shape;
-  std::string model_source;            // how the shape was given: "--params 1T", "--hf-config x.json", "shape flags"
-  std::uint64_t requested_params = 0;  // the --params value, 0 when the shape was given directly
+  std::string model_source;            // how the caller says the shape was given, e.g. "--params 1T (shape rule)"
+  std::uint64_t requested_params = 0;  // the count the shape rule was asked for, 0 when the shape was given directly
   spec::TrainingSpec training;
   HardwareProfile hardware;
   Strategy strategy = Strategy::kAuto;
-  // Kinds pinned to a tier by the user (--place optimizer=nvme); others are searched.
+  // Kinds pinned to a tier by the user (field::kPlacement, e.g. optimizer=nvme); others are searched.
   std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()> pinned{};
   double target_efficiency = 0.9;  // the efficiency "required bandwidth" is quoted for
 };
 
-// One flag change: "--nodes" "4".
-struct FlagChange {
-  std::string flag;   // "--nodes", "--tiling", "--micro-batch", "--ckpt-interval", "--nvme", "--cpu-mem"
-  std::string value;  // as the user would type it: "4", "16", "12TB"
+// One change to the input: {field::kNodes, "4"}.
+struct FieldChange {
+  std::string_view field;  // one of field::kNodes, kTiling, kMicroBatch, kCkptInterval, kNvmeCapacity, kCpuMemory
+  std::string value;       // as the user would type it: "4", "16", "12TB"
 };
 
 // Changes to the input that together make an infeasible plan fit: usually one, two when one alone
 // cannot (tiling for the GPU working memory, then enough nodes for the states).
 struct Suggestion {
-  std::vector<FlagChange> changes;
+  std::vector<FieldChange> changes;
   std::string why;  // one sentence
-
-  std::string command_line() const;  // "--tiling 2 --nodes 10"
 };
 
 struct Prediction {
@@ -76,9 +75,9 @@ struct Plan {
   std::vector<std::string> notes;       // caveats worth reading (e.g. optimizer on NVMe dominates)
 };
 
-// Fails only on invalid input (InvalidArgument naming the field); an infeasible plan is a valid
-// answer with feasible == false.
-Result<Plan> make_plan(const PlanInput& input);
+// Fails only on invalid input (InvalidArgument naming the field as `name_field` calls it); an
+// infeasible plan is a valid answer with feasible == false.
+Result<Plan> make_plan(const PlanInput& input, const FieldNamer& name_field = own_field_name);
 
 // The same search without the explanation, suggestions or notes: what sweeps and --max-params
 // call thousands of times. Returns whether a placement fits and, if so, the chosen placement

@@ -9,15 +9,17 @@
 
 namespace zinf::planner {
 
-Result<spec::ModelShape> shape_for_params(std::uint64_t target_params, std::int64_t vocab, std::int64_t seq) {
+Result<spec::ModelShape> shape_for_params(std::uint64_t target_params, std::int64_t vocab, std::int64_t seq,
+                                          const FieldNamer& name_field) {
   const spec::ModelShape smallest = spec::gpt_like_shape(1, kShapeRuleHeadDim, 1, vocab, seq);
   ZINF_RETURN_IF_ERROR(spec::validate(smallest));
   const std::uint64_t minimum = spec::count_parameters(smallest).total;
   if (target_params < minimum) {
     return Status::invalid_argument(
-        fmt::format("--params: {} is below the smallest GPT-like shape ({} parameters: 1 layer, hidden 128, vocab {}); "
-                    "give the shape with --layers/--hidden/--heads instead",
-                    format_count(static_cast<double>(target_params)), minimum, vocab));
+        fmt::format("{}: {} is below the smallest GPT-like shape ({} parameters: 1 layer, hidden 128, vocab {}); "
+                    "give the shape with {} instead",
+                    name_field(field::kParams), format_count(static_cast<double>(target_params)), minimum, vocab,
+                    name_field(field::kShape)));
   }
   const double target = static_cast<double>(target_params);
   constexpr double kAspect = static_cast<double>(kShapeRuleHeadDim);  // hidden / layers
@@ -56,8 +58,8 @@ Result<spec::ModelShape> shape_for_params(std::uint64_t target_params, std::int6
     }
   }
   if (!best) {
-    return Status::invalid_argument(
-        fmt::format("--params: {} is too large for a GPT-like shape (hidden would exceed 2^24)", format_count(target)));
+    return Status::invalid_argument(fmt::format("{}: {} is too large for a GPT-like shape (hidden would exceed 2^24)",
+                                                name_field(field::kParams), format_count(target)));
   }
   best->shape.name = fmt::format("gpt-like {}", format_count(target));
   return best->shape;

@@ -12,6 +12,7 @@
 
 #include "libengine/core/status.h"
 #include "libengine/spec/model_shape.h"
+#include "planner/field_names.h"
 
 namespace zinf::planner {
 
@@ -19,7 +20,9 @@ inline constexpr std::int64_t kShapeRuleHeadDim = 128;
 inline constexpr std::int64_t kDefaultVocab = 50257;  // GPT-2's tokenizer
 
 // Fails with InvalidArgument when `target_params` is below the smallest shape (1 layer, hidden 128)
-// or so large that hidden would exceed the shape limits.
-Result<spec::ModelShape> shape_for_params(std::uint64_t target_params, std::int64_t vocab, std::int64_t seq);
+// or so large that hidden would exceed the shape limits; the message names field::kParams (and
+// field::kShape for the alternative) as `name_field` calls them.
+Result<spec::ModelShape> shape_for_params(std::uint64_t target_params, std::int64_t vocab, std::int64_t seq,
+                                          const FieldNamer& name_field = own_field_name);
 
 }  // namespace zinf::planner

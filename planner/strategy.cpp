@@ -20,6 +20,12 @@ std::string_view strategy_name(Strategy strategy) {
       return "zinf-cpu";
     case Strategy::kInfinityNvme:
       return "zinf-nvme";
+    case Strategy::kDeepSpeedStage12:
+      return "deepspeed-stage-1-2";
+    case Strategy::kDeepSpeedStage3:
+      return "deepspeed-stage-3";
+    case Strategy::kDeepSpeedStage3NvmeOptimizer:
+      return "deepspeed-stage-3-nvme-optimizer";
   }
   return "?";
 }
@@ -40,6 +46,12 @@ std::string_view strategy_title(Strategy strategy) {
       return "ZeRO-Infinity, CPU offload";
     case Strategy::kInfinityNvme:
       return "ZeRO-Infinity, NVMe offload";
+    case Strategy::kDeepSpeedStage12:
+      return "DeepSpeed ZeRO stage 1/2 (placement from --ds-config)";
+    case Strategy::kDeepSpeedStage3:
+      return "DeepSpeed ZeRO stage 3 (placement from --ds-config)";
+    case Strategy::kDeepSpeedStage3NvmeOptimizer:
+      return "DeepSpeed ZeRO stage 3, optimizer on NVMe (placement from --ds-config, gradients searched)";
   }
   return "?";
 }
@@ -85,6 +97,16 @@ StrategyRules strategy_rules(Strategy strategy) {
       break;
     case Strategy::kInfinityNvme:
       rules.allowed = {nvme, cpu_or_nvme, nvme, gpu_or_cpu};
+      break;
+    case Strategy::kDeepSpeedStage12:
+      rules.params_partitioned = false;
+      rules.allowed = {gpu, gpu_or_cpu, gpu_or_cpu, gpu_or_cpu};
+      break;
+    case Strategy::kDeepSpeedStage3:
+      rules.allowed = {any, any, any, any};
+      break;
+    case Strategy::kDeepSpeedStage3NvmeOptimizer:
+      rules.allowed = {any, cpu_or_nvme, nvme, gpu_or_cpu};
       break;
   }
   return rules;

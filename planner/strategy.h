@@ -25,6 +25,13 @@ enum class Strategy {
   kZeroOffload,   // ZeRO-Offload (ZeRO-2 + CPU): params replicated on GPU, grads and optimizer on CPU
   kInfinityCpu,   // ZeRO-Infinity, model states on CPU
   kInfinityNvme,  // ZeRO-Infinity, params and optimizer states on NVMe
+  // The two families a DeepSpeed config selects by its stage (planner/deepspeed_plan.h), with the
+  // placement pinned by the config. Not in kAllStrategies: no --strategy name selects them.
+  kDeepSpeedStage12,  // ZeRO-1/2: params replicated on GPU; grads, optimizer, checkpoints on GPU or CPU
+  kDeepSpeedStage3,   // ZeRO-3: everything partitioned, any tier
+  // ZeRO-3 with the optimizer on NVMe: DeepSpeed's swapper keeps gradients in CPU memory or swaps
+  // them with the optimizer states, a choice its config does not write down, so it is searched.
+  kDeepSpeedStage3NvmeOptimizer,
 };
 inline constexpr std::array kAllStrategies{Strategy::kAuto,        Strategy::kDataParallel, Strategy::kZero2,
                                            Strategy::kZero3,       Strategy::kZeroOffload,  Strategy::kInfinityCpu,

@@ -135,16 +135,18 @@ Result<SweepDimension> parse_sweep_dimension(std::string_view text, std::string_
   return Status::invalid_argument(fmt::format("{}: {} is not a sweep key; keys: {}", field, zinf::quoted(name), keys));
 }
 
-Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vector<SweepDimension>& dimensions) {
+Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vector<SweepDimension>& dimensions,
+                                          const FieldNamer& name_field) {
   std::size_t total = 1;
   for (const SweepDimension& dimension : dimensions) {
     if (dimension.values.empty()) {
-      return Status::invalid_argument(fmt::format("--sweep {}: no values", sweep_key_name(dimension.key)));
+      return Status::invalid_argument(
+          fmt::format("{} {}: no values", name_field(field::kSweep), sweep_key_name(dimension.key)));
     }
     total *= dimension.values.size();
     if (total > kMaxSweepPoints) {
-      return Status::invalid_argument(
-          fmt::format("--sweep: more than {} points; narrow a range or use a larger step", kMaxSweepPoints));
+      return Status::invalid_argument(fmt::format("{}: more than {} points; narrow a range or use a larger step",
+                                                  name_field(field::kSweep), kMaxSweepPoints));
     }
   }
   std::vector<SweepPoint> points;
@@ -188,9 +190,9 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
     }
     if (params) {
       const std::int64_t vocab = input.shape.vocab > 0 ? input.shape.vocab : kDefaultVocab;
-      ZINF_ASSIGN_OR_RETURN(input.shape, shape_for_params(*params, vocab, input.training.seq));
+      ZINF_ASSIGN_OR_RETURN(input.shape, shape_for_params(*params, vocab, input.training.seq, name_field));
       input.requested_params = *params;
-      input.model_source = fmt::format("--params {}", format_count(static_cast<double>(*params)));
+      input.model_source = fmt::format("{} {}", name_field(field::kParams), format_count(static_cast<double>(*params)));
     } else if (input.shape.position == spec::PositionKind::kLearned && input.requested_params > 0) {
       input.shape.max_positions = input.training.seq;  // a rule-made shape follows the swept seq
     }

@@ -42,7 +42,9 @@ struct SweepPoint {
 };
 
 // Runs every point of the cross product, first dimension slowest. Fails on invalid input
-// (including more than kMaxSweepPoints points) naming the dimension.
-Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vector<SweepDimension>& dimensions);
+// (including more than kMaxSweepPoints points) naming the dimension (field::kSweep as `name_field`
+// calls it).
+Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vector<SweepDimension>& dimensions,
+                                          const FieldNamer& name_field = own_field_name);
 
 }  // namespace zinf::planner

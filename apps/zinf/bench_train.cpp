@@ -14,6 +14,7 @@
 #include "apps/zinf/latency_stats.h"
 #include "apps/zinf/offload_bench.h"
 #include "apps/zinf/output.h"
+#include "apps/zinf/plan_flags.h"
 #include "apps/zinf/process.h"
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
@@ -177,10 +178,9 @@ Status BenchTrainCommand::run(const Io& io) {
   ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
   ZINF_RETURN_IF_ERROR(parse_flags());
   if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
-  const spec::ShapeResolver resolver = [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
-    return planner::shape_for_params(params, vocab, seq);
-  };
+  const spec::ShapeResolver resolver = scenario_shape_resolver();
   ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
+  for (const std::string& warning : scenario.warnings) io.err << "warning: " << warning << "\n";
   scenario.steps = warmup_ + steps_;
   if (threads_) scenario.threads = *threads_;
   scenario.checkpoint = {};

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/output.h"
+#include "apps/zinf/plan_deepspeed.h"
+#include "apps/zinf/plan_flags.h"
 #include "apps/zinf/plan_view.h"
 #include "apps/zinf/subcommand.h"
 #include "libengine/core/split.h"
@@ -173,6 +175,14 @@ class PlanCommand final : public Subcommand {
     option("--target-efficiency", target_efficiency_, "Efficiency the required bandwidth is quoted for (default 0.9)",
            strategy, "F");
 
+    const std::string deepspeed = "DeepSpeed";
+    option("--ds-config", ds_config_,
+           "A DeepSpeed ds_config.json: plan its stage, offload and batch on this hardware, resolve its \"auto\" "
+           "values and say which settings are wrong for it",
+           deepspeed, "FILE");
+    option("--emit-ds-config", emit_ds_config_, "Write the chosen placement as a DeepSpeed config to FILE", deepspeed,
+           "FILE");
+
     const std::string modes = "Modes";
     c.add_flag("--max-params", max_params_, "The largest model each strategy can hold on this hardware")->group(modes);
     c.add_option("--sweep", sweeps_,
@@ -203,7 +213,7 @@ class PlanCommand final : public Subcommand {
   std::map<std::string, std::string> override_values_;
   std::string params_, layers_, hidden_, heads_, kv_heads_, ffn_, vocab_, hf_config_;
   std::string seq_, micro_batch_, ckpt_interval_, tiling_, precision_, accounting_;
-  std::string hw_, nodes_, strategy_, place_, target_efficiency_;
+  std::string hw_, nodes_, strategy_, place_, target_efficiency_, ds_config_, emit_ds_config_;
   bool max_params_ = false;
   std::vector<std::string> sweeps_;
   OutputOptions output_;
@@ -231,13 +241,10 @@ Result<spec::TrainingSpec> PlanCommand::training() const {
     }
     training.accounting = *accounting;
   }
-  const Status valid = spec::validate(training);
-  if (!valid.is_ok()) {
-    // Name the flags, not the struct fields.
-    std::string message = valid.message();
-    if (message.rfind("training.accounting", 0) == 0) message.replace(0, 19, "--accounting");
-    return Status::invalid_argument(message);
-  }
+  // The integer fields were checked as flags above; what is left is the precision/accounting pair.
+  ZINF_RETURN_IF_ERROR(
+      spec::check_accounting(training, plan_flag_for("training.accounting"), plan_flag_for("training.precision")));
+  ZINF_RETURN_IF_ERROR(spec::validate(training));
   return training;
 }
 
@@ -286,7 +293,8 @@ Status PlanCommand::resolve_model(PlanInput& input, bool model_required, bool pa
   }
   if (by_params) {
     ZINF_ASSIGN_OR_RETURN(input.requested_params, parse_count(params_, "--params"));
-    ZINF_ASSIGN_OR_RETURN(input.shape, planner::shape_for_params(input.requested_params, vocab, input.training.seq));
+    ZINF_ASSIGN_OR_RETURN(input.shape,
+                          planner::shape_for_params(input.requested_params, vocab, input.training.seq, plan_flag_for));
     input.model_source = fmt::format("--params {} (shape rule)", params_);
   } else if (by_shape) {
     for (const char* flag : {"--layers", "--hidden", "--heads"}) {
@@ -388,6 +396,17 @@ Status PlanCommand::run(const Io& io) {
   const bool params_swept = std::any_of(dimensions.begin(), dimensions.end(),
                                         [](const auto& d) { return d.key == planner::SweepKey::kParams; });
 
+  const bool deepspeed = given("--ds-config") || given("--emit-ds-config");
+  if (deepspeed && (max_params_ || !dimensions.empty())) {
+    return Status::invalid_argument(
+        fmt::format("{}: plans one configuration; drop --max-params, --sweep and list-valued --nodes",
+                    given("--ds-config") ? "--ds-config" : "--emit-ds-config"));
+  }
+  if (given("--ds-config") && (given("--strategy") || given("--place"))) {
+    return Status::invalid_argument(
+        "--ds-config: the config's stage and offload devices choose the placement; drop --strategy/--place");
+  }
+  if (given("--emit-ds-config")) ZINF_RETURN_IF_ERROR(check_output_path(emit_ds_config_, "--emit-ds-config"));
   if (max_params_) {
     if (!dimensions.empty()) {
       return Status::invalid_argument("--max-params: takes one node count; drop --sweep and list-valued --nodes");
@@ -402,11 +421,26 @@ Status PlanCommand::run(const Io& io) {
   }
   ZINF_RETURN_IF_ERROR(resolve_model(input, /*model_required=*/!params_swept, params_swept));
   if (!dimensions.empty()) {
-    ZINF_ASSIGN_OR_RETURN(const auto points, planner::run_sweep(input, dimensions));
+    ZINF_ASSIGN_OR_RETURN(const auto points, planner::run_sweep(input, dimensions, plan_flag_for));
     return emit(output_, render_sweep(dimensions, points), io);
   }
-  ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input));
-  return emit(output_, render_plan(plan, !given("--hw")), io);
+  if (!given("--ds-config")) {
+    ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, plan_flag_for));
+    if (given("--emit-ds-config")) ZINF_RETURN_IF_ERROR(emit_ds_config(plan, emit_ds_config_, io));
+    return emit(output_, render_plan(plan, !given("--hw")), io);
+  }
+  DsPlanFlags flags;
+  if (given("--micro-batch")) flags.micro_batch = input.training.micro_batch;
+  if (given("--precision")) flags.precision = input.training.precision;
+  if (given("--ckpt-interval")) flags.ckpt_interval = input.training.ckpt_interval;
+  flags.accounting_given = given("--accounting");
+  ZINF_ASSIGN_OR_RETURN(const spec::ResolvedDeepSpeed resolved, apply_ds_config(ds_config_, flags, input));
+  input.model_source += fmt::format(", --ds-config {}", ds_config_);
+  ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, ds_plan_flag_for));
+  if (given("--emit-ds-config")) ZINF_RETURN_IF_ERROR(emit_ds_config(plan, emit_ds_config_, io));
+  Rendered rendered = render_plan(plan, !given("--hw"));
+  add_deepspeed_view(ds_config_, resolved, planner::check_deepspeed(resolved, plan), rendered);
+  return emit(output_, rendered, io);
 }
 
 }  // namespace

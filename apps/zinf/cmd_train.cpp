@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/output.h"
+#include "apps/zinf/plan_flags.h"
 #include "apps/zinf/subcommand.h"
 #include "apps/zinf/train_progress.h"
 #include "apps/zinf/train_record.h"
@@ -179,10 +180,9 @@ Status TrainCommand::run(const Io& io) {
     ZINF_ASSIGN_OR_RETURN(
         stop_after, parse_int_in_range(stop_after_, "--stop-after", spec::kStepsRange.min, spec::kStepsRange.max));
   }
-  const spec::ShapeResolver resolver = [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
-    return planner::shape_for_params(params, vocab, seq);
-  };
+  const spec::ShapeResolver resolver = scenario_shape_resolver();
   ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
+  for (const std::string& warning : scenario.warnings) io.err << "warning: " << warning << "\n";
   if (steps) scenario.steps = *steps;
   if (threads) scenario.threads = *threads;
   if (!record_path_.empty()) scenario.output.record = record_path_;

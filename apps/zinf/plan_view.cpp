@@ -1,5 +1,7 @@
 #include "apps/zinf/plan_view.h"
 
+#include "apps/zinf/plan_flags.h"
+
 #include <cmath>
 #include <string>
 
@@ -233,6 +235,13 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
   Rendered out;
   out.record = reports::make_record_envelope("plan", planner::kPlanRecordVersion);
   planner::append_plan(plan, out.record);
+  // The record names each change by its planner field; the CLI adds the flag and the command line.
+  for (std::size_t i = 0; i < plan.suggestions.size(); ++i) {
+    nlohmann::json& suggestion = out.record["suggestions"][i];
+    for (nlohmann::json& change : suggestion["changes"])
+      change["flag"] = plan_flag_for(change["field"].get<std::string>());
+    suggestion["command_line"] = suggestion_command_line(plan.suggestions[i]);
+  }
   out.csv = plan_csv(out.record);
 
   reports::Document& doc = out.document;
@@ -273,7 +282,7 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
     } else {
       fixes.table.columns = {{"change"}, {"why"}};
       for (const planner::Suggestion& s : plan.suggestions) {
-        fixes.table.rows.push_back({Cell(s.command_line(), Emphasis::kStrong), s.why});
+        fixes.table.rows.push_back({Cell(suggestion_command_line(s), Emphasis::kStrong), s.why});
       }
     }
     doc.sections.push_back(std::move(fixes));

@@ -1,5 +1,7 @@
 #include "libengine/spec/scenario.h"
 
+#include "libengine/spec/scenario_deepspeed.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -160,9 +162,9 @@ constexpr std::array kDeviceNames{std::pair{std::string_view("cpu"), DeviceKind:
                                   std::pair{std::string_view("cuda"), DeviceKind::kCuda}};
 
 const std::vector<std::string_view> kTopKeys{
-    "name",      "model",      "data",       "batch",  "seq",           "steps",   "precision",
-    "optimizer", "loss_scale", "seed",       "device", "device_memory", "threads", "activation_checkpointing",
-    "tiling",    "eval",       "checkpoint", "output", "zero"};
+    "name",      "model",      "data",       "batch",  "seq",           "steps",    "precision",
+    "optimizer", "loss_scale", "seed",       "device", "device_memory", "threads",  "activation_checkpointing",
+    "tiling",    "eval",       "checkpoint", "output", "zero",          "deepspeed"};
 const std::vector<std::string_view> kShapeKeys{"layers",        "hidden",          "heads", "vocab",
                                                "max_positions", "tied_embeddings", "bias"};
 const std::vector<std::string_view> kShapeOnlyKeys{"layers",        "hidden",          "heads",
@@ -194,13 +196,7 @@ Status parse_model(const JsonObject& root, const ShapeResolver& resolve, Scenari
           fmt::format("{}: a parameter count cannot be resolved to a shape here; give layers/hidden/heads", field));
     }
     Result<ModelShape> shape = resolve(params, vocab, out.seq);
-    if (!shape.is_ok()) {
-      // The planner's rule words its errors for the --params flag; name the scenario field instead.
-      std::string message = shape.status().message();
-      constexpr std::string_view kFlag = "--params: ";
-      if (message.rfind(kFlag, 0) == 0) message.erase(0, kFlag.size());
-      return Status{shape.status().code(), fmt::format("{}: {}", field, message)};
-    }
+    if (!shape.is_ok()) return shape.status();  // the resolver names scenario.model.params itself
     out.shape = std::move(shape).value();
     out.params_requested = params;
     return in_scenario(validate(out.shape));
@@ -492,6 +488,7 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
     ZINF_ASSIGN_OR_RETURN(const JsonObject zero, root.object("zero"));
     ZINF_ASSIGN_OR_RETURN(out.zero, parse_zero_config(zero));
   }
+  if (given(root, "deepspeed")) ZINF_RETURN_IF_ERROR(apply_scenario_deepspeed(root, out));
 
   if (out.device_memory_bytes) {
     const OneLayerDeviceBytes need = one_layer_device_bytes_breakdown(out);

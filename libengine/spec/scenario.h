@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
@@ -128,17 +129,22 @@ struct Scenario {
   std::int64_t threads = 0;                          // compute threads; 0 = all cores
   bool activation_checkpointing = false;
   std::int64_t tiling = 1;  // memory-centric tiling factor; divides shape.ffn_hidden
-  ZeroConfig zero;          // the engine: ZeRO stage and where each kind of state lives ("zero" section)
+  ZeroConfig zero;          // the engine: ZeRO stage and where each kind of state lives ("zero" section,
+                            // or built from the DeepSpeed config named by "deepspeed")
   EvalConfig eval;
   CheckpointConfig checkpoint;
   OutputConfig output;
+  // Lines for the user that do not stop the run (keys of a DeepSpeed config zinf does not use).
+  // Not part of equality or to_json: they describe the input, not the run.
+  std::vector<std::string> warnings;
 };
 
 // Field-by-field equality, every ModelShape field included.
 bool operator==(const Scenario& a, const Scenario& b);
 
 // Turns {"params": N} into a shape: (target parameter count, vocab, seq) -> shape with
-// max_positions >= seq. Errors come back prefixed with "scenario.model.params: ".
+// max_positions >= seq. Its errors name the field "scenario.model.params" themselves (the CLI's
+// resolver, scenario_shape_resolver(), asks the planner's shape rule to); they are returned as they are.
 using ShapeResolver = std::function<Result<ModelShape>(std::uint64_t params, std::int64_t vocab, std::int64_t seq)>;
 
 // Parses and validates a scenario document. `source_name` is the file it came from (its stem is the

@@ -42,13 +42,17 @@ Status validate(const TrainingSpec& training) {
     if (value <= 0)
       return Status::invalid_argument(fmt::format("training.{}: {} is not a positive integer", field, value));
   }
+  return check_accounting(training, "training.accounting", "precision");
+}
+
+Status check_accounting(const TrainingSpec& training, std::string_view accounting_field,
+                        std::string_view precision_field) {
   const bool fp32 = training.precision == DType::kF32;
   const bool fp32_accounting = training.accounting == StateAccounting::kFp32;
   if (fp32 != fp32_accounting) {
-    return Status::invalid_argument(
-        fmt::format("training.accounting: '{}' does not match precision {}; use 'fp32' with fp32 and 'paper' or 'zero' "
-                    "with bf16/fp16",
-                    accounting_name(training.accounting), dtype_name(training.precision)));
+    return Status::invalid_argument(fmt::format(
+        "{}: '{}' does not match {} {}; use 'fp32' with fp32 and 'paper' or 'zero' with bf16/fp16", accounting_field,
+        accounting_name(training.accounting), precision_field, dtype_name(training.precision)));
   }
   return Status::ok();
 }

@@ -49,7 +49,12 @@ struct TrainingSpec {
 };
 
 // Positive seq/micro-batch/ckpt-interval/tiling; fp32 precision goes with fp32 accounting and
-// half precision with paper/zero. Errors name the field.
+// half precision with paper/zero. Errors name the field ("training.accounting: ...").
 Status validate(const TrainingSpec& training);
+
+// The precision/accounting half of validate(), with the two fields named by the caller (the CLI
+// says "--accounting" and "--precision").
+Status check_accounting(const TrainingSpec& training, std::string_view accounting_field,
+                        std::string_view precision_field);
 
 }  // namespace zinf::spec

@@ -86,6 +86,8 @@ TEST_CASE("an infeasible plan says why and what would make it fit") {
   bool nodes_suggested = false;
   for (const auto& s : record["suggestions"]) {
     if (s["changes"].size() == 1 && s["changes"][0]["flag"] == "--nodes") {
+      CHECK(s["changes"][0]["field"] == "nodes");  // the planner's name, beside the CLI's flag
+      CHECK(s["command_line"] == "--nodes " + s["changes"][0]["value"].get<std::string>());
       nodes_suggested = true;
       // ZeRO-3 on GPU needs 20 B/param over the cluster: 20 TB / 32 GiB per GPU / 16 per node >= 36 nodes.
       CHECK(std::stoi(s["changes"][0]["value"].get<std::string>()) >= 36);
@@ -224,6 +226,15 @@ TEST_CASE("bad input: one clear line and exit code 2") {
   expect_bad_input({"plan", "--params", ""}, "--params: '' is empty");
   expect_bad_input({"plan", "--params", "1e400"}, "out of range");
   expect_bad_input({"plan", "--params", "100"}, "below the smallest GPT-like shape");
+  // The planner's messages reach the user in flags, through the CLI's one field -> flag table.
+  expect_bad_input({"plan", "--params", "100"}, "--params: 100 is below");
+  expect_bad_input({"plan", "--params", "100"}, "give the shape with --layers/--hidden/--heads instead");
+  expect_bad_input({"plan", "--params", "1T", "--strategy", "zero3", "--place", "optimizer=nvme"},
+                   "--place: optimizer=nvme is not allowed by --strategy zero3");
+  expect_bad_input({"plan", "--params", "1T", "--nvme", "0", "--place", "params=nvme"},
+                   "--place: params=nvme but the hardware has no NVMe (capacity 0); set --nvme");
+  expect_bad_input({"plan", "--params", "1T", "--precision", "fp32", "--accounting", "zero"},
+                   "--accounting: 'zero' does not match --precision fp32");
   expect_bad_input({"plan", "--params", "1T", "--hw", "dgx-9000"},
                    "--hw: 'dgx-9000' is not a built-in hardware profile");
   expect_bad_input({"plan", "--params", "1T", "--cpu-mem", "-1TB"}, "--cpu-mem: '-1TB' is negative");

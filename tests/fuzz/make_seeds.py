@@ -117,6 +117,27 @@ def hf_config():
     write("hf_config", "architectures-only.json", json.dumps(no_type))
 
 
+# ---- DeepSpeed configs: the published fixtures, the bad ones, and edge values --------------------
+def deepspeed_config():
+    for source in sorted((ROOT / "tests" / "fixtures" / "deepspeed").glob("*.json")):
+        write("deepspeed_config", source.name, source.read_bytes())
+    nvme = (ROOT / "tests" / "fixtures" / "deepspeed" / "hf_docs_zero3_nvme.json").read_text()
+    write("deepspeed_config", "repro-buffer-1e400.json", nvme.replace('"buffer_size": 1e8', '"buffer_size": 1e400'))
+    write("deepspeed_config", "repro-buffer-negative.json", nvme.replace('"buffer_size": 1e8', '"buffer_size": -1'))
+    write("deepspeed_config", "repro-deep-stage.json", '{"zero_optimization": {"stage": ' + deep(5000) + '}}')
+    write("deepspeed_config", "all-auto.json", json.dumps({
+        "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto", "fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"},
+        "optimizer": {"type": "Adam", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+                                                 "weight_decay": "auto", "adam_w_mode": False}},
+        "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+                              "stage3_param_persistence_threshold": "auto"},
+        "activation_checkpointing": {"partition_activations": True, "cpu_checkpointing": True,
+                                     "number_checkpoints": 4}}))
+    write("deepspeed_config", "stage0-cpu-checkpointing.json", json.dumps({
+        "activation_checkpointing": {"partition_activations": True, "cpu_checkpointing": True}}))
+
+
 # ---- token files: bytes 0-1 vocab - 1, byte 2 batch - 1, byte 3 seq - 1, then the file ------------
 def le16s(values):
     return b"".join(struct.pack("<H", v) for v in values)
@@ -221,7 +242,8 @@ def cli_plan():
 
 def main():
     for target, make in [("sizes", sizes), ("scenario", scenario), ("hardware_profile", hardware_profile),
-                         ("hf_config", hf_config), ("token_file", token_file), ("checkpoint", checkpoint),
+                         ("hf_config", hf_config), ("deepspeed_config", deepspeed_config),
+                         ("token_file", token_file), ("checkpoint", checkpoint),
                          ("cli_plan", cli_plan)]:
         directory = CORPUS / target
         shutil.rmtree(directory, ignore_errors=True)

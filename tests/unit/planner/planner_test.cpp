@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "libengine/spec/model_shape.h"
 #include "planner/hardware_profile.h"
 #include "planner/placement.h"
@@ -36,10 +38,10 @@ PlanInput input_for(const spec::ModelShape& shape, Strategy strategy) {
 spec::ModelShape one_trillion() { return shape_for_params(1'000'000'000'000ULL, 50257, 1024).value(); }
 spec::ModelShape gpt2() { return spec::gpt_like_shape(12, 768, 12, 50257, 1024); }
 
-// The single-flag suggestion that changes `flag`, if any.
-const FlagChange* find_suggestion(const Plan& plan, std::string_view flag) {
+// The single-change suggestion that changes `changed_field`, if any.
+const FieldChange* find_suggestion(const Plan& plan, std::string_view changed_field) {
   const auto it = std::find_if(plan.suggestions.begin(), plan.suggestions.end(), [&](const Suggestion& s) {
-    return s.changes.size() == 1 && s.changes.front().flag == flag;
+    return s.changes.size() == 1 && s.changes.front().field == changed_field;
   });
   return it == plan.suggestions.end() ? nullptr : &it->changes.front();
 }
@@ -71,7 +73,7 @@ TEST_CASE("a 1T model under ZeRO-3 on one DGX-2 is infeasible and suggests more 
   CHECK_FALSE(plan->feasible);
   CHECK(plan->prediction.step_seconds == 0.0);
   CHECK(plan->bottleneck.find("does not fit") == 0);
-  const FlagChange* nodes = find_suggestion(*plan, "--nodes");
+  const FieldChange* nodes = find_suggestion(*plan, field::kNodes);
   REQUIRE(nodes != nullptr);
 
   // By hand: each GPU holds 20*P/(16*n) of states plus its checkpoints (2*seq*hd*nl), the largest
@@ -113,13 +115,16 @@ TEST_CASE("GPT-2 small stays entirely on the GPU and is compute-bound") {
   CHECK(plan->prediction.mfu == Approx(0.42));
 }
 
-TEST_CASE("a pinned placement the strategy forbids is an InvalidArgument naming --place") {
+TEST_CASE("a pinned placement the strategy forbids is an InvalidArgument naming the placement field") {
   PlanInput input = input_for(gpt2(), Strategy::kZero3);
   input.pinned[static_cast<std::size_t>(StateKind::kOptimizer)] = Tier::kNvme;
   const Result<Plan> plan = make_plan(input);
   REQUIRE_FALSE(plan.is_ok());
   CHECK(plan.status().code() == ErrorCode::kInvalidArgument);
-  CHECK(plan.status().message() == "--place: optimizer=nvme is not allowed by --strategy zero3");
+  // The planner names its own fields; a caller's namer (the CLI's flags) replaces every one of them.
+  CHECK(plan.status().message() == "placement: optimizer=nvme is not allowed by strategy zero3");
+  const FieldNamer shout = [](std::string_view name) { return fmt::format("<{}>", name); };
+  CHECK(make_plan(input, shout).status().message() == "<placement>: optimizer=nvme is not allowed by <strategy> zero3");
 
   PlanInput no_nvme = input_for(gpt2(), Strategy::kAuto);
   no_nvme.hardware.node.nvme_capacity_bytes = 0;
@@ -127,7 +132,8 @@ TEST_CASE("a pinned placement the strategy forbids is an InvalidArgument naming 
   const Result<Plan> without = make_plan(no_nvme);
   REQUIRE_FALSE(without.is_ok());
   CHECK(without.status().code() == ErrorCode::kInvalidArgument);
-  CHECK(without.status().message().find("--place: params=nvme") == 0);
+  CHECK(without.status().message() ==
+        "placement: params=nvme but the hardware has no NVMe (capacity 0); set hardware.nvme");
 }
 
 TEST_CASE("an allowed pin is obeyed and the rest is searched") {
@@ -148,7 +154,7 @@ TEST_CASE("target efficiency outside (0, 1) is an InvalidArgument") {
     const Result<Plan> plan = make_plan(input);
     REQUIRE_FALSE(plan.is_ok());
     CHECK(plan.status().code() == ErrorCode::kInvalidArgument);
-    CHECK(plan.status().message().find("--target-efficiency:") == 0);
+    CHECK(plan.status().message().find("target_efficiency:") == 0);
   }
 }
 
@@ -249,7 +255,7 @@ TEST_CASE("GPU working memory larger than a GPU is explained as such") {
   REQUIRE(plan.is_ok());
   CHECK_FALSE(plan->feasible);
   CHECK(plan->bottleneck.find("GPU working memory alone") != std::string::npos);
-  const FlagChange* tiling = find_suggestion(*plan, "--tiling");
+  const FieldChange* tiling = find_suggestion(*plan, field::kTiling);
   REQUIRE(tiling != nullptr);
   // Working memory: 16 * hd^2 / t + AWM, AWM = 1024 * (16 * 65536 + 2 * 512 * 1024) = 2 GiB; the states
   // go to CPU/NVMe. 64/t + 2 <= 32 -> t >= 3 (64/3 = 21.3 GiB + 2 GiB + checkpoints on the host).

@@ -44,14 +44,15 @@ TEST_CASE("shape_for_params tracks the paper's 12*nl*hd^2 for large models") {
   CHECK(estimate / exact == Approx(1.0).epsilon(0.01));
 }
 
-TEST_CASE("shape_for_params below the smallest shape is an InvalidArgument naming --params") {
+TEST_CASE("shape_for_params below the smallest shape is an InvalidArgument naming the params field") {
   // The smallest shape: 1 layer, hidden 128, vocab 50257, seq 1024:
   //   embeddings (50257 + 1024) * 128 = 6,563,968; one block 12 * 128^2 + 13 * 128 = 198,272;
   //   final norm 256 -> 6,762,496.
   const Result<spec::ModelShape> too_small = shape_for_params(1'000'000, 50257, 1024);
   REQUIRE_FALSE(too_small.is_ok());
   CHECK(too_small.status().code() == ErrorCode::kInvalidArgument);
-  CHECK(too_small.status().message().find("--params: ") == 0);
+  CHECK(too_small.status().message().find("params: ") == 0);
+  CHECK(too_small.status().message().find("give the shape with layers/hidden/heads instead") != std::string::npos);
   CHECK(too_small.status().message().find("6762496") != std::string::npos);
 
   CHECK(shape_for_params(6'762'495, 50257, 1024).status().code() == ErrorCode::kInvalidArgument);

@@ -163,14 +163,14 @@ TEST_CASE("run_sweep rejects an empty dimension and too many points") {
   std::vector<SweepDimension> dimensions{SweepDimension{SweepKey::kNodes, {}}};
   const auto empty = run_sweep(dgx2_base(), dimensions);
   REQUIRE_FALSE(empty.is_ok());
-  CHECK(empty.status().message() == "--sweep nodes: no values");
+  CHECK(empty.status().message() == "sweep nodes: no values");
 
   Values many(1001);
   for (std::size_t i = 0; i < many.size(); ++i) many[i] = i + 1;
   dimensions = {SweepDimension{SweepKey::kNodes, many}, SweepDimension{SweepKey::kMicroBatch, many}};
   const auto too_many = run_sweep(dgx2_base(), dimensions);
   REQUIRE_FALSE(too_many.is_ok());
-  CHECK(too_many.status().message().find("--sweep: more than 1000000 points") == 0);
+  CHECK(too_many.status().message().find("sweep: more than 1000000 points") == 0);
 }
 
 TEST_CASE("run_sweep over micro-batch keeps the shape and applies the value") {

@@ -22,7 +22,7 @@ const std::string kScenariosDir = ZINF_FIXTURES_DIR "/../../scenarios";
 Result<ModelShape> test_resolver(std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
   const std::uint64_t per_layer = 12 * 128 * 128;
   if (params < per_layer)
-    return Status::invalid_argument(fmt::format("--params: {} is below the smallest shape", params));
+    return Status::invalid_argument(fmt::format("scenario.model.params: {} is below the smallest shape", params));
   ModelShape shape = gpt_like_shape(static_cast<std::int64_t>(params / per_layer), 128, 4, vocab, seq);
   shape.name = "test rule";
   return shape;

@@ -1,0 +1,199 @@
+// resolve_deepspeed and zero_config_from_deepspeed (declared in deepspeed_config.h): "auto" filled
+// in as the Hugging Face integration does (transformers' integrations/deepspeed.py,
+// HfTrainerDeepSpeedConfig.trainer_config_process/_finalize), the batch sizes completed and checked
+// as DeepSpeed's _set_batch_related_parameters does, and the engine's ZeroConfig built from it.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "libengine/spec/deepspeed_config.h"
+
+namespace zinf::spec {
+namespace {
+
+// DeepSpeed's defaults for the budgets (deepspeed/runtime/zero/config.py).
+constexpr std::int64_t kDefaultMaxLive = 1'000'000'000;
+constexpr std::int64_t kDefaultPrefetch = 50'000'000;
+constexpr std::int64_t kDefaultPersistence = 100'000;
+constexpr std::int64_t kDefaultSubGroup = 1'000'000'000;
+constexpr std::int64_t kDefaultReduceBucket = 500'000'000;
+
+std::string key_path(const std::string& root, std::string_view key) { return fmt::format("{}.{}", root, key); }
+
+// One setting: the config's value, or for "auto" the source's (recorded), or for an absent key
+// `absent` (DeepSpeed's default).
+template <typename T>
+T pick(const DsSetting<T>& setting, T from_source, T absent, std::string_view key, const std::string& from,
+       std::vector<DsResolution>& resolutions) {
+  if (setting.value) return *setting.value;
+  if (setting.is_auto) {
+    resolutions.push_back({std::string(key), fmt::format("{}", from_source), from});
+    return from_source;
+  }
+  return absent;
+}
+
+Status resolve_batches(const DeepSpeedConfig& c, const DsAutoSources& s, const std::string& root,
+                       ResolvedDeepSpeed& out) {
+  const std::int64_t world = s.world_size;
+  // HF's mismatch check: a value in the config must agree with the one the trainer was given.
+  if (c.micro_batch.value && s.micro_batch && *c.micro_batch.value != *s.micro_batch) {
+    return Status::invalid_argument(fmt::format("{}: {} but the {} is {}; make them agree or write \"auto\"",
+                                                key_path(root, "train_micro_batch_size_per_gpu"), *c.micro_batch.value,
+                                                s.micro_batch_name, *s.micro_batch));
+  }
+  const std::int64_t source_micro = s.micro_batch.value_or(s.default_micro_batch);
+  std::optional<std::int64_t> micro = c.micro_batch.value;
+  std::optional<std::int64_t> accum = c.grad_accumulation.value;
+  std::optional<std::int64_t> train = c.train_batch.value;
+  if (c.micro_batch.is_auto) {
+    micro = source_micro;
+    out.resolutions.push_back({"train_micro_batch_size_per_gpu", std::to_string(source_micro), s.micro_batch_name});
+  }
+  if (c.grad_accumulation.is_auto) {
+    accum = 1;
+    out.resolutions.push_back(
+        {"gradient_accumulation_steps", "1", "gradient accumulation (zinf steps once per batch)"});
+  }
+  if (c.train_batch.is_auto) {
+    train = world * micro.value_or(source_micro) * accum.value_or(1);
+    out.resolutions.push_back(
+        {"train_batch_size", std::to_string(*train), fmt::format("world size {} x micro-batch x accumulation", world)});
+  }
+  // DeepSpeed's completion rules when one or two of the three are given.
+  if (train && micro && !accum) accum = *train / (*micro * world);
+  if (train && accum && !micro) micro = *train / (*accum * world);
+  if (train && !micro && !accum) {
+    accum = 1;
+    micro = *train / world;
+  }
+  if (!train && !micro) micro = source_micro;
+  if (!accum) accum = 1;
+  if (!train) train = *micro * *accum * world;
+  if (*micro < 1 || *accum < 1 || *train != *micro * *accum * world) {
+    const std::int64_t would_work = std::max<std::int64_t>(*micro, 1) * std::max<std::int64_t>(*accum, 1) * world;
+    return Status::invalid_argument(fmt::format(
+        "{}: {} is not train_micro_batch_size_per_gpu {} x gradient_accumulation_steps {} x world size {}; DeepSpeed "
+        "requires them equal: use {}",
+        key_path(root, "train_batch_size"), *train, *micro, *accum, world, would_work));
+  }
+  out.micro_batch = *micro;
+  out.grad_accumulation = *accum;
+  out.train_batch = *train;
+  return Status::ok();
+}
+
+Status resolve_precision(const DeepSpeedConfig& c, const DsAutoSources& s, const std::string& root,
+                         ResolvedDeepSpeed& out) {
+  const DType source = s.precision.value_or(DType::kF32);
+  const bool silent = !c.fp16.value && !c.fp16.is_auto && !c.bf16.value && !c.bf16.is_auto;
+  if (silent) {
+    // A config without fp16/bf16 leaves the precision to the caller; DeepSpeed's own default is fp32.
+    out.precision = source;
+    return Status::ok();
+  }
+  bool fp16 = c.fp16.value.value_or(false);
+  bool bf16 = c.bf16.value.value_or(false);
+  if (c.fp16.is_auto) {
+    fp16 = source == DType::kF16;
+    out.resolutions.push_back({"fp16.enabled", fp16 ? "true" : "false", s.precision_name});
+  }
+  if (c.bf16.is_auto) {
+    bf16 = source == DType::kBF16;
+    out.resolutions.push_back({"bf16.enabled", bf16 ? "true" : "false", s.precision_name});
+  }
+  if (fp16 && bf16) {
+    return Status::invalid_argument(fmt::format("{}: fp16 and bf16 are both enabled; DeepSpeed allows one of them",
+                                                key_path(root, "bf16.enabled")));
+  }
+  out.precision = fp16 ? DType::kF16 : bf16 ? DType::kBF16 : DType::kF32;
+  const bool explicit_precision =
+      c.fp16.value.value_or(false) || c.bf16.value.value_or(false) || (c.fp16.value && c.bf16.value);
+  if (s.precision && explicit_precision && *s.precision != out.precision) {
+    return Status::invalid_argument(
+        fmt::format("{}: the config trains in {} but the {} is {}; make them agree or "
+                    "write \"auto\"",
+                    key_path(root, out.precision == DType::kF16 ? "fp16.enabled" : "bf16.enabled"),
+                    dtype_name(out.precision), s.precision_name, dtype_name(*s.precision)));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ResolvedDeepSpeed> resolve_deepspeed(const DeepSpeedConfig& config, const DsAutoSources& sources,
+                                            const std::string& root) {
+  ResolvedDeepSpeed out;
+  out.config = config;
+  ZINF_RETURN_IF_ERROR(resolve_batches(config, sources, root, out));
+  ZINF_RETURN_IF_ERROR(resolve_precision(config, sources, root, out));
+  auto& r = out.resolutions;
+  const std::string optimizer = sources.optimizer_name;
+  out.lr = pick(config.lr, sources.lr, sources.lr, "optimizer.params.lr", optimizer + " lr", r);
+  const std::array<double, 2> source_betas{sources.beta1, sources.beta2};
+  const std::array<double, 2> betas = config.betas.value.value_or(source_betas);
+  if (config.betas.is_auto) {
+    r.push_back(
+        {"optimizer.params.betas", fmt::format("[{}, {}]", sources.beta1, sources.beta2), optimizer + " betas"});
+  }
+  out.beta1 = betas[0];
+  out.beta2 = betas[1];
+  out.eps = pick(config.eps, sources.eps, sources.eps, "optimizer.params.eps", optimizer + " eps", r);
+  out.weight_decay = pick(config.weight_decay, sources.weight_decay, sources.weight_decay,
+                          "optimizer.params.weight_decay", optimizer + " weight decay", r);
+  out.gradient_clipping =
+      pick(config.gradient_clipping, sources.max_grad_norm, 0.0, "gradient_clipping", sources.grad_clip_name, r);
+
+  const std::int64_t hidden = sources.hidden;
+  out.reduce_bucket_size = pick(config.reduce_bucket_size, hidden * hidden, kDefaultReduceBucket,
+                                "zero_optimization.reduce_bucket_size", fmt::format("hidden_size^2 ({}^2)", hidden), r);
+  // int(0.9 * hidden^2), computed as the integer it is.
+  const std::int64_t prefetch_auto = hidden * hidden * 9 / 10;
+  out.prefetch_bucket_size =
+      pick(config.prefetch_bucket_size, prefetch_auto, kDefaultPrefetch,
+           "zero_optimization.stage3_prefetch_bucket_size", fmt::format("0.9 x hidden_size^2 (0.9 x {}^2)", hidden), r);
+  out.persistence_threshold = pick(config.persistence_threshold, 10 * hidden, kDefaultPersistence,
+                                   "zero_optimization.stage3_param_persistence_threshold",
+                                   fmt::format("10 x hidden_size (10 x {})", hidden), r);
+  out.max_live_parameters = config.max_live_parameters.value.value_or(kDefaultMaxLive);
+  out.sub_group_size = config.sub_group_size.value.value_or(kDefaultSubGroup);
+  return out;
+}
+
+Result<ZeroConfig> zero_config_from_deepspeed(const ResolvedDeepSpeed& resolved, std::size_t bytes_per_param,
+                                              std::uint64_t model_params, const std::string& root) {
+  const DeepSpeedConfig& c = resolved.config;
+  if (resolved.activations_tier() == Tier::kCpu) {
+    return Status::invalid_argument(fmt::format(
+        "{}: true moves activation checkpoints to CPU memory, which zinf's trainer does not do (the planner "
+        "models it); remove the key or set it to false",
+        key_path(root, "activation_checkpointing.cpu_checkpointing")));
+  }
+  ZeroConfig zero;
+  zero.stage = c.stage;
+  zero.params = resolved.params_tier();
+  zero.optimizer = resolved.optimizer_tier();
+  zero.grads = resolved.grads_tier();
+  for (const DsOffload* offload : {&c.offload_param, &c.offload_optimizer}) {
+    if (offload->device != Tier::kNvme) continue;
+    if (std::find(zero.nvme_paths.begin(), zero.nvme_paths.end(), offload->nvme_path) == zero.nvme_paths.end()) {
+      zero.nvme_paths.push_back(offload->nvme_path);
+    }
+  }
+  // DeepSpeed's budgets are upper bounds in elements; zinf's are byte budgets the engine reserves,
+  // so a bound above the whole model is the whole model.
+  const auto bytes_of = [&](std::int64_t elements) {
+    return std::min<std::uint64_t>(static_cast<std::uint64_t>(elements), model_params) * bytes_per_param;
+  };
+  if (c.stage == 3) {
+    zero.max_live_bytes = bytes_of(resolved.max_live_parameters);
+    zero.persistence_threshold = resolved.persistence_threshold;
+    // The host staging for parameters read from NVMe is DeepSpeed's pinned parameter buffers.
+    if (zero.params == Tier::kNvme)
+      zero.prefetch_bytes = bytes_of(c.offload_param.buffer_count * c.offload_param.buffer_size);
+  }
+  return zero;
+}
+
+}  // namespace zinf::spec
