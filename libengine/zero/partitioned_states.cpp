@@ -443,7 +443,15 @@ Status PartitionedStates::commit(model::ParamId id) {
     source = staging.data();
   }
   compute.record(*computed_);
-  d2h.wait(*computed_);
+  copy_grad_down(id, source, bytes, *computed_);
+  grad_pool_->give(std::move(grad_workspaces_[index]), d2h);
+  grad_pool_->give(std::move(staging), d2h);
+  return Status::ok();
+}
+
+void PartitionedStates::copy_grad_down(model::ParamId id, const void* source, std::size_t bytes, device::Event& ready) {
+  device::Stream& d2h = device_.stream(device::StreamRole::kDeviceToHost);
+  d2h.wait(ready);
   device_.copy(view(grads_.data(), precision_, id, false).data(), source, bytes, device::CopyKind::kDeviceToHost, d2h);
   std::unique_ptr<device::Event> done = device_.create_event();
   d2h.record(*done);
@@ -451,9 +459,6 @@ Status PartitionedStates::commit(model::ParamId id) {
   d2h_in_flight_bytes_ += bytes;
   device_to_host_.forward_backward += bytes;
   grad_staging_peak_ = std::max(grad_staging_peak_, grad_pool_->peak_owned_bytes());
-  grad_pool_->give(std::move(grad_workspaces_[index]), d2h);
-  grad_pool_->give(std::move(staging), d2h);
-  return Status::ok();
 }
 
 Status PartitionedStates::reduce_and_store(model::ParamId id, device::DeviceBuffer whole, DType dtype) {
@@ -486,14 +491,7 @@ Status PartitionedStates::reduce_and_store(model::ParamId id, device::DeviceBuff
   device::Stream& d2h = device_.stream(device::StreamRole::kDeviceToHost);
   ZINF_RETURN_IF_ERROR(track_d2h(bytes));
   collective.record(*reduced_);
-  d2h.wait(*reduced_);
-  device_.copy(view(grads_.data(), precision_, id, false).data(), own, bytes, device::CopyKind::kDeviceToHost, d2h);
-  std::unique_ptr<device::Event> done = device_.create_event();
-  d2h.record(*done);
-  d2h_in_flight_.push_back({std::move(done), bytes});
-  d2h_in_flight_bytes_ += bytes;
-  device_to_host_.forward_backward += bytes;
-  grad_staging_peak_ = std::max(grad_staging_peak_, grad_pool_->peak_owned_bytes());
+  copy_grad_down(id, own, bytes, *reduced_);
   grad_pool_->give(std::move(whole), d2h);
   return Status::ok();
 }

@@ -134,6 +134,9 @@ class PartitionedStates final : public ModelStates {
   // Gathering: reduces parameter id's gradient (the whole parameter, fp32 or rounded, in `whole`)
   // over the ranks and sends this rank's slice to the gradient tier.
   Status reduce_and_store(model::ParamId id, device::DeviceBuffer whole, DType dtype);
+  // Copies `bytes` of parameter id's gradient at `source` (device memory) to its slice on the host
+  // tier, on the device-to-host stream once `ready` is reached; counted in flight (track_d2h()).
+  void copy_grad_down(model::ParamId id, const void* source, std::size_t bytes, device::Event& ready);
   Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   Status step_on_host(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   // Starts reading the first sub-groups of optimizer states (before the gradient norm is known).
