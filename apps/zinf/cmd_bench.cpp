@@ -505,7 +505,7 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
 
   // The document for people.
   out.document.title = "zinf bench io";
-  reports::Section setup{"Setup", {}, {}, {}};
+  reports::Section setup{"Setup", {}, {}, {}, {}};
   setup.fields.emplace_back("store", run.store_description);
   for (std::size_t i = 0; i < run.paths.size(); ++i) {
     const io::SwapPathInfo& p = run.paths[i];
@@ -533,7 +533,7 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
   for (const std::string& warning : run.warnings) setup.notes.push_back("warning: " + warning);
   out.document.sections.push_back(std::move(setup));
 
-  reports::Section results{"Results", {}, {}, {}};
+  reports::Section results{"Results", {}, {}, {}, {}};
   results.table.columns = {{"test"},
                            {"GB/s", Align::kRight},
                            {"min..max", Align::kRight},
@@ -601,7 +601,7 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
   out.document.sections.push_back(std::move(results));
 
   const io::SwapStoreStats& s = result.stats;
-  reports::Section counters{"Store counters", {}, {}, {}};
+  reports::Section counters{"Store counters", {}, {}, {}, {}};
   counters.fields = {
       {"bytes written / read", fmt::format("{} / {}", bytes_text(s.bytes_written), bytes_text(s.bytes_read))},
       {"chunk ops completed", std::to_string(s.ops_completed)},

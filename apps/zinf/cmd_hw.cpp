@@ -18,7 +18,7 @@ using reports::Cell;
 
 reports::Section profile_section(const planner::HardwareProfile& hw) {
   const planner::NodeSpec& n = hw.node;
-  reports::Section s{hw.name, {}, {}, {}};
+  reports::Section s{hw.name, {}, {}, {}, {}};
   s.fields = {
       {"nodes", std::to_string(hw.nodes)},
       {"GPUs per node", fmt::format("{} x {}", n.gpus, n.gpu.name)},
@@ -58,7 +58,7 @@ class HwCommand final : public Subcommand {
     Rendered out;
     out.record = reports::make_record_envelope("hardware-list", 1);
     out.record["profiles"] = nlohmann::json::array();
-    reports::Section s{"Built-in hardware profiles", {}, {}, {}};
+    reports::Section s{"Built-in hardware profiles", {}, {}, {}, {}};
     s.table.columns = {{"name"},
                        {"GPUs", Align::kRight},
                        {"GPU"},
