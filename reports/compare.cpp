@@ -175,7 +175,11 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
     m.new_median = median(it->second);
     if (m.base_median != 0) m.change = (m.new_median - m.base_median) / std::abs(m.base_median);
     const bool timing = is_timing_metric(name);
-    if (smallest_p_value(m.base_count, m.new_count) > options.alpha) {
+    const double to_ms = ends_with(last_component(name), "_ms") ? 1.0 : ends_with(name, "seconds") ? 1e3 : 0.0;
+    if (to_ms > 0 && std::abs(m.base_median) * to_ms < options.noise_floor_ms &&
+        std::abs(m.new_median) * to_ms < options.noise_floor_ms) {
+      m.verdict = fmt::format("below noise floor ({} ms)", format_figure(options.noise_floor_ms));
+    } else if (smallest_p_value(m.base_count, m.new_count) > options.alpha) {
       m.verdict = "too few samples";
     } else {
       m.p_value = mann_whitney_u(base_samples, it->second).p_value;
@@ -241,6 +245,8 @@ Document comparison_document(const Comparison& c, const CompareOptions& options,
           : Cell(fmt::format("{} vs {} (--force)", c.base_fingerprint, c.new_fingerprint), Emphasis::kWarn));
   summary.fields.emplace_back("threshold", fmt::format("{:.1f}% change of the median", options.threshold * 100.0));
   summary.fields.emplace_back("alpha", fmt::format("{} (two-sided Mann-Whitney U)", format_figure(options.alpha)));
+  summary.fields.emplace_back("noise floor", fmt::format("{} ms (shorter times are not judged)",
+                                                         format_figure(options.noise_floor_ms)));
   for (const MetricComparison& m : c.metrics) {
     if (m.regression)
       summary.notes.push_back(fmt::format("{} regressed: {} ({} -> {})", m.name,
@@ -309,6 +315,7 @@ json comparison_json(const Comparison& c, const CompareOptions& options) {
           {"threshold", options.threshold},
           {"alpha", options.alpha},
           {"force", options.force},
+          {"noise_floor_ms", options.noise_floor_ms},
           {"regressed", c.regressed},
           {"metrics", std::move(metrics)}};
 }

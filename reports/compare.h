@@ -13,7 +13,8 @@
 // Verdicts: "faster"/"slower" for times and rates, "better"/"worse" for other metrics (loss, bytes),
 // "no change", "too few samples" (even complete separation could not reach alpha:
 // smallest_p_value > alpha), "not judged" (a timing with one value per record: no spread to judge
-// it against). A regression is "slower"/"worse": for samples, |median change| > threshold and
+// it against), "below noise floor" (a time in ms or seconds whose medians are both under
+// CompareOptions::noise_floor_ms). A regression is "slower"/"worse": for samples, |median change| > threshold and
 // p < alpha; for single values (never timings), |change| > threshold.
 #pragma once
 
@@ -43,6 +44,9 @@ struct CompareOptions {
   double threshold = 0.05;  // relative change of the median, > 0
   double alpha = 0.05;      // significance level of the U test, in (0, 1)
   bool force = false;       // compare records whose scenario fingerprints differ
+  // Times whose medians are both below this are not judged: on a shared host, scheduler and timer
+  // jitter is tens of microseconds, so a 6 us phase "46% slower" is noise, not a regression.
+  double noise_floor_ms = 0.1;
 };
 
 struct MetricComparison {

@@ -23,13 +23,16 @@ Section envelope_section(const json& record, const std::string& heading) {
   Section s = titled(heading, "Record");
   s.fields.emplace_back("schema", string_at(record, "schema", "(none)"));
   s.fields.emplace_back("created", string_at(record, "created_at", "-"));
-  s.fields.emplace_back(
-      "zinf", fmt::format("{} (git {}, {})", string_at(record, "generator.version", "?"),
-                          string_at(record, "generator.git_sha", "?"), string_at(record, "generator.build_type", "?")));
-  s.fields.emplace_back(
-      "host", fmt::format("{}: {}, {} logical CPUs", string_at(record, "host.hostname", "?"),
-                          string_at(record, "host.cpu_model", "?"),
-                          value_text(record.value("host", json::object()).value("logical_cpus", json(nullptr)))));
+  if (find_path(record, "generator") != nullptr) {
+    s.fields.emplace_back("zinf", fmt::format("{} (git {}, {})", string_at(record, "generator.version", "?"),
+                                              string_at(record, "generator.git_sha", "?"),
+                                              string_at(record, "generator.build_type", "?")));
+  }
+  if (const json* host = find_path(record, "host"); host != nullptr && host->is_object()) {
+    s.fields.emplace_back("host", fmt::format("{}: {}, {} logical CPUs", string_at(*host, "hostname", "?"),
+                                              string_at(*host, "cpu_model", "?"),
+                                              value_text(host->value("logical_cpus", json(nullptr)))));
+  }
   return s;
 }
 

@@ -1,5 +1,6 @@
 // The report of a zinf.train/1 record (docs/train-record.md): loss, step time and phases, memory per
 // tier, links, and whatever else the record holds. Every figure is a record field.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -64,10 +65,16 @@ Section loss_section(const json& record, const std::string& heading) {
 // forward+backward sum (forward and backward are there separately), plus the engine's "*_ms"
 // (stalls), so a phase the engine starts recording appears without a change here.
 std::vector<std::string> phase_keys(const json& step) {
+  // The order a step runs them in; phases this list does not know follow in the record's order.
+  static const std::vector<std::string> kOrder = {"data_ms", "forward_ms", "backward_ms", "optimizer_ms"};
   std::vector<std::string> keys;
+  for (const std::string& key : kOrder) {
+    if (step.contains(key) && step.at(key).is_number()) keys.push_back(key);
+  }
   for (const auto& [key, value] : step.items()) {
     if (!value.is_number() || key == "step_ms" || key == "forward_backward_ms") continue;
-    if (key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0) keys.push_back(key);
+    const bool known = std::find(keys.begin(), keys.end(), key) != keys.end();
+    if (!known && key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0) keys.push_back(key);
   }
   return keys;
 }

@@ -49,6 +49,8 @@ class CompareCommand final : public Subcommand {
     c->add_option("new", new_path_, "The record to judge")->required()->type_name("NEW.json");
     c->add_option("--threshold", threshold_, "Smallest change of a median that counts (default 5%)")->type_name("PCT");
     c->add_option("--alpha", alpha_, "Significance level of the U test (default 0.05)")->type_name("P");
+    c->add_option("--noise-floor", noise_floor_, "Times shorter than this (ms) are not judged (default 0.1)")
+        ->type_name("MS");
     c->add_flag("--force", force_, "Compare records of different scenarios (same kind still required)");
     c->add_option("--format", output_.format, "Output format: table (default), json, csv, md or html")
         ->type_name("FMT")
@@ -67,6 +69,15 @@ class CompareCommand final : public Subcommand {
     ZINF_ASSIGN_OR_RETURN(options.threshold, parse_fraction(threshold_, "--threshold", true, 10.0));
     ZINF_ASSIGN_OR_RETURN(options.alpha, parse_fraction(alpha_, "--alpha", false, 0.5));
     options.force = force_;
+    {
+      char* end = nullptr;
+      const double ms = std::strtod(noise_floor_.c_str(), &end);
+      if (noise_floor_.empty() || end == nullptr || *end != '\0' || !std::isfinite(ms) || ms < 0 || ms > 1e6) {
+        return Status::invalid_argument(
+            fmt::format("--noise-floor: '{}' is not a time in milliseconds from 0 to 1e6, e.g. 0.1", noise_floor_));
+      }
+      options.noise_floor_ms = ms;
+    }
     if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
     ZINF_ASSIGN_OR_RETURN(const nlohmann::json base, spec::read_json_file(base_path_));
     ZINF_ASSIGN_OR_RETURN(const nlohmann::json candidate, spec::read_json_file(new_path_));
@@ -89,6 +100,7 @@ class CompareCommand final : public Subcommand {
   std::string new_path_;
   std::string threshold_ = "5%";
   std::string alpha_ = "0.05";
+  std::string noise_floor_ = "0.1";
   bool force_ = false;
   bool regressed_ = false;
   OutputOptions output_;
