@@ -245,8 +245,8 @@ Document comparison_document(const Comparison& c, const CompareOptions& options,
           : Cell(fmt::format("{} vs {} (--force)", c.base_fingerprint, c.new_fingerprint), Emphasis::kWarn));
   summary.fields.emplace_back("threshold", fmt::format("{:.1f}% change of the median", options.threshold * 100.0));
   summary.fields.emplace_back("alpha", fmt::format("{} (two-sided Mann-Whitney U)", format_figure(options.alpha)));
-  summary.fields.emplace_back("noise floor", fmt::format("{} ms (shorter times are not judged)",
-                                                         format_figure(options.noise_floor_ms)));
+  summary.fields.emplace_back(
+      "noise floor", fmt::format("{} ms (shorter times are not judged)", format_figure(options.noise_floor_ms)));
   for (const MetricComparison& m : c.metrics) {
     if (m.regression)
       summary.notes.push_back(fmt::format("{} regressed: {} ({} -> {})", m.name,

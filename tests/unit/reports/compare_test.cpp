@@ -62,15 +62,15 @@ TEST_CASE("compare: a threshold above the change means no regression", "[compare
 }
 
 TEST_CASE("compare: too few samples, single values, kinds and fingerprints", "[compare]") {
-  json base = {{"schema", "zinf.bench-x/1"}, {"input", {{"size", 1}}}, {"run_ms", {1.0, 1.1, 1.2}},
-               {"peak_bytes", 100}};
+  json base = {
+      {"schema", "zinf.bench-x/1"}, {"input", {{"size", 1}}}, {"run_ms", {1.0, 1.1, 1.2}}, {"peak_bytes", 100}};
   json slower = base;
   slower["run_ms"] = {2.0, 2.1, 2.2};
   slower["peak_bytes"] = 120;
   const Result<Comparison> c = compare_records(base, slower, {});
   REQUIRE(c.is_ok());
   CHECK(metric(*c, "run_ms")->verdict == "too few samples");  // 3 vs 3: p >= 0.1
-  CHECK(metric(*c, "peak_bytes")->verdict == "worse");       // +20% bytes, by threshold
+  CHECK(metric(*c, "peak_bytes")->verdict == "worse");        // +20% bytes, by threshold
   CHECK(c->regressed);
 
   json other = base;

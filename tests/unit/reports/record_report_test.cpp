@@ -24,7 +24,8 @@ json fixture(const std::string& name) {
 
 const Section* find_section(const Document& doc, const std::string& title_end) {
   for (const Section& s : doc.sections) {
-    if (s.title.size() >= title_end.size() && s.title.compare(s.title.size() - title_end.size(), title_end.size(), title_end) == 0) {
+    if (s.title.size() >= title_end.size() &&
+        s.title.compare(s.title.size() - title_end.size(), title_end.size(), title_end) == 0) {
       return &s;
     }
   }
@@ -105,7 +106,8 @@ TEST_CASE("a field no renderer knows still appears", "[report]") {
   const Section* other = find_section(doc, "Other fields");
   REQUIRE(other != nullptr);
   bool found = false;
-  for (const auto& row : other->table.rows) found = found || (row[0].text == "summary.brand_new_figure" && row[1].text == "42");
+  for (const auto& row : other->table.rows)
+    found = found || (row[0].text == "summary.brand_new_figure" && row[1].text == "42");
   CHECK(found);
 }
 
@@ -143,9 +145,10 @@ TEST_CASE("every record kind the project writes renders to HTML, Markdown and CS
     std::size_t min_charts;
   };
   // train: loss, step time, phases, memory, link bytes, link GB/s; bench io: 1; bench train: 1;
-  // plan: one per tier that holds states (7B on dgx-h100: the GPU) + resources; sweep: two curves + the feasible region.
-  const Expect kinds[] = {{"train.json", 6},      {"bench-io.json", 1},   {"bench-train.json", 1},
-                          {"plan.json", 2},       {"plan-sweep.json", 3}, {"max-params.json", 1}};
+  // plan: one per tier that holds states (7B on dgx-h100: the GPU) + resources; sweep: two curves + the feasible
+  // region.
+  const Expect kinds[] = {{"train.json", 6}, {"bench-io.json", 1},   {"bench-train.json", 1},
+                          {"plan.json", 2},  {"plan-sweep.json", 3}, {"max-params.json", 1}};
   for (const Expect& e : kinds) {
     INFO(e.file);
     const Document doc = report_of_records({{e.file, fixture(e.file)}});
