@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/zinf/bench_suite.h"
 #include "apps/zinf/bench_train.h"
 #include "apps/zinf/fio_runner.h"
 #include "apps/zinf/io_bench_runner.h"
@@ -166,9 +167,13 @@ class BenchCommand final : public Subcommand {
         what, "KIND");
     add_output_options(c, output_);
     train_ = add_bench_train_command(*bench);
+    suite_ = add_bench_suite_command(*bench, &suite_app_);
   }
 
-  Status run(const Io& io) override { return io_->parsed() ? run_io(io) : train_->run(io); }
+  Status run(const Io& io) override {
+    if (io_->parsed()) return run_io(io);
+    return suite_app_->parsed() ? suite_->run(io) : train_->run(io);
+  }
 
  private:
   void add(CLI::App& c, const std::string& name, std::string& target, const std::string& help, const std::string& group,
@@ -183,6 +188,8 @@ class BenchCommand final : public Subcommand {
 
   CLI::App* io_ = nullptr;
   std::unique_ptr<Subcommand> train_;
+  std::unique_ptr<Subcommand> suite_;
+  CLI::App* suite_app_ = nullptr;
   std::vector<std::string> paths_;
   std::string size_ = "4GiB";
   std::string tensor_ = "64MiB";
