@@ -86,6 +86,17 @@ std::string verdict_word(bool better, bool timing) {
 
 std::string percent(double fraction) { return fmt::format("{:+.1f}%", fraction * 100.0); }
 
+// Sets m.verdict and m.regression for a change that counts (significant where samples exist);
+// `counts` false means "no change".
+void judge(MetricComparison& m, Direction direction, bool timing, bool counts) {
+  const double change = m.change.value_or(m.new_median == m.base_median ? 0.0 : 1.0);
+  const bool better = direction == Direction::kHigherIsBetter ? change > 0 : change < 0;
+  m.verdict = counts ? verdict_word(better, timing) : "no change";
+  m.regression = counts && !better;
+}
+
+double change_of(const MetricComparison& m) { return m.change.value_or(m.new_median == m.base_median ? 0.0 : 1.0); }
+
 }  // namespace
 
 Direction metric_direction(const std::string& name) {
@@ -183,14 +194,7 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
       m.verdict = "too few samples";
     } else {
       m.p_value = mann_whitney_u(base_samples, it->second).p_value;
-      const double change = m.change.value_or(m.new_median == m.base_median ? 0.0 : 1.0);
-      const bool better = direction == Direction::kHigherIsBetter ? change > 0 : change < 0;
-      if (*m.p_value < options.alpha && std::abs(change) > options.threshold) {
-        m.verdict = verdict_word(better, timing);
-        m.regression = !better;
-      } else {
-        m.verdict = "no change";
-      }
+      judge(m, direction, timing, *m.p_value < options.alpha && std::abs(change_of(m)) > options.threshold);
     }
     out.regressed = out.regressed || m.regression;
     out.metrics.push_back(std::move(m));
@@ -205,15 +209,11 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
     m.base_median = base_value;
     m.new_median = it->second;
     if (base_value != 0) m.change = (it->second - base_value) / std::abs(base_value);
-    const double change = m.change.value_or(it->second == base_value ? 0.0 : 1.0);
-    const bool better = direction == Direction::kHigherIsBetter ? change > 0 : change < 0;
+    const bool beyond = std::abs(change_of(m)) > options.threshold;
     if (is_timing_metric(name)) {
-      m.verdict = std::abs(change) > options.threshold ? "not judged (one value, no spread)" : "no change";
-    } else if (std::abs(change) > options.threshold) {
-      m.verdict = verdict_word(better, false);
-      m.regression = !better;
+      m.verdict = beyond ? "not judged (one value, no spread)" : "no change";
     } else {
-      m.verdict = "no change";
+      judge(m, direction, false, beyond);
     }
     out.regressed = out.regressed || m.regression;
     out.metrics.push_back(std::move(m));

@@ -16,37 +16,30 @@ using nlohmann::json;
 std::string fmt_ms(double ms) { return fmt::format("{:.2f} ms", ms); }
 std::string fmt_loss(double loss) { return fmt::format("{:.4f} nats/token", loss); }
 
+// The (step, loss) points of the array at `path` (steps or evals), elements without either skipped.
+Series step_series(const json& record, std::string_view path, std::string name, bool points_only) {
+  Series series{std::move(name), {}, {}, points_only};
+  const json* array = find_path(record, path);
+  if (array == nullptr || !array->is_array()) return series;
+  for (const json& e : *array) {
+    const std::optional<double> x = number_at(e, "step");
+    const std::optional<double> y = number_at(e, "loss");
+    if (x && y) {
+      series.x.push_back(*x);
+      series.y.push_back(*y);
+    }
+  }
+  return series;
+}
+
 Section loss_section(const json& record, const std::string& heading) {
   Section s = titled(heading, "Loss");
   Chart chart;
   chart.title = "Loss per step";
   chart.x_label = "step";
   chart.y_label = "loss (nats/token)";
-  Series train{"training loss", {}, {}, false};
-  const json* steps = find_path(record, "steps");
-  if (steps != nullptr && steps->is_array()) {
-    for (const json& step : *steps) {
-      const std::optional<double> x = number_at(step, "step");
-      const std::optional<double> y = number_at(step, "loss");
-      if (x && y) {
-        train.x.push_back(*x);
-        train.y.push_back(*y);
-      }
-    }
-  }
-  chart.series.push_back(std::move(train));
-  Series held_out{"held-out loss", {}, {}, true};
-  const json* evals = find_path(record, "evals");
-  if (evals != nullptr && evals->is_array()) {
-    for (const json& e : *evals) {
-      const std::optional<double> x = number_at(e, "step");
-      const std::optional<double> y = number_at(e, "loss");
-      if (x && y) {
-        held_out.x.push_back(*x);
-        held_out.y.push_back(*y);
-      }
-    }
-  }
+  chart.series.push_back(step_series(record, "steps", "training loss", false));
+  Series held_out = step_series(record, "evals", "held-out loss", true);
   if (!held_out.x.empty()) chart.series.push_back(std::move(held_out));
   const std::optional<double> entropy = number_at(record, "data.entropy_rate_nats");
   if (entropy) chart.references.push_back({"entropy floor", *entropy});

@@ -4,17 +4,14 @@
 #include <fstream>
 
 #include "tests/catch.h"
+#include "tests/unit/reports/fixture.h"
 
 namespace zinf::reports {
 namespace {
 
 using nlohmann::json;
 
-json fixture(const std::string& name) {
-  std::ifstream in(std::string(ZINF_FIXTURES_DIR) + "/reports/" + name);
-  REQUIRE(in.good());
-  return json::parse(in);
-}
+using test::fixture;
 
 const MetricComparison* metric(const Comparison& c, const std::string& name) {
   for (const MetricComparison& m : c.metrics) {

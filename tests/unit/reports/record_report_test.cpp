@@ -10,17 +10,14 @@
 #include "reports/html_writer.h"
 #include "reports/markdown_writer.h"
 #include "tests/catch.h"
+#include "tests/unit/reports/fixture.h"
 
 namespace zinf::reports {
 namespace {
 
 using nlohmann::json;
 
-json fixture(const std::string& name) {
-  std::ifstream in(std::string(ZINF_FIXTURES_DIR) + "/reports/" + name);
-  REQUIRE(in.good());
-  return json::parse(in);
-}
+using test::fixture;
 
 const Section* find_section(const Document& doc, const std::string& title_end) {
   for (const Section& s : doc.sections) {
