@@ -25,6 +25,7 @@ svg.chart .grid { stroke: #eaeef2; } svg.chart .axis { stroke: #57606a; }
 svg.chart .reference { stroke: #cf222e; stroke-dasharray: 5 4; }
 svg.chart text.reference-label { fill: #cf222e; }
 p.note { color: #333; }
+div.table-wrap { overflow-x: auto; }
 )";
 
 const char* emphasis_class(Emphasis e) {
@@ -85,11 +86,16 @@ void write_html(const Document& document, std::ostream& out) {
       }
       out << "</tbody>\n</table>\n";
     }
-    if (!section.table.columns.empty()) table(out, section.table);
+    // Charts before the table: the table is the detail behind them (a sweep's rows, a step list).
     for (const Chart& chart : section.charts) {
       out << "<figure>\n";
       write_svg(chart, out);
       out << "<figcaption>" << xml_escape(chart.title) << "</figcaption>\n</figure>\n";
+    }
+    if (!section.table.columns.empty()) {
+      out << "<div class=\"table-wrap\">\n";
+      table(out, section.table);
+      out << "</div>\n";
     }
     for (const std::string& note : section.notes) out << "<p class=\"note\">" << xml_escape(note) << "</p>\n";
     out << "</section>\n";

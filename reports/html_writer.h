@@ -4,8 +4,9 @@
 //
 // The page is also well-formed XML (XHTML syntax: every element closed, attributes quoted, text
 // escaped), so both HTML5 and XML parsers accept it. Fields become a two-column table, tables a
-// <table> (numbers right-aligned), each chart a <figure> with its SVG and a caption, notes
-// paragraphs. Emphasis becomes a CSS class (strong, good, warn, bad, muted).
+// <table> after the section's charts (numbers right-aligned, scrolling sideways when wide), each
+// chart a <figure> with its SVG and a caption, notes paragraphs. Emphasis becomes a CSS class (strong, good, warn, bad,
+// muted).
 #pragma once
 
 #include <ostream>

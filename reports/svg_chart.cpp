@@ -69,11 +69,17 @@ void text(std::ostream& out, double x, double y, std::string_view anchor, std::s
 }
 
 void legend(const Chart& chart, std::ostream& out) {
-  double x = kLeft;
+  // Entries flow left to right and wrap at the plot's right edge, 12 px per row.
+  double x = kLeft, y = 22;
   for (std::size_t s = 0; s < chart.series.size(); ++s) {
-    out << fmt::format(R"(<rect x="{:.1f}" y="22" width="10" height="10" fill="{}"/>)", x, color(s)) << '\n';
-    text(out, x + 14, 31, "start", chart.series[s].name);
-    x += 24 + 7.0 * static_cast<double>(chart.series[s].name.size());
+    const double width = 24 + 6.5 * static_cast<double>(chart.series[s].name.size());
+    if (x > kLeft && x + width > kRight) {
+      x = kLeft;
+      y += 12;
+    }
+    out << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="9" height="9" fill="{}"/>)", x, y, color(s)) << '\n';
+    text(out, x + 13, y + 8.5, "start", chart.series[s].name);
+    x += width;
   }
 }
 
