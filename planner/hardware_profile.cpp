@@ -56,7 +56,7 @@ Result<NodeSpec> parse_node(const JsonObject& node) {
 
 Result<HardwareProfile> parse_profile_object(const nlohmann::json& document) {
   ZINF_ASSIGN_OR_RETURN(const JsonObject root, JsonObject::wrap(document, "hw"));
-  ZINF_RETURN_IF_ERROR(root.reject_unknown_keys({"schema", "name", "description", "nodes", "node"}));
+  ZINF_RETURN_IF_ERROR(root.reject_unknown_keys({"schema", "name", "description", "nodes", "node", "provenance"}));
   ZINF_ASSIGN_OR_RETURN(const std::string schema, root.string("schema"));
   if (schema != kSchema) {
     return Status::invalid_argument(
@@ -70,6 +70,18 @@ Result<HardwareProfile> parse_profile_object(const nlohmann::json& document) {
   profile.nodes = nodes.value_or(1);
   ZINF_ASSIGN_OR_RETURN(const JsonObject node, root.object("node"));
   ZINF_ASSIGN_OR_RETURN(profile.node, parse_node(node));
+  if (root.has("provenance")) {
+    ZINF_ASSIGN_OR_RETURN(const JsonObject provenance, root.object("provenance"));
+    const nlohmann::json& entries = document.at("provenance");
+    if (entries.size() > 64) {
+      return Status::invalid_argument(
+          fmt::format("hw.provenance: {} entries; at most 64 (one per figure)", entries.size()));
+    }
+    for (const auto& [key, value] : entries.items()) {
+      ZINF_ASSIGN_OR_RETURN(std::string text, provenance.printable_string(key));
+      profile.provenance.emplace_back(key, std::move(text));
+    }
+  }
   ZINF_RETURN_IF_ERROR(validate(profile));
   return profile;
 }
@@ -131,7 +143,7 @@ Status validate(const HardwareProfile& profile) {
 
 nlohmann::json hardware_profile_to_json(const HardwareProfile& profile) {
   const NodeSpec& node = profile.node;
-  return {
+  nlohmann::json out = {
       {"schema", kSchema},
       {"name", profile.name},
       {"description", profile.description},
@@ -154,6 +166,12 @@ nlohmann::json hardware_profile_to_json(const HardwareProfile& profile) {
           {"gpu_to_gpu", node.gpu_link_bandwidth},
           {"network", node.network_bandwidth}}}}},
   };
+  if (!profile.provenance.empty()) {
+    nlohmann::json provenance = nlohmann::json::object();
+    for (const auto& [key, value] : profile.provenance) provenance[key] = value;
+    out["provenance"] = std::move(provenance);
+  }
+  return out;
 }
 
 std::vector<std::string_view> builtin_profile_names() {

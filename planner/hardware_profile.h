@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,11 @@ struct HardwareProfile {
   std::string description;
   std::int64_t nodes = 1;
   NodeSpec node;
+  // Where each figure came from, for measured profiles (`zinf hw probe`): figure path
+  // ("node.gpu.achievable_flops") -> "measured: fp32 matmul peak, median of 5" or "copied from the
+  // base profile cpu-only". Optional in the file ("provenance" object of strings, at most 64); the
+  // planner does not read it.
+  std::vector<std::pair<std::string, std::string>> provenance;
 
   std::int64_t total_gpus() const { return nodes * node.gpus; }
 };

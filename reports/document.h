@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "reports/chart.h"
+
 namespace zinf::reports {
 
 enum class Emphasis {
@@ -47,6 +49,7 @@ struct Section {
   std::vector<std::pair<std::string, Cell>> fields;
   Table table;  // empty when columns is empty
   std::vector<std::string> notes;
+  std::vector<Chart> charts;  // figures (chart.h); drawn as SVG in HTML, as data tables in Markdown/CSV
 };
 
 struct Document {

@@ -1,5 +1,7 @@
 #include "reports/markdown_writer.h"
 
+#include "reports/chart_table.h"
+
 #include <algorithm>
 #include <string>
 #include <string_view>
@@ -132,6 +134,13 @@ void write_markdown(const Document& document, std::ostream& out) {
     if (!section.table.columns.empty()) {
       begin_block();
       write_table(section.table, out);
+    }
+    // A chart becomes its title in italics and its data as a table: the same numbers the HTML draws.
+    for (const Chart& chart : section.charts) {
+      begin_block();
+      out << "*" << escape("Figure: " + chart.title) << "*\n";
+      begin_block();
+      write_table(chart_table(chart), out);
     }
     for (const std::string& note : section.notes) {
       const std::string paragraph = paragraph_source(note);

@@ -14,6 +14,7 @@
 //
 //   A note is one paragraph.
 //
+// Charts become an italic "Figure: <title>" line and their data as a table (chart_table.h).
 // Fields become a bullet list ("- key: value"); tables become pipe tables with an alignment row
 // ("---:" for Align::kRight), padded so the source reads as well as the rendering. kStrong and kBad
 // cells are bold; other emphases have no Markdown form and are written plain. Characters Markdown

@@ -16,6 +16,7 @@
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/process.h"
+#include "apps/zinf/ratio_spread.h"
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/scenario.h"
@@ -258,6 +259,14 @@ Status BenchTrainCommand::run(const Io& io) {
                            {"python", python},
                            {"info", torch_info}};
     out.record["zinf_over_torch"] = *ratio;
+    out.record["zinf_over_torch_spread"] = ratio_with_spread(zinf_side.tokens_per_s, torch_side.tokens_per_s);
+    out.record["spread_rule"] = kSpreadRule;
+  }
+  // One peak probe per run here; a step faster than it means the load changed between them (issue 15).
+  if (zinf_flops > peak.flops_per_s) {
+    out.record["zinf"]["mfu_inconsistent"] =
+        fmt::format("MFU {:.2f} exceeds 1: the steps ran faster than the matmul probe; the machine's load changed",
+                    zinf_flops / peak.flops_per_s);
   }
 
   out.document.title = "zinf bench train";
@@ -284,7 +293,12 @@ Status BenchTrainCommand::run(const Io& io) {
                            {"MFU", reports::Align::kRight}};
   results.table.rows.push_back({"zinf", reports::Cell(fmt::format("{:.0f}", zinf_tps), reports::Emphasis::kStrong),
                                 fmt::format("{:.1f}", zinf_step_ms), fmt::format("{:.3f}", zinf_flops / 1e12),
-                                fmt::format("{:.1f}%", 100.0 * zinf_flops / peak.flops_per_s)});
+                                zinf_flops > peak.flops_per_s
+                                    ? reports::Cell("inconsistent", reports::Emphasis::kBad)
+                                    : reports::Cell(fmt::format("{:.1f}%", 100.0 * zinf_flops / peak.flops_per_s))});
+  if (zinf_flops > peak.flops_per_s) {
+    results.notes.push_back(out.record["zinf"]["mfu_inconsistent"].get<std::string>());
+  }
   if (torch_) {
     const json& t = out.record["torch"];
     results.table.rows.push_back(
@@ -293,9 +307,19 @@ Status BenchTrainCommand::run(const Io& io) {
          fmt::format("{:.1f}", t["step_ms_median"].get<double>()),
          fmt::format("{:.3f}", flops_per_step * t["tokens_per_s_median"].get<double>() / tokens_per_step / 1e12),
          fmt::format("{:.1f}%", 100.0 * t["mfu"].get<double>())});
-    results.fields.emplace_back("zinf / PyTorch",
-                                reports::Cell(fmt::format("{:.2f}x tokens/s", *ratio),
-                                              *ratio >= 1.0 ? reports::Emphasis::kGood : reports::Emphasis::kBad));
+    const json& spread = out.record["zinf_over_torch_spread"];
+    const bool wide = spread["too_wide"].is_boolean() && spread["too_wide"].get<bool>();
+    results.fields.emplace_back(
+        "zinf / PyTorch",
+        reports::Cell(
+            fmt::format("{:.2f}x tokens/s (range {}..{}){}", *ratio,
+                        spread["low"].is_number() ? fmt::format("{:.2f}", spread["low"].get<double>()) : "-",
+                        spread["high"].is_number() ? fmt::format("{:.2f}", spread["high"].get<double>()) : "-",
+                        wide ? ", spread too wide to judge" : ""),
+            wide            ? reports::Emphasis::kWarn
+            : *ratio >= 1.0 ? reports::Emphasis::kGood
+                            : reports::Emphasis::kBad));
+    results.notes.push_back(std::string("Spread rule: ") + std::string(kSpreadRule));
   }
   out.document.sections.push_back(std::move(results));
   out.csv.columns = {{"engine"}, {"tokens_per_s"}, {"step_ms"}, {"flops_per_s"}, {"mfu"}};
@@ -380,7 +404,14 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
   for (const auto& [name, t] : result.ratios.items()) {
     const bool met = t["met"].get<bool>();
     targets.table.rows.push_back(
-        {name, fmt::format("{:.3f}", t["value"].get<double>()), fmt::format("{:.2f}", t["bound"].get<double>()),
+        {name,
+         t.contains("spread") && t["spread"]["low"].is_number()
+             ? reports::Cell(fmt::format("{:.3f} ({:.2f}..{:.2f}){}", t["value"].get<double>(),
+                                         t["spread"]["low"].get<double>(), t["spread"]["high"].get<double>(),
+                                         t["spread"]["too_wide"].get<bool>() ? ", spread too wide to judge" : ""),
+                             t["spread"]["too_wide"].get<bool>() ? reports::Emphasis::kWarn : reports::Emphasis::kNone)
+             : reports::Cell(fmt::format("{:.3f}", t["value"].get<double>())),
+         fmt::format("{:.2f}", t["bound"].get<double>()),
          reports::Cell(met ? "yes" : "no", met ? reports::Emphasis::kGood : reports::Emphasis::kBad),
          t["what"].get<std::string>()});
   }

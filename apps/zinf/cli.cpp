@@ -76,13 +76,17 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
       "  zinf hw list\n"
       "  zinf bench io --path /mnt/nvme0 --path /mnt/nvme1 --size 16GiB --fio\n"
       "  zinf train scenarios/quickstart.json\n"
-      "Exit codes: 0 ok, 1 runtime failure, 2 bad input.");
+      "  zinf report runs/quickstart/record.json --out report.html\n"
+      "  zinf compare base.json new.json --threshold 5%\n"
+      "Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 regression found (compare).");
 
   std::vector<std::unique_ptr<Subcommand>> commands;
   commands.push_back(add_plan_command(app));
   commands.push_back(add_hw_command(app));
   commands.push_back(add_bench_command(app));
   commands.push_back(add_train_command(app));
+  commands.push_back(add_report_command(app));
+  commands.push_back(add_compare_command(app));
 
   try {
     app.parse(argc, argv);
@@ -118,7 +122,7 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
       status = Status::out_of_memory("ran out of host memory");
     }
     if (!status.is_ok()) print_error(io, status.message());
-    return exit_code_for(status);
+    return status.is_ok() ? commands[i]->exit_code_on_success() : exit_code_for(status);
   }
   print_error(io, "no subcommand given (see zinf --help)");
   return kExitBadInput;

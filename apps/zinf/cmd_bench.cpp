@@ -15,11 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "apps/zinf/bench_io_record.h"
+#include "apps/zinf/bench_suite.h"
 #include "apps/zinf/bench_train.h"
 #include "apps/zinf/fio_runner.h"
 #include "apps/zinf/io_bench_runner.h"
 #include "apps/zinf/latency_stats.h"
 #include "apps/zinf/output.h"
+#include "apps/zinf/ratio_spread.h"
 #include "apps/zinf/subcommand.h"
 #include "libengine/core/units.h"
 #include "libengine/io/checksum.h"
@@ -59,12 +62,7 @@ std::string_view fio_rw(IoTest test) {
 }
 
 std::string gbps_text(double gbps) { return fmt::format("{:.2f}", gbps); }
-std::string ms_text(double seconds) {
-  const double ms = seconds * 1e3;
-  return ms >= 100 ? fmt::format("{:.0f}", ms) : ms >= 10 ? fmt::format("{:.1f}", ms) : fmt::format("{:.2f}", ms);
-}
 std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
-std::string runs_text(unsigned runs) { return fmt::format("{} run{}", runs, runs == 1 ? "" : "s"); }
 
 // Everything the command decided and measured, ready to render.
 struct FioTestRun {
@@ -166,9 +164,13 @@ class BenchCommand final : public Subcommand {
         what, "KIND");
     add_output_options(c, output_);
     train_ = add_bench_train_command(*bench);
+    suite_ = add_bench_suite_command(*bench, &suite_app_);
   }
 
-  Status run(const Io& io) override { return io_->parsed() ? run_io(io) : train_->run(io); }
+  Status run(const Io& io) override {
+    if (io_->parsed()) return run_io(io);
+    return suite_app_->parsed() ? suite_->run(io) : train_->run(io);
+  }
 
  private:
   void add(CLI::App& c, const std::string& name, std::string& target, const std::string& help, const std::string& group,
@@ -183,6 +185,8 @@ class BenchCommand final : public Subcommand {
 
   CLI::App* io_ = nullptr;
   std::unique_ptr<Subcommand> train_;
+  std::unique_ptr<Subcommand> suite_;
+  CLI::App* suite_app_ = nullptr;
   std::vector<std::string> paths_;
   std::string size_ = "4GiB";
   std::string tensor_ = "64MiB";
@@ -490,10 +494,15 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
                       {"samples", fio_samples},
                       {"gbps", spread_json(fio->gbps)}};
       if (const std::optional<double> ratio = ratio_of(test, fio)) entry["zinf_over_fio"] = *ratio;
+      std::vector<double> zinf_gbps, fio_gbps;
+      for (const IoSample& s : test.samples) zinf_gbps.push_back(s.gbps);
+      for (const FioMeasurement& m : fio->samples) fio_gbps.push_back(m.bytes_per_second / 1e9);
+      entry["zinf_over_fio_spread"] = ratio_with_spread(zinf_gbps, fio_gbps);
     }
     record["tests"].push_back(std::move(entry));
   }
   record["verified"] = result.verified ? nlohmann::json(*result.verified) : nlohmann::json(nullptr);
+  record["spread_rule"] = kSpreadRule;
   if (run.fio) {
     record["fio"] = {
         {"program", run.fio->program},       {"version", run.fio->version},     {"ioengine", run.fio->ioengine},
@@ -503,146 +512,10 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
     record["fio"] = nullptr;
   }
 
-  // The document for people.
-  out.document.title = "zinf bench io";
-  reports::Section setup{"Setup", {}, {}, {}};
-  setup.fields.emplace_back("store", run.store_description);
-  for (std::size_t i = 0; i < run.paths.size(); ++i) {
-    const io::SwapPathInfo& p = run.paths[i];
-    const std::string mode = p.direct ? fmt::format("O_DIRECT, alignment {} B memory / {} B offset",
-                                                    p.memory_alignment_bytes, p.offset_alignment_bytes)
-                                      : fmt::format("buffered: {}", p.why_buffered);
-    setup.fields.emplace_back(fmt::format("path {}", i + 1),
-                              Cell(fmt::format("{} ({}; swap file {})", p.directory, mode, bytes_text(p.file_bytes)),
-                                   p.direct ? Emphasis::kNone : Emphasis::kWarn));
-  }
-  const std::string tensors = layout.last_tensor_bytes == config.tensor_bytes
-                                  ? fmt::format("{} x {}", layout.tensor_count, bytes_text(config.tensor_bytes))
-                                  : fmt::format("{} x {} + 1 x {}", layout.tensor_count - 1,
-                                                bytes_text(config.tensor_bytes), bytes_text(layout.last_tensor_bytes));
-  setup.fields.emplace_back(
-      "tensors", fmt::format("{} = {} per run; {} in flight ({} of buffers, {} with staging); {} "
-                             "of each test",
-                             tensors, bytes_text(config.size_bytes), layout.window_tensors,
-                             bytes_text(layout.ring_bytes), bytes_text(layout.memory_bytes), runs_text(config.repeat)));
-  if (run.fio) {
-    setup.fields.emplace_back(
-        "fio", fmt::format("{} ({}), {}, --direct={}, --iomem={}, on the store's swap files", run.fio->program,
-                           run.fio->version, run.fio->ioengine, run.fio->direct ? 1 : 0, run.fio->iomem));
-  }
-  for (const std::string& warning : run.warnings) setup.notes.push_back("warning: " + warning);
-  out.document.sections.push_back(std::move(setup));
-
-  reports::Section results{"Results", {}, {}, {}};
-  results.table.columns = {{"test"},
-                           {"GB/s", Align::kRight},
-                           {"min..max", Align::kRight},
-                           {"p50", Align::kRight},
-                           {"p99", Align::kRight},
-                           {"max", Align::kRight},
-                           {"fio GB/s", Align::kRight},
-                           {"zinf/fio", Align::kRight},
-                           {"verified", Align::kRight}};
-  results.table.rows.push_back(
-      {Cell("", Emphasis::kMuted), Cell("1e9 B/s", Emphasis::kMuted), Cell("1e9 B/s", Emphasis::kMuted),
-       Cell("ms", Emphasis::kMuted), Cell("ms", Emphasis::kMuted), Cell("ms", Emphasis::kMuted),
-       Cell("1e9 B/s", Emphasis::kMuted), Cell("ratio", Emphasis::kMuted), Cell("", Emphasis::kMuted)});
-  for (std::size_t t = 0; t < result.tests.size(); ++t) {
-    const IoTestResult& test = result.tests[t];
-    const std::optional<FioTestRun>& fio = run.fio_runs[t];
-    const std::optional<double> ratio = ratio_of(test, fio);
-    Cell ratio_cell("-", Emphasis::kMuted);
-    if (ratio) {
-      const bool judged = !is_random_test(test.test);
-      ratio_cell = Cell(fmt::format("{:.2f}", *ratio), !judged                     ? Emphasis::kNone
-                                                       : *ratio >= kFioTargetRatio ? Emphasis::kGood
-                                                                                   : Emphasis::kWarn);
-    }
-    Cell verified("-", Emphasis::kMuted);
-    if (test.verified) verified = *test.verified ? Cell("yes", Emphasis::kGood) : Cell("NO", Emphasis::kBad);
-    results.table.rows.push_back({Cell(std::string(io_test_name(test.test)), Emphasis::kStrong),
-                                  Cell(gbps_text(test.gbps.median), Emphasis::kStrong),
-                                  fmt::format("{}..{}", gbps_text(test.gbps.min), gbps_text(test.gbps.max)),
-                                  ms_text(test.latency.p50), ms_text(test.latency.p99), ms_text(test.latency.max),
-                                  fio ? Cell(gbps_text(fio->gbps.median)) : Cell("-", Emphasis::kMuted), ratio_cell,
-                                  verified});
-  }
-  results.notes.push_back(fmt::format(
-      "GB/s is 1e9 bytes per second, the median of {} (min..max beside it). Latency is per tensor, from issuing its "
-      "read or write to wait() returning, over every run; with {} tensors in flight it includes queueing.",
-      runs_text(config.repeat), layout.window_tensors));
-  for (const IoTestResult& test : result.tests) {
-    if (!test.samples.empty() && test.samples.front().allocates_extents) {
-      results.notes.push_back(
-          fmt::format("{} run 1 wrote fresh extents (the first write of those blocks); later write runs rewrite them.",
-                      io_test_name(test.test)));
-    }
-  }
-  if (result.prefilled) {
-    results.notes.push_back("The first test reads, so an untimed write pass made the extents before it.");
-  }
-  if (result.untimed_rewrites > 0) {
-    results.notes.push_back(
-        fmt::format("fio's write runs overwrite zinf's extents, so zinf rewrote them (untimed, {} times) "
-                    "before reading them back.",
-                    result.untimed_rewrites));
-  }
-  if (result.verified) {
-    results.notes.push_back(
-        fmt::format("verified: every tensor read back carried the stamps (one per {}) of the last write pass.",
-                    bytes_text(layout.stamp_stride_bytes)));
-  }
-  if (run.fio) {
-    results.notes.push_back(
-        fmt::format("zinf/fio is the ratio of the medians; the target is >= {:.1f} for sequential read and write.",
-                    kFioTargetRatio));
-    for (const std::string& note : run.fio->notes) results.notes.push_back(note);
-  }
-  out.document.sections.push_back(std::move(results));
-
-  const io::SwapStoreStats& s = result.stats;
-  reports::Section counters{"Store counters", {}, {}, {}};
-  counters.fields = {
-      {"bytes written / read", fmt::format("{} / {}", bytes_text(s.bytes_written), bytes_text(s.bytes_read))},
-      {"chunk ops completed", std::to_string(s.ops_completed)},
-      {"short transfers resubmitted",
-       Cell(std::to_string(s.short_resubmits), s.short_resubmits > 0 ? Emphasis::kWarn : Emphasis::kNone)},
-      {"EAGAIN retries",
-       Cell(std::to_string(s.eagain_retries), s.eagain_retries > 0 ? Emphasis::kWarn : Emphasis::kNone)},
-      {"staged chunks", std::to_string(s.staged_ops)},
-      {"staging", fmt::format("{} buffers, {}; peak {} in use", s.staging_buffers, bytes_text(s.staging_bytes),
-                              s.staging_peak_in_use)},
-      {"checksum failures",
-       Cell(std::to_string(s.checksum_failures), s.checksum_failures > 0 ? Emphasis::kBad : Emphasis::kNone)},
-      {"failed tickets",
-       Cell(std::to_string(s.failed_tickets), s.failed_tickets > 0 ? Emphasis::kBad : Emphasis::kNone)},
-      {"swap space used / capacity", fmt::format("{} / {}", bytes_text(s.used_bytes), bytes_text(s.capacity_bytes))},
-  };
-  out.document.sections.push_back(std::move(counters));
-
-  // CSV: one row per test, flattened from the record, base units.
-  out.csv.columns = {{"test"},          {"gbps_median"},   {"gbps_min"},      {"gbps_max"},      {"runs"},
-                     {"latency_p50_s"}, {"latency_p90_s"}, {"latency_p99_s"}, {"latency_max_s"}, {"fio_gbps_median"},
-                     {"zinf_over_fio"}, {"verified"},      {"size_bytes"},    {"tensor_bytes"},  {"block_bytes"},
-                     {"queue_depth"},   {"engine"},        {"checksum"},      {"paths"}};
-  std::string joined_paths;
-  for (const std::string& p : paths_) joined_paths += (joined_paths.empty() ? "" : ";") + p;
-  for (const nlohmann::json& test : record["tests"]) {
-    const auto number = [](const nlohmann::json& value) {
-      return value.is_null() ? std::string() : fmt::format("{}", value.get<double>());
-    };
-    out.csv.rows.push_back(
-        {test["name"].get<std::string>(), number(test["gbps"]["median"]), number(test["gbps"]["min"]),
-         number(test["gbps"]["max"]), std::to_string(test["samples"].size()), number(test["latency_seconds"]["p50"]),
-         number(test["latency_seconds"]["p90"]), number(test["latency_seconds"]["p99"]),
-         number(test["latency_seconds"]["max"]),
-         test["fio"].is_null() ? std::string() : number(test["fio"]["gbps"]["median"]), number(test["zinf_over_fio"]),
-         test["verified"].is_null() ? std::string() : (test["verified"].get<bool>() ? "true" : "false"),
-         std::to_string(config.size_bytes), std::to_string(config.tensor_bytes),
-         std::to_string(store_options.block_bytes), std::to_string(store_options.queue_depth), run.engine_name,
-         std::string(io::checksum_kind_name(store_options.checksum)), joined_paths});
-  }
-  return out;
+  // Everything people see is rendered from the record (bench_io_record.h), as train_record.cpp does.
+  Rendered rendered = render_bench_io_record(record);
+  rendered.record = std::move(out.record);
+  return rendered;
 }
 
 }  // namespace

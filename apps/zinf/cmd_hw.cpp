@@ -1,9 +1,12 @@
 // `zinf hw`: the hardware profiles the planner knows. `list` shows the built-ins; `show NAME|FILE`
-// prints one — as the shipped JSON (a template for writing your own) or as a table.
+// prints one — as the shipped JSON (a template for writing your own) or as a table; `probe`
+// measures this machine (the bench suite) and writes a profile of it (hw_profile_probe.h).
 #include <string>
 
 #include <fmt/format.h>
 
+#include "apps/zinf/bench_suite.h"
+#include "apps/zinf/hw_profile_probe.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/subcommand.h"
 #include "libengine/core/units.h"
@@ -18,7 +21,7 @@ using reports::Cell;
 
 reports::Section profile_section(const planner::HardwareProfile& hw) {
   const planner::NodeSpec& n = hw.node;
-  reports::Section s{hw.name, {}, {}, {}};
+  reports::Section s{hw.name, {}, {}, {}, {}};
   s.fields = {
       {"nodes", std::to_string(hw.nodes)},
       {"GPUs per node", fmt::format("{} x {}", n.gpus, n.gpu.name)},
@@ -48,9 +51,24 @@ class HwCommand final : public Subcommand {
     show_ = hw->add_subcommand("show", "Show a profile; `--format json` prints a template for writing your own");
     show_->add_option("profile", profile_, "Built-in name or JSON file")->required()->type_name("NAME|FILE");
     add_output_options(*show_, show_output_);
+    probe_ = hw->add_subcommand(
+        "probe", "Measure this machine (zinf bench suite) and write a zinf.hardware/1 profile for `zinf plan --hw`");
+    add_suite_flags(*probe_, probe_flags_);
+    probe_->add_option("--base", base_, "Profile to copy what cannot be measured from (default cpu-only)")
+        ->type_name("NAME|FILE");
+    probe_->add_option("--name", probe_name_, "Name of the new profile (default probed-<hostname>)")->type_name("NAME");
+    probe_->add_option("--suite-out", suite_out_, "Also write the bench suite record here")->type_name("FILE");
+    add_output_options(*probe_, probe_output_);
+    probe_->footer(
+        "The profile goes to --out with --format json (e.g. zinf hw probe --format json --out mine.json), the "
+        "table to stdout otherwise.\nExample: zinf hw probe --path /mnt/nvme0 --format json --out mine.json && zinf "
+        "plan --params 1B --hw mine.json");
   }
 
-  Status run(const Io& io) override { return list_->parsed() ? run_list(io) : run_show(io); }
+  Status run(const Io& io) override {
+    if (probe_->parsed()) return run_probe(io);
+    return list_->parsed() ? run_list(io) : run_show(io);
+  }
 
  private:
   Status run_list(const Io& io) const {
@@ -58,7 +76,7 @@ class HwCommand final : public Subcommand {
     Rendered out;
     out.record = reports::make_record_envelope("hardware-list", 1);
     out.record["profiles"] = nlohmann::json::array();
-    reports::Section s{"Built-in hardware profiles", {}, {}, {}};
+    reports::Section s{"Built-in hardware profiles", {}, {}, {}, {}};
     s.table.columns = {{"name"},
                        {"GPUs", Align::kRight},
                        {"GPU"},
@@ -106,8 +124,38 @@ class HwCommand final : public Subcommand {
     return emit(show_output_, out, io);
   }
 
+  Status run_probe(const Io& io) const {
+    ZINF_RETURN_IF_ERROR(parse_format(probe_output_.format).status());
+    ZINF_ASSIGN_OR_RETURN(const SuiteOptions options, parse_suite_options(probe_flags_));
+    Result<planner::HardwareProfile> base = planner::load_hardware_profile(base_);
+    if (!base.is_ok()) return base.status().with_context("--base");
+    if (!probe_output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(probe_output_.out_path, "--out"));
+    if (!suite_out_.empty()) ZINF_RETURN_IF_ERROR(check_output_path(suite_out_, "--suite-out"));
+    ZINF_ASSIGN_OR_RETURN(const nlohmann::json suite, run_bench_suite(options, suite_progress(io)));
+    if (io.err_is_terminal) io.err << '\n';
+    if (!suite_out_.empty())
+      ZINF_RETURN_IF_ERROR(write_output_file(suite_out_, suite.dump(2) + "\n", "--suite-out", io));
+    ZINF_ASSIGN_OR_RETURN(const planner::HardwareProfile hw, profile_from_suite(suite, *base, options, probe_name_));
+    Rendered out;
+    out.record = planner::hardware_profile_to_json(hw);
+    out.document.title = fmt::format("zinf hw probe: {}", hw.name);
+    out.document.sections.push_back(profile_section(hw));
+    reports::Section provenance{"Where each figure came from", {}, {}, {}, {}};
+    for (const auto& [key, value] : hw.provenance) provenance.fields.emplace_back(key, value);
+    out.document.sections.push_back(std::move(provenance));
+    out.csv.columns = {{"field"}, {"value"}};
+    for (const auto& [key, value] : out.document.sections.front().fields) out.csv.rows.push_back({key, value.text});
+    return emit(probe_output_, out, io);
+  }
+
   CLI::App* list_ = nullptr;
   CLI::App* show_ = nullptr;
+  CLI::App* probe_ = nullptr;
+  SuiteFlags probe_flags_;
+  std::string base_ = "cpu-only";
+  std::string probe_name_;
+  std::string suite_out_;
+  OutputOptions probe_output_;
   std::string profile_;
   OutputOptions list_output_;
   OutputOptions show_output_;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/io_bench_runner.h"
+#include "apps/zinf/ratio_spread.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/train/train_session.h"
 
@@ -147,6 +148,8 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
   const double zero0_step = median_of(result.zero0.step_ms);
   json ratios = json::object();
   ratios["offload_tax"] = ratio_json(engine_step / zero0_step, 1.15, true, "engine step / ZeRO-0 step");
+  // Step times of the two sides alternate: the ratio's range and whether its spread can be judged.
+  ratios["offload_tax"]["spread"] = ratio_with_spread(result.engine.step_ms, result.zero0.step_ms);
   if (result.engine.acquires > 0) {
     ratios["prefetch_hit_rate"] =
         ratio_json(static_cast<double>(result.engine.prefetch_hits) / static_cast<double>(result.engine.acquires), 0.95,

@@ -15,6 +15,7 @@
 
 #include "libengine/core/errno_text.h"
 #include "reports/csv_writer.h"
+#include "reports/html_writer.h"
 #include "reports/markdown_writer.h"
 #include "reports/text_writer.h"
 
@@ -30,12 +31,14 @@ void add_output_options(CLI::App& command, OutputOptions& options) {
       ->type_name("FILE");
 }
 
-Result<Format> parse_format(const std::string& text) {
+Result<Format> parse_format(const std::string& text, bool allow_html) {
   if (text == "table") return Format::kTable;
   if (text == "json") return Format::kJson;
   if (text == "csv") return Format::kCsv;
   if (text == "md" || text == "markdown") return Format::kMarkdown;
-  return Status::invalid_argument(fmt::format("--format: '{}' is not one of table, json, csv, md", text));
+  if (allow_html && text == "html") return Format::kHtml;
+  return Status::invalid_argument(
+      fmt::format("--format: '{}' is not one of table, json, csv, md{}", text, allow_html ? ", html" : ""));
 }
 
 namespace {
@@ -199,8 +202,8 @@ Status check_writable_directory(const std::string& dir, std::string_view field) 
   return probe_directory(dir, field, dir);
 }
 
-Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io) {
-  ZINF_ASSIGN_OR_RETURN(const Format format, parse_format(options.format));
+Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io, bool allow_html) {
+  ZINF_ASSIGN_OR_RETURN(const Format format, parse_format(options.format, allow_html));
   const bool to_file = !options.out_path.empty() && options.out_path != "-";
   std::ostringstream text;
   switch (format) {
@@ -217,6 +220,9 @@ Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io
       break;
     case Format::kMarkdown:
       reports::write_markdown(rendered.document, text);
+      break;
+    case Format::kHtml:
+      reports::write_html(rendered.document, text);
       break;
   }
   if (to_file) return write_output_file(options.out_path, text.str(), "--out", io);

@@ -27,7 +27,7 @@
 
 namespace zinf::cli {
 
-enum class Format { kTable, kJson, kCsv, kMarkdown };
+enum class Format { kTable, kJson, kCsv, kMarkdown, kHtml };
 
 struct OutputOptions {
   std::string format = "table";
@@ -37,17 +37,18 @@ struct OutputOptions {
 void add_output_options(CLI::App& command, OutputOptions& options);
 
 struct Rendered {
-  reports::Document document;  // table and md
+  reports::Document document;  // table, md and html
   nlohmann::json record;       // json
   reports::Table csv;          // csv: one flat table in base units
 };
 
-// Validates --format ("--format: 'xml' is not one of table, json, csv, md").
-Result<Format> parse_format(const std::string& text);
+// Validates --format ("--format: 'xml' is not one of table, json, csv, md"); html only where
+// `allow_html` (zinf report and zinf compare).
+Result<Format> parse_format(const std::string& text, bool allow_html = false);
 
 // Writes `rendered` in the chosen format to stdout or --out. An --out path that cannot be created
 // is InvalidArgument naming --out; a failed write is IoError.
-Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io);
+Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io, bool allow_html = false);
 
 // Writes `text` to `path` as the head comment says ("-": io.out). `field` names the setting the path
 // came from in errors ("--out", "--record", "scenario.output.record"): a directory, a path whose

@@ -65,7 +65,7 @@ std::string state_detail(StateKind kind, const spec::StateBytesPerParam& per, DT
 
 Section model_section(const planner::Plan& plan) {
   const spec::ModelShape& shape = plan.input.shape;
-  Section s{"Model", {}, {}, {}};
+  Section s{"Model", {}, {}, {}, {}};
   s.fields.push_back({"source", plan.input.model_source});
   s.fields.push_back({"shape", shape_line(shape)});
   s.fields.push_back(
@@ -84,7 +84,7 @@ Section model_section(const planner::Plan& plan) {
 
 Section states_section(const planner::Plan& plan) {
   const std::int64_t gpus = plan.input.hardware.total_gpus();
-  Section s{"Memory per kind of state", {}, {}, {}};
+  Section s{"Memory per kind of state", {}, {}, {}, {}};
   s.table.columns = {
       {"state"},    {"size"}, {"total", Align::kRight}, {"per GPU", Align::kRight}, {"per node", Align::kRight},
       {"placed on"}};
@@ -110,7 +110,7 @@ Section states_section(const planner::Plan& plan) {
 }
 
 Section tiers_section(const planner::Plan& plan) {
-  Section s{"Memory per tier", {}, {}, {}};
+  Section s{"Memory per tier", {}, {}, {}, {}};
   s.table.columns = {
       {"tier"}, {"unit"}, {"used", Align::kRight}, {"capacity", Align::kRight}, {"used %", Align::kRight}, {"holds"}};
   for (Tier tier : spec::kAllTiers) {
@@ -130,7 +130,7 @@ Section tiers_section(const planner::Plan& plan) {
 }
 
 Section bandwidth_section(const planner::Plan& plan) {
-  Section s{"Bandwidth (ZeRO-Infinity paper, §4)", {}, {}, {}};
+  Section s{"Bandwidth (ZeRO-Infinity paper, §4)", {}, {}, {}, {}};
   s.table.columns = {{"traffic"},
                      {"tier"},
                      {"FLOP/byte", Align::kRight},
@@ -174,7 +174,7 @@ Section bandwidth_section(const planner::Plan& plan) {
 }
 
 Section links_section(const planner::Plan& plan) {
-  Section s{"Per step, per link", {}, {}, {}};
+  Section s{"Per step, per link", {}, {}, {}, {}};
   s.table.columns = {
       {"resource"}, {"unit"}, {"work", Align::kRight}, {"busy", Align::kRight}, {"vs compute", Align::kRight}};
   for (Resource r : planner::kAllResources) {
@@ -194,7 +194,7 @@ Section links_section(const planner::Plan& plan) {
 
 Section prediction_section(const planner::Plan& plan) {
   const planner::Prediction& p = plan.prediction;
-  Section s{"Prediction", {}, {}, {}};
+  Section s{"Prediction", {}, {}, {}, {}};
   s.fields.push_back(
       {"step time", Cell(fmt::format("{} (with full overlap; {} if transfers do not overlap compute)",
                                      format_duration(p.step_seconds), format_duration(p.step_seconds_no_overlap)),
@@ -247,7 +247,7 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
   reports::Document& doc = out.document;
   doc.title = fmt::format("zinf plan: {} parameters on {}", format_count(static_cast<double>(plan.parameters.total)),
                           hardware_line(plan.input.hardware));
-  Section verdict{"Verdict", {}, {}, {}};
+  Section verdict{"Verdict", {}, {}, {}, {}};
   verdict.fields.push_back({"hardware", fmt::format("{}{}", plan.input.hardware.name,
                                                     hardware_defaulted ? " (default; choose with --hw)" : "")});
   verdict.fields.push_back({"strategy", std::string(planner::strategy_title(plan.input.strategy))});
@@ -274,7 +274,7 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
     doc.sections.push_back(links_section(plan));
     doc.sections.push_back(prediction_section(plan));
   } else {
-    Section fixes{"What would make it fit", {}, {}, {}};
+    Section fixes{"What would make it fit", {}, {}, {}, {}};
     if (plan.suggestions.empty()) {
       fixes.notes.push_back(
           "no change among --nodes, --tiling, --micro-batch, --ckpt-interval, --nvme or --cpu-mem "
@@ -287,7 +287,7 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
     }
     doc.sections.push_back(std::move(fixes));
   }
-  if (!plan.notes.empty()) doc.sections.push_back({"Notes", {}, {}, plan.notes});
+  if (!plan.notes.empty()) doc.sections.push_back({"Notes", {}, {}, plan.notes, {}});
   return out;
 }
 
@@ -298,7 +298,7 @@ Rendered render_max_params(const planner::PlanInput& base, const std::vector<pla
 
   reports::Document& doc = out.document;
   doc.title = fmt::format("zinf plan --max-params: largest model per strategy on {}", hardware_line(base.hardware));
-  Section s{"Largest trainable model", {}, {}, {}};
+  Section s{"Largest trainable model", {}, {}, {}, {}};
   s.fields.push_back(
       {"training", fmt::format("seq {}, micro-batch {} per GPU, checkpoint every {} layer(s), tiling {}, {} B/param",
                                base.training.seq, base.training.micro_batch, base.training.ckpt_interval,
@@ -358,7 +358,7 @@ Rendered render_sweep(const std::vector<planner::SweepDimension>& dimensions,
   reports::Document& doc = out.document;
   doc.title = fmt::format("zinf plan sweep: {} = {} plans on {}", dims, points.size(),
                           points.empty() ? std::string("-") : points.front().input.hardware.name);
-  Section s{"Plans", {}, {}, {}};
+  Section s{"Plans", {}, {}, {}, {}};
   s.table.columns = {{"params", Align::kRight},
                      {"layers x hidden"},
                      {"nodes", Align::kRight},

@@ -28,6 +28,8 @@ class Subcommand {
   // Runs after a successful parse. InvalidArgument/NotFound mean bad input (exit 2), anything
   // else a runtime failure (exit 1).
   virtual Status run(const Io& io) = 0;
+  // The exit code after run() succeeded: 0, or kExitRegression when `zinf compare` found one.
+  virtual int exit_code_on_success() const { return 0; }
 };
 
 // One factory per cmd_<name>.cpp. Each adds its subcommand to `app` and returns the object that
@@ -36,5 +38,7 @@ std::unique_ptr<Subcommand> add_plan_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_hw_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_bench_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_train_command(CLI::App& app);
+std::unique_ptr<Subcommand> add_report_command(CLI::App& app);
+std::unique_ptr<Subcommand> add_compare_command(CLI::App& app);
 
 }  // namespace zinf::cli

@@ -56,7 +56,8 @@ json make_train_record(const TrainRun& run) {
   record["compute_peak"] = {{"kind", run.peak.kind},
                             {"matrix_size", run.peak.matrix_size},
                             {"flops_per_s", run.peak.flops_per_s},
-                            {"probe_seconds", run.peak.seconds}};
+                            {"probe_seconds", run.peak.seconds},
+                            {"probes_flops_per_s", run.peak_probes_flops_per_s}};
 
   const std::int64_t warmup = warmup_steps(run.steps.size());
   json steps = json::array();
@@ -115,6 +116,18 @@ json make_train_record(const TrainRun& run) {
   const double flops_per_s = measured ? run.flops_per_step / median_step_s : 0.0;
   summary["flops_per_s"] = measured ? json(flops_per_s) : json(nullptr);
   summary["mfu"] = measured && run.peak.flops_per_s > 0 ? json(flops_per_s / run.peak.flops_per_s) : json(nullptr);
+  json issues = json::array();
+  if (summary["mfu"].is_number() && summary["mfu"].get<double>() > 1.0) {
+    const std::string why = fmt::format(
+        "the measured MFU {:.2f} exceeds 1: the median step ran at {} while the best of {} matmul probes reached {}; "
+        "the machine's load changed between the probes and the steps, so neither figure is the machine's peak",
+        summary["mfu"].get<double>(), format_flops(flops_per_s),
+        std::max<std::size_t>(1, run.peak_probes_flops_per_s.size()), format_flops(run.peak.flops_per_s));
+    summary["mfu_inconsistent"] = why;
+    issues.push_back(why);
+  } else {
+    summary["mfu_inconsistent"] = nullptr;
+  }
   // Final training loss: the mean of the run's last (up to) 10 steps, which smooths batch-to-batch
   // noise. A resumed run counts the steps before it too (the checkpoint carries their losses), so
   // its figure is the uninterrupted run's, not the mean of the few steps this process ran.
@@ -144,6 +157,7 @@ json make_train_record(const TrainRun& run) {
   summary["setup_seconds"] = run.setup_seconds;
   summary["train_seconds"] = run.train_seconds;
   record["summary"] = std::move(summary);
+  record["consistency"] = {{"consistent", issues.empty()}, {"issues", std::move(issues)}};
 
   json states = json::object();
   std::uint64_t state_total = 0;
@@ -233,7 +247,14 @@ Rendered render_train_record(const json& record) {
           step_ms.at("median").get<double>(), step_ms.at("p10").get<double>(), step_ms.at("p90").get<double>(),
           summary.at("forward_ms_median").get<double>(), summary.at("backward_ms_median").get<double>(),
           summary.at("optimizer_ms_median").get<double>(), summary.at("data_ms_median").get<double>()));
-  if (!summary.at("flops_per_s").is_null()) {
+  const json& mfu_issue = summary.value("mfu_inconsistent", json(nullptr));
+  if (mfu_issue.is_string()) {
+    result.fields.emplace_back(
+        "compute",
+        reports::Cell(fmt::format("{}; MFU not reported: {}", format_flops(summary.at("flops_per_s").get<double>()),
+                                  mfu_issue.get<std::string>()),
+                      reports::Emphasis::kBad));
+  } else if (!summary.at("flops_per_s").is_null()) {
     result.fields.emplace_back(
         "compute",
         fmt::format("{}, MFU {:.1f}% of the measured {} {} peak", format_flops(summary.at("flops_per_s").get<double>()),

@@ -36,8 +36,9 @@ struct TrainRun {
   int threads = 0;
   nlohmann::json model_shape;  // the resolved shape (a scenario may give only "params")
   std::uint64_t params = 0;
-  double flops_per_step = 0;  // model FLOPs of one forward+backward
-  train::ComputePeak peak;
+  double flops_per_step = 0;                    // model FLOPs of one forward+backward
+  train::ComputePeak peak;                      // the best of the probes
+  std::vector<double> peak_probes_flops_per_s;  // every probe: before and after the timed steps
   std::vector<train::StepMetrics> steps;
   std::vector<train::EvalMetrics> evals;
   train::TrainOutcome outcome;
@@ -57,6 +58,9 @@ struct TrainRun {
 // Steps of this run counted as warm-up (excluded from medians): the first min(3, max(1, n/10)).
 std::int64_t warmup_steps(std::size_t steps_run);
 
+// summary.mfu is the measured figure; when it exceeds 1 (a step faster than the best matmul probe:
+// the machine's load changed between them) summary.mfu_inconsistent says so, record.consistency
+// lists it, and the summary prints that instead of the number.
 nlohmann::json make_train_record(const TrainRun& run);
 // The table/markdown/csv views of a record made by make_train_record.
 Rendered render_train_record(const nlohmann::json& record);

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/zinf/train_record.h"
 #include "tests/catch.h"
 #include "tests/cli/cli_test_support.h"
 #include "tests/temp_dir.h"
@@ -294,3 +295,44 @@ TEST_CASE("train: a bad zero section or a plan that cannot fit exits 2 naming th
 }
 
 }  // namespace
+
+// Issue 15: a step faster than the best matmul probe (a machine whose load changed) must not be
+// printed as an MFU above 100%; the record says why it is inconsistent.
+TEST_CASE("train record: an MFU above 1 is flagged as inconsistent and not printed as a figure") {
+  zinf::cli::TrainRun run;
+  run.scenario = {{"name", "mfu-check"}};
+  run.scenario_path = "mfu-check.json";
+  run.device_description = "cpu";
+  run.flops_per_step = 2e9;
+  run.peak.kind = "fp32 matmul";
+  run.peak.flops_per_s = 1e9;
+  run.peak_probes_flops_per_s = {0.8e9, 1e9};
+  for (int i = 0; i < 4; ++i) {
+    zinf::train::StepMetrics m;
+    m.step = i;
+    m.loss = 2.0;
+    m.tokens = 100;
+    m.step_seconds = 1.0;  // 2e9 FLOP/s against a 1e9 FLOP/s peak: MFU 2
+    run.steps.push_back(m);
+  }
+  const nlohmann::json record = zinf::cli::make_train_record(run);
+  CHECK(record["summary"]["mfu"].get<double>() == Approx(2.0));
+  REQUIRE(record["summary"]["mfu_inconsistent"].is_string());
+  CHECK(record["summary"]["mfu_inconsistent"].get<std::string>().find("exceeds 1") != std::string::npos);
+  CHECK_FALSE(record["consistency"]["consistent"].get<bool>());
+  CHECK(record["compute_peak"]["probes_flops_per_s"].size() == 2);
+  const zinf::cli::Rendered rendered = zinf::cli::render_train_record(record);
+  std::string compute;
+  for (const auto& section : rendered.document.sections) {
+    for (const auto& [key, value] : section.fields) {
+      if (key == "compute") compute = value.text;
+    }
+  }
+  CHECK(compute.find("MFU not reported") != std::string::npos);
+  CHECK(compute.find("200") == std::string::npos);
+
+  run.peak.flops_per_s = 4e9;  // a consistent run: MFU 0.5, printed
+  const nlohmann::json fine = zinf::cli::make_train_record(run);
+  CHECK(fine["summary"]["mfu_inconsistent"].is_null());
+  CHECK(fine["consistency"]["consistent"].get<bool>());
+}

@@ -1,0 +1,129 @@
+#include "apps/zinf/machine_probes.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/adam.h"
+#include "kernels/matmul.h"
+#include "kernels/threads.h"
+#include "libengine/device/device.h"
+#include "libengine/device/device_factory.h"
+
+namespace zinf::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Runs body(begin, end) over [0, n) split into compute_threads() contiguous parts, one thread each.
+template <typename Body>
+void split(std::size_t n, Body body) {
+  const auto threads = static_cast<std::size_t>(std::max(1, kernels::cpu::compute_threads()));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t) {
+    const std::size_t begin = n * t / threads, end = n * (t + 1) / threads;
+    pool.emplace_back([&body, begin, end] { body(begin, end); });
+  }
+  for (std::thread& th : pool) th.join();
+}
+
+}  // namespace
+
+struct MachineProbes::Buffers {
+  std::vector<float> a, b, c;              // triad / memcpy
+  std::vector<float> p, g, m, v;           // Adam
+  std::vector<float> ma, mb, mc;           // sgemm baseline
+  std::unique_ptr<device::Device> device;  // CPU device for zinf's matmul
+  std::vector<device::OwnedTensor> tensors;
+};
+
+MachineProbes::MachineProbes() = default;
+MachineProbes::~MachineProbes() = default;
+
+Result<ProbeSample> MachineProbes::memory_bandwidth() {
+  if (!buffers_) buffers_ = std::make_unique<Buffers>();
+  Buffers& buf = *buffers_;
+  if (buf.a.empty()) {
+    buf.a.assign(kStreamElements, 0.0f);
+    buf.b.assign(kStreamElements, 1.0f);
+    buf.c.assign(kStreamElements, 2.0f);
+  }
+  float* a = buf.a.data();
+  const float* b = buf.b.data();
+  const float* c = buf.c.data();
+  const Clock::time_point t0 = Clock::now();
+  split(kStreamElements, [=](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
+  });
+  const double triad_s = seconds_since(t0);
+  const Clock::time_point t1 = Clock::now();
+  split(kStreamElements,
+        [=](std::size_t begin, std::size_t end) { std::memcpy(a + begin, b + begin, (end - begin) * sizeof(float)); });
+  const double copy_s = seconds_since(t1);
+  const double bytes = static_cast<double>(kStreamElements * sizeof(float));
+  return ProbeSample{3.0 * bytes / triad_s / 1e9, 2.0 * bytes / copy_s / 1e9};
+}
+
+Result<ProbeSample> MachineProbes::matmul_fp32() {
+  if (!buffers_) buffers_ = std::make_unique<Buffers>();
+  Buffers& buf = *buffers_;
+  constexpr std::size_t kElements = static_cast<std::size_t>(kMatmulSize) * kMatmulSize;
+  if (buf.ma.empty()) {
+    buf.ma.resize(kElements);
+    buf.mb.resize(kElements);
+    buf.mc.resize(kElements);
+    for (std::size_t i = 0; i < kElements; ++i) {
+      buf.ma[i] = static_cast<float>(i % 13) * 0.01f;
+      buf.mb[i] = static_cast<float>(i % 7) * 0.02f;
+    }
+    ZINF_ASSIGN_OR_RETURN(buf.device, device::make_device(device::DeviceOptions{}));
+    for (const char* what : {"suite matmul a", "suite matmul b", "suite matmul c"}) {
+      ZINF_ASSIGN_OR_RETURN(device::OwnedTensor t,
+                            device::allocate_tensor(*buf.device, DType::kF32, Shape{kMatmulSize, kMatmulSize}, what));
+      buf.device->ops().zero(t.tensor);
+      buf.tensors.push_back(std::move(t));
+    }
+    std::memcpy(buf.tensors[0].tensor.data(), buf.ma.data(), kElements * sizeof(float));
+    std::memcpy(buf.tensors[1].tensor.data(), buf.mb.data(), kElements * sizeof(float));
+  }
+  const double flops = 2.0 * kMatmulSize * static_cast<double>(kMatmulSize) * kMatmulSize;
+  device::Ops& ops = buf.device->ops();
+  ZINF_RETURN_IF_ERROR(buf.device->synchronize());
+  const Clock::time_point t0 = Clock::now();
+  ops.matmul_forward(buf.tensors[2].tensor, 0, buf.tensors[0].tensor, buf.tensors[1].tensor, nullptr);
+  ZINF_RETURN_IF_ERROR(buf.device->synchronize());
+  const double zinf_s = seconds_since(t0);
+  const Clock::time_point t1 = Clock::now();
+  kernels::cpu::matmul_forward(buf.mc.data(), buf.ma.data(), buf.mb.data(), nullptr, kMatmulSize, kMatmulSize,
+                               kMatmulSize);
+  const double blas_s = seconds_since(t1);
+  return ProbeSample{flops / zinf_s / 1e9, flops / blas_s / 1e9};
+}
+
+Result<ProbeSample> MachineProbes::cpu_adam() {
+  if (!buffers_) buffers_ = std::make_unique<Buffers>();
+  Buffers& buf = *buffers_;
+  if (buf.p.empty()) {
+    buf.p.assign(kAdamElements, 0.5f);
+    buf.g.assign(kAdamElements, 0.01f);
+    buf.m.assign(kAdamElements, 0.0f);
+    buf.v.assign(kAdamElements, 0.0f);
+  }
+  kernels::AdamHyper hyper;
+  kernels::AdamSlice slice;
+  slice.param = buf.p.data();
+  slice.exp_avg = buf.m.data();
+  slice.exp_avg_sq = buf.v.data();
+  slice.n = kAdamElements;
+  const Clock::time_point t0 = Clock::now();
+  kernels::cpu::adam_step(hyper, slice, buf.g.data());
+  const double adam_s = seconds_since(t0);
+  ZINF_ASSIGN_OR_RETURN(const ProbeSample memory, memory_bandwidth());
+  // Adam reads param, grad, m, v and writes param, m, v: 7 fp32 per element.
+  return ProbeSample{7.0 * 4.0 * static_cast<double>(kAdamElements) / adam_s / 1e9, memory.zinf};
+}
+
+}  // namespace zinf::cli

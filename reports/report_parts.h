@@ -1,0 +1,54 @@
+// Internal to reports/: the pieces the per-kind report builders (train_report.cpp,
+// bench_report.cpp, plan_report.cpp, record_report.cpp) share. Not installed API.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/document.h"
+#include "reports/record_fields.h"
+
+namespace zinf::reports::detail {
+
+// The record section: schema, created_at, generator version/SHA, host.
+Section envelope_section(const nlohmann::json& record, const std::string& heading);
+
+// "Other fields": every scalar leaf of `record` outside `used` top-level keys (and the envelope).
+// Empty (no fields) when there is nothing left.
+Section other_fields_section(const nlohmann::json& record, const std::vector<std::string>& used,
+                             const std::string& heading);
+
+// A table of an array of objects: one column per key (first-seen order, at most 12), one row per
+// element, values via value_text; numeric columns right-aligned.
+Table objects_table(const nlohmann::json& array);
+
+// Section "<heading> — <title>" helper.
+Section titled(const std::string& heading, std::string_view title);
+
+// Text of an optional number with a formatter, "-" when absent.
+std::string or_dash(const std::optional<double>& value, std::string (*format)(double));
+
+// `bytes` in GiB, for chart axes.
+inline double gib(double bytes) { return bytes / 1073741824.0; }
+
+// Renders ratio spread fields written by the benchmarks ({"low", "high", "too_wide", "rule"}) as
+// "0.93 (0.88..0.97)" with a warning emphasis and suffix when too wide; `ratio` alone when absent.
+Cell ratio_cell(const nlohmann::json& ratio, const nlohmann::json* spread);
+
+// The record's consistency flags ({"consistent": false, "issues": [...]}) as a section of kBad
+// fields; no section when absent or consistent.
+std::optional<Section> consistency_section(const nlohmann::json& record, const std::string& heading);
+
+std::vector<Section> train_sections(const nlohmann::json& record, const std::string& heading);
+std::vector<Section> bench_io_sections(const nlohmann::json& record, const std::string& heading);
+std::vector<Section> bench_train_sections(const nlohmann::json& record, const std::string& heading);
+std::vector<Section> bench_suite_sections(const nlohmann::json& record, const std::string& heading);
+std::vector<Section> plan_sections(const nlohmann::json& record, const std::string& heading);
+std::vector<Section> plan_sweep_sections(const nlohmann::json& record, const std::string& heading);
+std::vector<Section> generic_sections(const nlohmann::json& record, const std::string& heading);
+
+}  // namespace zinf::reports::detail

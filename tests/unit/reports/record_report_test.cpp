@@ -1,0 +1,192 @@
+// Report of records against hand-made fixtures (tests/fixtures/reports/README.md gives the figures)
+// and every record kind the project writes (fixtures made by running the commands).
+#include "reports/record_report.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "reports/csv_writer.h"
+#include "reports/html_writer.h"
+#include "reports/markdown_writer.h"
+#include "tests/catch.h"
+#include "tests/unit/reports/fixture.h"
+
+namespace zinf::reports {
+namespace {
+
+using nlohmann::json;
+
+using test::fixture;
+
+const Section* find_section(const Document& doc, const std::string& title_end) {
+  for (const Section& s : doc.sections) {
+    if (s.title.size() >= title_end.size() &&
+        s.title.compare(s.title.size() - title_end.size(), title_end.size(), title_end) == 0) {
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+const Chart* find_chart(const Section& s, const std::string& title) {
+  for (const Chart& c : s.charts) {
+    if (c.title == title) return &c;
+  }
+  return nullptr;
+}
+
+std::string field(const Section& s, const std::string& key) {
+  for (const auto& [k, v] : s.fields) {
+    if (k == key) return v.text;
+  }
+  return "(missing)";
+}
+
+TEST_CASE("train report: loss with held-out points and the entropy floor", "[report]") {
+  const Document doc = report_of_records({{"small-train.json", fixture("small-train.json")}});
+  const Section* loss = find_section(doc, "Loss");
+  REQUIRE(loss != nullptr);
+  const Chart* chart = find_chart(*loss, "Loss per step");
+  REQUIRE(chart != nullptr);
+  REQUIRE(chart->series.size() == 2);
+  CHECK(chart->series[0].x == std::vector<double>{0, 1, 2});
+  CHECK(chart->series[0].y == std::vector<double>{3.0, 2.5, 2.0});
+  CHECK(chart->series[1].points_only);
+  CHECK(chart->series[1].x == std::vector<double>{2});
+  CHECK(chart->series[1].y == std::vector<double>{2.25});
+  REQUIRE(chart->references.size() == 1);
+  CHECK(chart->references[0].y == 1.25);
+  CHECK(field(*loss, "final loss") == "2.5000 nats/token");
+  CHECK(field(*loss, "loss above the floor") == "+80.0%");
+}
+
+TEST_CASE("train report: step time, phases, memory against budget, links", "[report]") {
+  const Document doc = report_of_records({{"small-train.json", fixture("small-train.json")}});
+  const Section* time = find_section(doc, "Step time");
+  REQUIRE(time != nullptr);
+  const Chart* steps = find_chart(*time, "Step time per step (warm-up steps apart)");
+  REQUIRE(steps != nullptr);
+  CHECK(steps->series[0].y == std::vector<double>{30.0, 32.0});  // measured
+  CHECK(steps->series[1].y == std::vector<double>{40.0});        // warm-up
+  CHECK(steps->series[2].name == "stall");
+  CHECK(steps->series[2].y == std::vector<double>{0.0, 2.0, 1.0});
+  const Chart* phases = find_chart(*time, "Phase breakdown per step");
+  REQUIRE(phases != nullptr);
+  CHECK(phases->kind == ChartKind::kStackedBar);
+  CHECK(phases->categories == std::vector<std::string>{"0", "1", "2"});
+  std::vector<std::string> names;
+  for (const Series& s : phases->series) names.push_back(s.name);
+  CHECK(names == std::vector<std::string>{"data", "forward", "backward", "optimizer"});
+  CHECK(phases->series[2].y == std::vector<double>{20.0, 16.0, 17.0});
+  CHECK(field(*time, "median") == "31.00 ms");
+
+  const Section* memory = find_section(doc, "Memory per tier");
+  REQUIRE(memory != nullptr);
+  const Chart* tiers = find_chart(*memory, "Peak memory per tier against its budget");
+  REQUIRE(tiers != nullptr);
+  CHECK(tiers->categories == std::vector<std::string>{"device", "host"});
+  CHECK(tiers->series[0].y == std::vector<double>{2.0, 0.5});  // GiB
+  CHECK(tiers->series[1].y[0] == 4.0);
+  CHECK(std::isnan(tiers->series[1].y[1]));  // no host budget
+
+  const Section* links = find_section(doc, "Links: bytes and GB/s");
+  REQUIRE(links != nullptr);
+  const Chart* gbps = find_chart(*links, "Achieved GB/s per link");
+  REQUIRE(gbps != nullptr);
+  CHECK(gbps->categories == std::vector<std::string>{"host_to_device", "nvme_read"});
+  CHECK(gbps->series[0].y == std::vector<double>{10.0, 2.5});
+}
+
+TEST_CASE("a field no renderer knows still appears", "[report]") {
+  const Document doc = report_of_records({{"small-train.json", fixture("small-train.json")}});
+  const Section* other = find_section(doc, "Other fields");
+  REQUIRE(other != nullptr);
+  bool found = false;
+  for (const auto& row : other->table.rows)
+    found = found || (row[0].text == "summary.brand_new_figure" && row[1].text == "42");
+  CHECK(found);
+}
+
+TEST_CASE("bench io report: zinf next to fio with the ratio's range and the too-wide flag", "[report]") {
+  const Document doc = report_of_records({{"small-bench-io.json", fixture("small-bench-io.json")}});
+  const Section* s = find_section(doc, "zinf next to fio");
+  REQUIRE(s != nullptr);
+  REQUIRE(s->table.rows.size() == 2);
+  CHECK(s->table.rows[0][1].text == "3 (2.9..3.1)");
+  CHECK(s->table.rows[0][2].text == "3.2 (3.1..3.3)");
+  CHECK(s->table.rows[0][3].text == "0.94 (0.88..1.00)");
+  CHECK(s->table.rows[1][3].text == "0.80 (0.38..1.08), spread too wide to judge");
+  CHECK(s->table.rows[1][3].emphasis == Emphasis::kWarn);
+  REQUIRE(s->charts.size() == 1);
+  CHECK(s->charts[0].series[0].y == std::vector<double>{3.0, 2.0});
+  CHECK(s->charts[0].series[3].y == std::vector<double>{3.2, 2.5});
+}
+
+TEST_CASE("an unknown record kind renders its arrays as a table and a chart", "[report]") {
+  const Document doc = report_of_records({{"unknown-kind.json", fixture("unknown-kind.json")}});
+  const Section* s = find_section(doc, "results");
+  REQUIRE(s != nullptr);
+  CHECK(s->table.columns.size() == 3);
+  CHECK(s->table.rows.size() == 3);
+  CHECK(s->table.rows[1][0].text == "8.25");  // columns in key order: busbw_gbps, bytes, time_us
+  REQUIRE(s->charts.size() == 1);
+  const Section* other = find_section(doc, "Other fields");
+  REQUIRE(other != nullptr);
+  CHECK(other->table.rows.size() == 2);  // collective, ranks
+}
+
+TEST_CASE("every record kind the project writes renders to HTML, Markdown and CSV with its charts", "[report]") {
+  struct Expect {
+    const char* file;
+    std::size_t min_charts;
+  };
+  // train: loss, step time, phases, memory, link bytes, link GB/s; bench io: 1; bench train: 1;
+  // plan: one per tier that holds states (7B on dgx-h100: the GPU) + resources; sweep: two curves + the feasible
+  // region.
+  const Expect kinds[] = {{"train.json", 6}, {"bench-io.json", 1},   {"bench-train.json", 1},
+                          {"plan.json", 2},  {"plan-sweep.json", 3}, {"max-params.json", 1}};
+  for (const Expect& e : kinds) {
+    INFO(e.file);
+    const Document doc = report_of_records({{e.file, fixture(e.file)}});
+    std::size_t charts = 0;
+    for (const Section& s : doc.sections) charts += s.charts.size();
+    CHECK(charts >= e.min_charts);
+    std::ostringstream html, md, csv;
+    write_html(doc, html);
+    write_markdown(doc, md);
+    write_csv(document_csv(doc), csv);
+    if (e.min_charts > 0) CHECK(html.str().find("<svg") != std::string::npos);
+    CHECK(html.str().find("http:") == std::string::npos);
+    CHECK(html.str().find("<script") == std::string::npos);
+    if (e.min_charts > 0) CHECK(md.str().find("*Figure: ") != std::string::npos);
+    CHECK(csv.str().rfind("section,item,row,column,value\n", 0) == 0);
+  }
+}
+
+TEST_CASE("several train records: a side-by-side table and a scaling chart", "[report]") {
+  json bigger = fixture("small-train.json");
+  bigger["model"]["params"] = 4000;
+  bigger["summary"]["tokens_per_s"] = 2000.0;
+  const Document doc = report_of_records({{"a.json", fixture("small-train.json")}, {"b.json", bigger}});
+  REQUIRE(!doc.sections.empty());
+  const Section& side = doc.sections.front();
+  CHECK(side.title == "Train runs side by side");
+  CHECK(side.table.columns.size() == 3);
+  CHECK(side.table.rows[0][0].text == "parameters");
+  CHECK(side.table.rows[0][2].text == "4000");
+  REQUIRE(side.charts.size() == 1);  // no ranks field in these records: model size only
+  CHECK(side.charts[0].series[0].x == std::vector<double>{1000, 4000});
+  CHECK(side.charts[0].series[0].y == std::vector<double>{8258.0645, 2000.0});
+}
+
+TEST_CASE("document CSV carries fields, table cells and chart points", "[report]") {
+  const Document doc = report_of_records({{"small-bench-io.json", fixture("small-bench-io.json")}});
+  std::ostringstream csv;
+  write_csv(document_csv(doc), csv);
+  CHECK(csv.str().find("figure: GB/s per test: zinf next to fio (median),seq-read,zinf,3\n") != std::string::npos);
+  CHECK(csv.str().find(",table,seq-write,zinf/fio (range),") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace zinf::reports
