@@ -60,7 +60,7 @@ TEST_CASE("every published DeepSpeed fixture plans with the placement it asks fo
   }
 }
 
-TEST_CASE("--ds-config resolves auto from the model and the flags and shows it") {
+TEST_CASE("plan --ds-config resolves auto from the model and the flags and shows it") {
   // hidden 4096 (--layers/--hidden/--heads), --micro-batch 2, --precision bf16, 8 GPUs.
   const nlohmann::json record =
       plan_json({"--layers", "32", "--hidden", "4096", "--heads", "32", "--hw", "dgx-h100", "--micro-batch", "2",
@@ -119,7 +119,7 @@ TEST_CASE("bad DeepSpeed configs: exit 2, one line naming the key") {
                     "ds_config.train_micro_batch_size_per_gpu: 4 but the --micro-batch is 3");
 }
 
-TEST_CASE("--emit-ds-config read back with --ds-config gives the same plan") {
+TEST_CASE("plan --emit-ds-config read back with --ds-config gives the same plan") {
   TempDir dir;
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--params", "1T", "--hw", "dgx2-v100"},
