@@ -63,6 +63,22 @@ std::string clipped(std::string text, std::size_t max_chars = 200) {
   return text;
 }
 
+// A key as error messages name it: clipped, with control characters written as \uXXXX, so that a
+// key holding a newline cannot split the one-line error it appears in (found by the
+// deepspeed_config fuzz target).
+std::string key_name(const std::string& key) {
+  std::string out;
+  for (const char c : clipped(key, 40)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\u{:04x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // Builds the document like nlohmann's own DOM parser, but refuses what that parser accepts and zinf
 // must not: nesting deeper than kMaxJsonDepth (printing or destroying such a value recurses once per
 // level) and a key given twice in one object (nlohmann keeps the last silently). Errors are kept,
@@ -102,7 +118,7 @@ class BoundedDomBuilder {
       std::string path = container_path();
       if (!stack_.empty() && stack_.back().value->is_object()) {
         if (!path.empty()) path += '.';
-        path += clipped(pending_key_, 40);
+        path += key_name(pending_key_);
       } else if (!stack_.empty()) {
         path += fmt::format("[{}]", stack_.back().value->size());
       }
@@ -157,7 +173,7 @@ class BoundedDomBuilder {
       parent.push_back(std::move(value));
       return &parent.back();
     }
-    name = clipped(pending_key_, 40);
+    name = key_name(pending_key_);
     json& slot = parent[pending_key_];
     slot = std::move(value);
     return &slot;

@@ -134,6 +134,9 @@ def deepspeed_config():
                               "stage3_param_persistence_threshold": "auto"},
         "activation_checkpointing": {"partition_activations": True, "cpu_checkpointing": True,
                                      "number_checkpoints": 4}}))
+    # Found by this target: a duplicate key under a key holding a newline split the one-line error.
+    write("deepspeed_config", "repro-newline-key-duplicate.json",
+          '{"activation_ch6ckpo\\nting": {"cpu_checkpointing": true, "cpu_checkpointing": true}}')
     write("deepspeed_config", "stage0-cpu-checkpointing.json", json.dumps({
         "activation_checkpointing": {"partition_activations": True, "cpu_checkpointing": True}}))
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "libengine/spec/json_input.h"
+#include "libengine/spec/scenario.h"
 #include "tests/catch.h"
 
 namespace zinf::spec {
@@ -212,6 +213,44 @@ TEST_CASE("the engine's zero section from a config: tiers, paths once, budgets i
   CHECK(cpu->max_live_bytes == 4'000'000'000);  // 1e9 elements x 4 B (fp32)
   CHECK(cpu->prefetch_bytes == 0);              // no NVMe parameters, no NVMe staging
   CHECK(cpu->persistence_threshold == 100'000);
+}
+
+TEST_CASE("a scenario's deepspeed field builds its zero section and fills what the scenario leaves out") {
+  nlohmann::json doc = nlohmann::json::parse(
+      R"({"model": {"layers": 2, "hidden": 64, "heads": 2, "vocab": 128, "max_positions": 32}, "seq": 32,
+          "steps": 4, "batch": 2})");
+  doc["deepspeed"] = kDir + "hf_docs_zero3_nvme.json";
+  const Result<Scenario> s = parse_scenario(doc, "ds.json", ShapeResolver{});
+  INFO(s.status().message());
+  REQUIRE(s.is_ok());
+  CHECK(s->zero.stage == 3);
+  CHECK(s->zero.params == Tier::kNvme);
+  CHECK(s->zero.optimizer == Tier::kNvme);
+  CHECK(s->zero.grads == Tier::kCpu);
+  CHECK(s->zero.nvme_paths == std::vector<std::string>{"/local_nvme"});
+  CHECK(s->zero.persistence_threshold == 640);  // auto: 10 x hidden 64
+  // fp32 (the config is silent, so is the scenario): 4 B per element, capped at the whole model.
+  const std::uint64_t model_bytes = count_parameters(s->shape).total * 4;
+  CHECK(s->zero.max_live_bytes == model_bytes);
+  CHECK(s->zero.prefetch_bytes == model_bytes);
+  CHECK(s->batch == 2);  // auto micro-batch: the scenario's
+  REQUIRE(s->warnings.size() == 1);
+  CHECK(s->warnings[0].find("ds_config.zero_optimization.overlap_comm") != std::string::npos);
+
+  nlohmann::json both = doc;
+  both["zero"] = {{"stage", 3}};
+  CHECK(parse_scenario(both, "ds.json", ShapeResolver{}).status().message() ==
+        "scenario.deepspeed: the DeepSpeed config sets the engine; drop scenario.zero or the deepspeed field");
+  nlohmann::json missing = doc;
+  missing["deepspeed"] = "/nonexistent/ds_config.json";
+  CHECK(parse_scenario(missing, "ds.json", ShapeResolver{}).status().message().find("scenario.deepspeed: ") == 0);
+  nlohmann::json clash = doc;
+  clash["batch"] = 3;
+  clash["deepspeed"] = kDir + "dsexamples_gptj_6b_zero2.json";
+  CHECK(parse_scenario(clash, "ds.json", ShapeResolver{})
+            .status()
+            .message()
+            .find("ds_config.train_micro_batch_size_per_gpu: 4 but the scenario.batch is 3") != std::string::npos);
 }
 
 }  // namespace

@@ -103,6 +103,11 @@ TEST_CASE("duplicate keys are refused, naming the key and the object") {
   CHECK(parse_json_text(R"({"node": {"gpu": {"name": "a", "name": "b"}}})", "x.json").status().message() ==
         R"(x.json: key "name" appears twice in one object (in node.gpu); each key may appear once)");
   CHECK(parse_json_text(R"([{"a": 1}, {"a": 2}])", "x.json").is_ok());  // same key in two objects is fine
+  // Found by the deepspeed_config fuzz target: a key holding a newline split the one-line error.
+  CHECK(parse_json_text(R"({"ac\nb": {"x": 1, "x": 2}})", "x.json").status().message() ==
+        R"(x.json: key "x" appears twice in one object (in ac\u000ab); each key may appear once)");
+  CHECK(parse_json_text(R"({"a\tb": 1e999})", "x.json").status().message().find(R"(a\u0009b: number 1e999)") !=
+        std::string::npos);
 }
 
 // Issue 15, defects 6 and 11: /dev/zero and /dev/urandom were read until memory ran out, and a
