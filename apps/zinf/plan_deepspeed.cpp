@@ -66,7 +66,8 @@ void add_deepspeed_view(const std::string& path, const spec::ResolvedDeepSpeed& 
   out.record["deepspeed"] = std::move(record);
 
   const spec::DeepSpeedConfig& c = resolved.config;
-  Section section{fmt::format("DeepSpeed config ({})", path), {}, {}, {}};
+  Section section;
+  section.title = fmt::format("DeepSpeed config ({})", path);
   section.fields.push_back({"ZeRO stage", std::to_string(c.stage)});
   section.fields.push_back(
       {"offload", fmt::format("parameters: {}, optimizer: {}, gradients: {}, activation checkpoints: {}",
