@@ -72,6 +72,8 @@ def check_html(zinf, fixtures, out):
         assert parser.svgs >= charts, f"{name}: {parser.svgs} charts, expected >= {charts}"
         assert parser.scripts == 0 and "http:" not in text and "https:" not in text, f"{name}: external reference"
         assert not re.search(r"(src|href)=", text), f"{name}: a src/href attribute"
+        if name not in ("train.json", "bench-io.json", "unknown-kind.json"):
+            continue  # md and csv of every kind: reports_test; through the binary: three kinds
         md = run([zinf, "report", src, "--format", "md"]).stdout
         assert md.count("*Figure: ") >= charts, f"{name}: markdown figures"
         csv = run([zinf, "report", src, "--format", "csv"]).stdout
