@@ -123,6 +123,7 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
       // Under mpirun a failed rank must not wait in MPI_Finalize for peers that wait for it.
       comm::end_job_with_failure(exit_code_for(status));
     }
+    if (status.is_ok()) return commands[i]->delegated_exit_code().value_or(kExitOk);
     return exit_code_for(status);
   }
   print_error(io, "no subcommand given (see zinf --help)");

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/zinf/bench_comm.h"
 #include "apps/zinf/bench_train.h"
 #include "apps/zinf/fio_runner.h"
 #include "apps/zinf/io_bench_runner.h"
@@ -166,9 +167,17 @@ class BenchCommand final : public Subcommand {
         what, "KIND");
     add_output_options(c, output_);
     train_ = add_bench_train_command(*bench);
+    comm_ = add_bench_comm_command(*bench);
+    comm_app_ = bench->get_subcommand("comm");
   }
 
-  Status run(const Io& io) override { return io_->parsed() ? run_io(io) : train_->run(io); }
+  Status run(const Io& io) override {
+    if (io_->parsed()) return run_io(io);
+    return comm_parsed() ? comm_->run(io) : train_->run(io);
+  }
+  std::optional<int> delegated_exit_code() const override {
+    return comm_parsed() ? comm_->delegated_exit_code() : std::nullopt;
+  }
 
  private:
   void add(CLI::App& c, const std::string& name, std::string& target, const std::string& help, const std::string& group,
@@ -182,7 +191,11 @@ class BenchCommand final : public Subcommand {
   Rendered render(const BenchIoRun& run, const io::SwapStoreOptions& store_options, const IoBenchConfig& config) const;
 
   CLI::App* io_ = nullptr;
+  CLI::App* comm_app_ = nullptr;
+  bool comm_parsed() const { return comm_app_ != nullptr && comm_app_->parsed(); }
+
   std::unique_ptr<Subcommand> train_;
+  std::unique_ptr<Subcommand> comm_;
   std::vector<std::string> paths_;
   std::string size_ = "4GiB";
   std::string tensor_ = "64MiB";

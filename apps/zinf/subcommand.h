@@ -5,6 +5,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,9 @@ class Subcommand {
   // Runs after a successful parse. InvalidArgument/NotFound mean bad input (exit 2), anything
   // else a runtime failure (exit 1).
   virtual Status run(const Io& io) = 0;
+  // When run() handed the work to child processes (--ranks: mpirun and its ranks) and returned ok:
+  // their exit status, their errors already printed. nullopt otherwise.
+  virtual std::optional<int> delegated_exit_code() const { return std::nullopt; }
 };
 
 // One factory per cmd_<name>.cpp. Each adds its subcommand to `app` and returns the object that
