@@ -374,6 +374,10 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(device::Device& devi
         "comm: the MPI communicator takes host buffers, but the device is {}; device buffers go through NCCL",
         device.describe()));
   }
+  return make_mpi_host_communicator(options);
+}
+
+Result<std::unique_ptr<Communicator>> make_mpi_host_communicator(const CommOptions& options) {
   ZINF_ASSIGN_OR_RETURN(MpiRuntime * runtime, MpiRuntime::acquire());
   auto communicator = std::make_unique<MpiCommunicator>(*runtime, options);
   ZINF_RETURN_IF_ERROR(communicator->init());
