@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/exit_codes.h"
+#include "libengine/comm/communicator_factory.h"
 #include "libengine/core/build_info.h"
 
 namespace zinf::cli {
@@ -121,8 +122,13 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
     } catch (const std::bad_alloc&) {
       status = Status::out_of_memory("ran out of host memory");
     }
-    if (!status.is_ok()) print_error(io, status.message());
-    return status.is_ok() ? commands[i]->exit_code_on_success() : exit_code_for(status);
+    if (!status.is_ok()) {
+      print_error(io, status.message());
+      // Under mpirun a failed rank must not wait in MPI_Finalize for peers that wait for it.
+      comm::end_job_with_failure(exit_code_for(status));
+      return exit_code_for(status);
+    }
+    return commands[i]->delegated_exit_code().value_or(commands[i]->exit_code_on_success());
   }
   print_error(io, "no subcommand given (see zinf --help)");
   return kExitBadInput;

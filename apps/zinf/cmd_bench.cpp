@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/zinf/bench_comm.h"
 #include "apps/zinf/bench_io_record.h"
 #include "apps/zinf/bench_suite.h"
 #include "apps/zinf/bench_train.h"
@@ -165,11 +166,17 @@ class BenchCommand final : public Subcommand {
     add_output_options(c, output_);
     train_ = add_bench_train_command(*bench);
     suite_ = add_bench_suite_command(*bench, &suite_app_);
+    comm_ = add_bench_comm_command(*bench);
+    comm_app_ = bench->get_subcommand("comm");
   }
 
   Status run(const Io& io) override {
     if (io_->parsed()) return run_io(io);
-    return suite_app_->parsed() ? suite_->run(io) : train_->run(io);
+    if (suite_app_->parsed()) return suite_->run(io);
+    return comm_parsed() ? comm_->run(io) : train_->run(io);
+  }
+  std::optional<int> delegated_exit_code() const override {
+    return comm_parsed() ? comm_->delegated_exit_code() : std::nullopt;
   }
 
  private:
@@ -184,9 +191,13 @@ class BenchCommand final : public Subcommand {
   Rendered render(const BenchIoRun& run, const io::SwapStoreOptions& store_options, const IoBenchConfig& config) const;
 
   CLI::App* io_ = nullptr;
+  CLI::App* comm_app_ = nullptr;
+  bool comm_parsed() const { return comm_app_ != nullptr && comm_app_->parsed(); }
+
   std::unique_ptr<Subcommand> train_;
   std::unique_ptr<Subcommand> suite_;
   CLI::App* suite_app_ = nullptr;
+  std::unique_ptr<Subcommand> comm_;
   std::vector<std::string> paths_;
   std::string size_ = "4GiB";
   std::string tensor_ = "64MiB";

@@ -5,6 +5,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -30,6 +31,9 @@ class Subcommand {
   virtual Status run(const Io& io) = 0;
   // The exit code after run() succeeded: 0, or kExitRegression when `zinf compare` found one.
   virtual int exit_code_on_success() const { return 0; }
+  // When run() handed the work to child processes (--ranks: mpirun and its ranks) and returned ok:
+  // their exit status, their errors already printed. nullopt otherwise.
+  virtual std::optional<int> delegated_exit_code() const { return std::nullopt; }
 };
 
 // One factory per cmd_<name>.cpp. Each adds its subcommand to `app` and returns the object that

@@ -7,6 +7,7 @@
 #include "libengine/comm/local_communicator.h"
 #if ZINF_COMM_WITH_MPI
 #include "libengine/comm/mpi_communicator.h"
+#include "libengine/comm/mpi_runtime.h"
 #endif
 #if ZINF_COMM_WITH_NCCL
 #include "libengine/comm/nccl_communicator.h"
@@ -16,6 +17,14 @@ namespace zinf::comm {
 
 bool mpi_built() { return ZINF_COMM_WITH_MPI != 0; }
 bool nccl_built() { return ZINF_COMM_WITH_NCCL != 0; }
+
+void end_job_with_failure(int exit_code) {
+#if ZINF_COMM_WITH_MPI
+  MpiRuntime::mark_broken_if_running(exit_code);
+#else
+  (void)exit_code;
+#endif
+}
 
 Result<std::unique_ptr<Communicator>> create_communicator(device::Device& device, const CommOptions& options) {
   ZINF_ASSIGN_OR_RETURN(const LaunchInfo launch, launch_info_from_environment());

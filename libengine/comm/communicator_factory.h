@@ -20,6 +20,12 @@ namespace zinf::comm {
 // it) or when it cannot start (MPI/NCCL initialisation).
 Result<std::unique_ptr<Communicator>> create_communicator(device::Device& device, const CommOptions& options);
 
+// The process is about to exit with failure status `exit_code` (> 0): when it runs under MPI, it
+// ends with that status without MPI_Finalize, so that the launcher stops its peers instead of
+// leaving them waiting for it in a collective until their timeout (mpi_runtime.h). Nothing without
+// MPI. Thread-safe.
+void end_job_with_failure(int exit_code);
+
 // Whether this zinf was built with the MPI communicator / the NCCL communicator.
 bool mpi_built();
 bool nccl_built();

@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/convert.h"
+#include "libengine/comm/half_sum.h"
 #include "libengine/comm/mpi_runtime.h"
 #include "libengine/core/check.h"
 #include "libengine/core/units.h"
@@ -33,28 +33,15 @@ constexpr int kAliveToken = 1;  // what a roll-call answer carries; never writte
 // How often a wait looks at this node's peers in /proc and answers roll calls: often enough that a
 // killed peer is reported within a blink, rarely enough to cost nothing next to MPI_Test.
 constexpr auto kPeerCheckPeriod = std::chrono::milliseconds(50);
+// MPI_Test calls before a wait starts yielding the core (a few tens of microseconds).
+constexpr std::uint64_t kSpinPolls = 1000;
 
-// inout[i] = round(float(in[i]) + float(inout[i])): the sum of two 16-bit values in fp32, rounded
-// once, in blocks so the conversions run vectorised.
-void add_half(kernels::HalfFormat format, const void* in, void* inout, int len) {
-  constexpr int kBlock = 512;
-  std::array<float, kBlock> a{};
-  std::array<float, kBlock> b{};
-  const auto* src = static_cast<const std::uint16_t*>(in);
-  auto* dst = static_cast<std::uint16_t*>(inout);
-  for (int begin = 0; begin < len; begin += kBlock) {
-    const auto n = static_cast<std::size_t>(std::min(kBlock, len - begin));
-    kernels::cpu::half_to_f32(format, src + begin, a.data(), n);
-    kernels::cpu::half_to_f32(format, dst + begin, b.data(), n);
-    for (std::size_t i = 0; i < n; ++i) b[i] += a[i];
-    kernels::cpu::f32_to_half(format, b.data(), dst + begin, n);
-  }
-}
+// MPI user operators: the 16-bit sums of half_sum.h.
 extern "C" void zinf_mpi_bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  add_half(kernels::HalfFormat::kBF16, in, inout, *len);
+  half_sum_in_place(DType::kBF16, in, inout, static_cast<std::size_t>(*len));
 }
 extern "C" void zinf_mpi_f16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  add_half(kernels::HalfFormat::kF16, in, inout, *len);
+  half_sum_in_place(DType::kF16, in, inout, static_cast<std::size_t>(*len));
 }
 
 MPI_Datatype mpi_type(DType dtype) { return dtype == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T; }
@@ -255,6 +242,7 @@ class MpiCommunicator final : public Communicator {
     const Clock::time_point start = Clock::now();
     const Clock::time_point deadline = start + options_.timeout;
     Clock::time_point next_check = start + kPeerCheckPeriod;
+    std::uint64_t polls = 0;
     for (;;) {
       int done = 0;
       int rc = MPI_SUCCESS;
@@ -281,7 +269,9 @@ class MpiCommunicator final : public Communicator {
                         format_duration(std::chrono::duration<double>(options_.timeout).count()), silent,
                         local.empty() ? "" : "; " + local)));
       }
-      sched_yield();
+      // Spin first, as MPI's own blocking wait does, then give the core away: a rank waiting
+      // long for a peer that shares its core (more ranks than cores) must let the peer run.
+      if (++polls > kSpinPolls) sched_yield();
     }
   }
 
@@ -384,6 +374,10 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(device::Device& devi
         "comm: the MPI communicator takes host buffers, but the device is {}; device buffers go through NCCL",
         device.describe()));
   }
+  return make_mpi_host_communicator(options);
+}
+
+Result<std::unique_ptr<Communicator>> make_mpi_host_communicator(const CommOptions& options) {
   ZINF_ASSIGN_OR_RETURN(MpiRuntime * runtime, MpiRuntime::acquire());
   auto communicator = std::make_unique<MpiCommunicator>(*runtime, options);
   ZINF_RETURN_IF_ERROR(communicator->init());

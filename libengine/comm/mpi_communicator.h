@@ -31,4 +31,9 @@ namespace zinf::comm {
 // must create them in the same order.
 Result<std::unique_ptr<Communicator>> make_mpi_communicator(device::Device& device, const CommOptions& options);
 
+// The same over MPI_COMM_WORLD for its host-side calls only — barrier() and all_reduce_host() —
+// whatever the device: what the NCCL communicator uses for those (its stream collectives go
+// through NCCL). Its stream collectives take host buffers, as above.
+Result<std::unique_ptr<Communicator>> make_mpi_host_communicator(const CommOptions& options);
+
 }  // namespace zinf::comm

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 
@@ -25,6 +26,9 @@ int g_signal_world = 1;
 int g_signal_peer_count = 0;
 int g_signal_peer_rank[kMaxSignalPeers];
 int g_signal_peer_pid[kMaxSignalPeers];
+// Set once a communicator of this process broke: its own error line says what happened, so the
+// SIGTERM that follows (the launcher stopping the job) adds nothing.
+volatile sig_atomic_t g_signal_quiet = 0;
 
 // Appends the decimal digits of `value` (>= 0) to buf at *len; async-signal-safe.
 void append_int(char* buf, std::size_t cap, std::size_t* len, long value) {
@@ -44,6 +48,7 @@ void append_text(char* buf, std::size_t cap, std::size_t* len, const char* text)
 // exists). One line on stderr naming the gone rank of this node, then exit 1: the launcher would
 // SIGKILL us a second later anyway, and this line is what the user needs to read.
 extern "C" void on_sigterm(int) {
+  if (g_signal_quiet != 0) ::_exit(1);
   char line[512];
   std::size_t len = 0;
   append_text(line, sizeof line, &len, "error: rank ");
@@ -58,12 +63,11 @@ extern "C" void on_sigterm(int) {
     append_int(line, sizeof line, &len, g_signal_peer_rank[i]);
     append_text(line, sizeof line, &len, " (pid ");
     append_int(line, sizeof line, &len, g_signal_peer_pid[i]);
-    append_text(line, sizeof line, &len, " on this node: it died or was killed)");
+    append_text(line, sizeof line, &len, " on this node: it failed or was killed)");
     named = true;
   }
   if (!named) {
-    append_text(line, sizeof line, &len,
-                "no rank of this node is gone, so a rank on another node failed or the job was cancelled");
+    append_text(line, sizeof line, &len, "another rank failed (its error line says why) or the job was cancelled");
   }
   line[len++] = '\n';
   ssize_t ignored = ::write(STDERR_FILENO, line, len);
@@ -191,9 +195,19 @@ std::string MpiRuntime::lost_local_peers(bool include_stopped) const {
 
 namespace {
 std::atomic<bool> g_broken{false};
+std::atomic<int> g_exit_code{1};
 }  // namespace
 
-void MpiRuntime::mark_broken() { g_broken.store(true); }
+void MpiRuntime::mark_broken(int exit_code) {
+  g_exit_code.store(exit_code);
+  g_broken.store(true);
+  g_signal_quiet = 1;
+}
+
+void MpiRuntime::mark_broken_if_running(int exit_code) {
+  std::lock_guard lock(g_acquire_mutex);
+  if (runtime_slot()) runtime_slot()->mark_broken(exit_code);
+}
 
 MpiRuntime::~MpiRuntime() {
   if (!initialised_) return;
@@ -201,7 +215,12 @@ MpiRuntime::~MpiRuntime() {
   MPI_Finalized(&finalized);
   if (finalized != 0) return;
   if (g_broken.load()) {
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    // Not MPI_Abort: with several ranks aborting at once Open MPI 4.1's mpirun can hang while it
+    // aggregates their help messages (seen here 2 runs of 2). A non-zero exit without finalising
+    // makes mpirun stop the job just the same (orte_abort_on_non_zero_status, on by default), and
+    // the peers still waiting get SIGTERM. The process is ending with a failure either way.
+    std::fflush(nullptr);
+    ::_exit(g_exit_code.load());
   } else {
     MPI_Finalize();
   }

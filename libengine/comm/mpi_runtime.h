@@ -2,9 +2,9 @@
 // finalised once per process; the first acquire() initialises it (MPI_Init_thread) and learns the
 // process's place in the job (world and node ranks, the pids of the ranks on this node); it is
 // finalised when the process ends (static destruction after main returns), on success and error
-// paths alike. When a communicator broke (a peer lost or hung, a collective left pending), MPI is
-// ended with MPI_Abort instead: MPI_Finalize would wait for the lost peer forever, and the abort
-// also stops the peers that are still waiting.
+// paths alike. When a communicator broke (a peer lost or hung, a collective left pending) or the
+// process fails (mark_broken()), it exits with its failure status without finalising: MPI_Finalize would wait
+// for the lost peer forever, and the non-zero exit makes the launcher stop the peers still waiting.
 //
 // Thread level: MPI_THREAD_MULTIPLE is requested because the collectives run on a stream's worker
 // thread while barrier() and all_reduce_host() run on the calling thread, each on its own
@@ -51,8 +51,11 @@ class MpiRuntime {
   // runs. Reads /proc. Thread-safe.
   std::string lost_local_peers(bool include_stopped) const;
 
-  // A communicator broke: end MPI with MPI_Abort at process end instead of MPI_Finalize. Thread-safe.
-  void mark_broken();
+  // A communicator broke or the process fails: at process end exit with `exit_code` instead of
+  // calling MPI_Finalize (which would wait for peers that never come). Thread-safe.
+  void mark_broken(int exit_code = 1);
+  // mark_broken() on the runtime when MPI was initialised; nothing otherwise. Thread-safe.
+  static void mark_broken_if_running(int exit_code);
 
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;

@@ -1,0 +1,95 @@
+// The rank spawner (rank_spawner.h): posix_spawn of mpirun with this process's stdio.
+#include "apps/zinf/rank_spawner.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "apps/zinf/process.h"
+#include "libengine/comm/launch_info.h"
+#include "libengine/core/units.h"
+
+extern char** environ;  // NOLINT: POSIX, for posix_spawn
+
+namespace zinf::cli {
+
+Result<int> parse_ranks(std::string_view text) {
+  ZINF_ASSIGN_OR_RETURN(const std::int64_t ranks, parse_positive_int(text, "--ranks", kMaxSpawnRanks));
+  return static_cast<int>(ranks);
+}
+
+std::vector<std::string> args_without_ranks(const CLI::App& command) {
+  std::vector<std::string> path;
+  for (const CLI::App* level = &command; level != nullptr && level->get_parent() != nullptr;
+       level = level->get_parent()) {
+    path.insert(path.begin(), level->get_name());
+  }
+  std::vector<std::string> positionals;
+  for (const CLI::Option* option : command.get_options()) {
+    if (option->count() == 0 || option->get_name() == "--ranks" || option->get_name() == "--help") continue;
+    if (!option->nonpositional()) {
+      for (const std::string& value : option->results()) positionals.push_back(value);
+      continue;
+    }
+    const std::string name = option->get_name();
+    if (option->get_expected_min() == 0) {
+      path.push_back(name);  // a flag
+      continue;
+    }
+    for (const std::string& value : option->results()) {
+      path.push_back(name);
+      path.push_back(value);
+    }
+  }
+  path.insert(path.end(), positionals.begin(), positionals.end());
+  return path;
+}
+
+Result<int> spawn_ranks(int ranks, std::span<const std::string> args) {
+  ZINF_ASSIGN_OR_RETURN(const comm::LaunchInfo launch, comm::launch_info_from_environment());
+  if (launch.under_launcher()) {
+    return Status::invalid_argument(
+        fmt::format("--ranks: this zinf already runs under {} as rank {} of {}; drop --ranks (the launcher "
+                    "decides the ranks)",
+                    launch.launcher, launch.rank, launch.world_size));
+  }
+  const char* path = std::getenv("PATH");
+  Result<std::string> mpirun = find_program("mpirun", path == nullptr ? "" : path);
+  if (!mpirun.is_ok()) {
+    return Status::not_found("--ranks: mpirun is not on PATH; install Open MPI (scripts/install-deps.sh: openmpi-bin)");
+  }
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return Status::io_error(fmt::format("--ranks: cannot find this executable: {}", error.message()));
+
+  std::vector<std::string> argv = {mpirun.value(),        "-q",         "--oversubscribe", "-np",
+                                   std::to_string(ranks), self.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c_argv;
+  for (std::string& arg : argv) c_argv.push_back(arg.data());
+  c_argv.push_back(nullptr);
+  if (::geteuid() == 0) {
+    // mpirun refuses root unless told twice; containers and CI run as root.
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, c_argv[0], nullptr, nullptr, c_argv.data(), environ);
+  if (rc != 0) return Status::io_error(fmt::format("--ranks: cannot start {}: {}", argv[0], std::strerror(rc)));
+  int wait_status = 0;
+  while (::waitpid(pid, &wait_status, 0) < 0) {
+    if (errno != EINTR) return Status::io_error(fmt::format("--ranks: waitpid: {}", std::strerror(errno)));
+  }
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  return 128 + (WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0);
+}
+
+}  // namespace zinf::cli

@@ -1,0 +1,39 @@
+// The rank spawner behind `--ranks N`: re-runs this zinf under Open MPI's mpirun on this machine
+// (`mpirun -q --oversubscribe -np N <this executable> <the same arguments without --ranks>`),
+// with stdout and stderr passed through, and returns mpirun's exit status — so `zinf bench comm
+// --ranks 4` and `zinf train --ranks 4 scenario.json` are `mpirun -np 4 zinf ...` without typing it.
+// -q keeps mpirun's own multi-line banners out: when a rank fails, the ranks' one-line errors are
+// what the user reads (libengine/comm/mpi_runtime.h). As root (CI containers) it sets
+// OMPI_ALLOW_RUN_AS_ROOT and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM, which mpirun otherwise refuses.
+// What it is not: a multi-node launcher; for several machines run mpirun -H or srun yourself.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "libengine/core/status.h"
+
+namespace zinf::cli {
+
+inline constexpr int kMaxSpawnRanks = 1024;
+
+// "--ranks" text to a count 1..kMaxSpawnRanks; InvalidArgument naming --ranks otherwise.
+Result<int> parse_ranks(std::string_view text);
+
+// The arguments that run `command` again as it was parsed, without --ranks: the subcommand path
+// ("bench", "comm"), then every option given, as "--name value" (flags as "--name"), then the
+// positionals. What each rank of the job is started with.
+std::vector<std::string> args_without_ranks(const CLI::App& command);
+
+// Runs `ranks` copies of this executable (/proc/self/exe) with `args` (argv without argv[0] and
+// without --ranks) under mpirun found on PATH, waits, and returns the exit status (128 + signal
+// when mpirun was killed). NotFound when mpirun is missing; InvalidArgument when this process
+// already runs under a launcher (--ranks inside mpirun would nest jobs); IoError when it cannot
+// start.
+Result<int> spawn_ranks(int ranks, std::span<const std::string> args);
+
+}  // namespace zinf::cli
