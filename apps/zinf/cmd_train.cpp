@@ -15,6 +15,7 @@
 
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_flags.h"
+#include "apps/zinf/rank_spawner.h"
 #include "apps/zinf/subcommand.h"
 #include "apps/zinf/train_progress.h"
 #include "apps/zinf/train_record.h"
@@ -96,7 +97,7 @@ class RunObserver final : public train::StepObserver {
 class TrainCommand final : public Subcommand {
  public:
   explicit TrainCommand(CLI::App& app) {
-    CLI::App* cmd =
+    CLI::App* cmd = cmd_ =
         app.add_subcommand("train", "Train a GPT-like model from a scenario file (schema: scenarios/README.md)");
     cmd->add_option("scenario", scenario_path_, "Scenario JSON file, e.g. scenarios/quickstart.json")
         ->required()
@@ -118,6 +119,10 @@ class TrainCommand final : public Subcommand {
             ->type_name("STEP");
     cmd->add_flag("--no-resume", no_resume_, "Start from scratch even when checkpoint.dir holds a checkpoint");
     cmd->add_flag("--quiet", quiet_, "No progress output on stderr");
+    cmd->add_option("--ranks", ranks_text_,
+                    "Start mpirun with N data-parallel ranks on this machine and train there (as `mpirun -np N zinf "
+                    "train ...`)")
+        ->type_name("N");
     comm_timeout_option_ = cmd->add_option("--comm-timeout", comm_timeout_,
                                            "Seconds a rank waits for its peers in a collective before failing "
                                            "(default 300; under mpirun/srun)")
@@ -131,6 +136,7 @@ class TrainCommand final : public Subcommand {
   }
 
   Status run(const Io& io) override;
+  std::optional<int> delegated_exit_code() const override { return delegated_; }
 
  private:
   Status check_outputs(const spec::Scenario& scenario, std::string_view record_field) const;
@@ -144,6 +150,9 @@ class TrainCommand final : public Subcommand {
   CLI::Option* stop_after_option_ = nullptr;
   std::string record_path_;
   std::string comm_timeout_;
+  std::string ranks_text_;
+  std::optional<int> delegated_;
+  CLI::App* cmd_ = nullptr;
   CLI::Option* comm_timeout_option_ = nullptr;
   bool no_resume_ = false;
   bool quiet_ = false;
@@ -181,6 +190,12 @@ Status TrainCommand::run(const Io& io) {
         stop_after, parse_int_in_range(stop_after_, "--stop-after", spec::kStepsRange.min, spec::kStepsRange.max));
   }
   const spec::ShapeResolver resolver = scenario_shape_resolver();
+  if (!ranks_text_.empty()) {
+    // Each rank re-reads and checks everything itself; mpirun's exit status is this command's.
+    ZINF_ASSIGN_OR_RETURN(const int ranks, parse_ranks(ranks_text_));
+    ZINF_ASSIGN_OR_RETURN(delegated_, spawn_ranks(ranks, args_without_ranks(*cmd_)));
+    return Status::ok();
+  }
   ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
   for (const std::string& warning : scenario.warnings) io.err << "warning: " << warning << "\n";
   if (steps) scenario.steps = *steps;

@@ -90,6 +90,12 @@ if CASE in ("stage0", "stage1-nvme", "stage2-cpu", "stage2-device", "stage3-cpu"
         if record["ranks"]["world_size"] != ranks or len(record["ranks"]["per_rank"]) != ranks:
             sys.exit(f"FAIL: the record's ranks section does not hold {ranks} ranks: {record.get('ranks')}")
         compare(one, record, 1e-6, f"{CASE}, {ranks} ranks vs 1")
+    if CASE == "stage3-cpu":
+        # `zinf train --ranks 2` starts mpirun itself: the same run as `mpirun -np 2 zinf train`.
+        spawned = train(path, 1, "--ranks", "2")
+        if losses(spawned) != losses(train(path, 2)):
+            sys.exit("FAIL: zinf train --ranks 2 differs from mpirun -np 2 zinf train")
+        print("--ranks 2: the same losses as mpirun -np 2")
     if os.listdir(swap):
         sys.exit(f"FAIL: swap files left behind: {os.listdir(swap)}")
 elif CASE == "stage3-bf16":
