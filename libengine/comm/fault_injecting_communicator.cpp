@@ -75,12 +75,13 @@ void FaultInjectingCommunicator::broadcast(void* buffer, std::size_t count, DTyp
   stream_call("broadcast", stream, [&] { inner_->broadcast(buffer, count, dtype, root, stream); });
 }
 
-Status FaultInjectingCommunicator::barrier() {
+template <typename Forward>
+Status FaultInjectingCommunicator::host_call(const char* op, Forward&& forward) {
   Status status;
-  switch (next("barrier", status)) {
+  switch (next(op, status)) {
     case Action::kDelayThenForward:
       std::this_thread::sleep_for(fault_.delay);
-      return inner_->barrier();
+      break;
     case Action::kFail:
       return status;
     case Action::kSwallow:
@@ -88,23 +89,15 @@ Status FaultInjectingCommunicator::barrier() {
     case Action::kForward:
       break;
   }
-  return inner_->barrier();
+  return forward();
+}
+
+Status FaultInjectingCommunicator::barrier() {
+  return host_call("barrier", [&] { return inner_->barrier(); });
 }
 
 Status FaultInjectingCommunicator::all_reduce_host(std::span<double> values) {
-  Status status;
-  switch (next("all_reduce_host", status)) {
-    case Action::kDelayThenForward:
-      std::this_thread::sleep_for(fault_.delay);
-      return inner_->all_reduce_host(values);
-    case Action::kFail:
-      return status;
-    case Action::kSwallow:
-      return Status::ok();
-    case Action::kForward:
-      break;
-  }
-  return inner_->all_reduce_host(values);
+  return host_call("all_reduce_host", [&] { return inner_->all_reduce_host(values); });
 }
 
 }  // namespace zinf::comm

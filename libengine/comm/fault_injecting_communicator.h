@@ -57,6 +57,9 @@ class FaultInjectingCommunicator final : public Communicator {
   // Runs a stream collective per `action`: `forward` enqueues the real call.
   template <typename Forward>
   void stream_call(const char* op, device::Stream& stream, Forward&& forward);
+  // Runs a host-side call (barrier, all_reduce_host) per the injected fault: `forward` makes the real call.
+  template <typename Forward>
+  Status host_call(const char* op, Forward&& forward);
 
   std::unique_ptr<Communicator> inner_;
   Fault fault_;
