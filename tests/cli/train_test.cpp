@@ -226,6 +226,11 @@ TEST_CASE("train: bad scenarios and flags fail with one line naming the field an
   check_usage_error(run_zinf({"train", write("ok.json", tiny_scenario()), "--steps", "0"}), "--steps");
   check_usage_error(run_zinf({"train", write("ok2.json", tiny_scenario()), "--format", "xml"}), "--format");
   check_usage_error(run_zinf({"train", write("ok3.json", tiny_scenario()), "--stop-after", "-1"}), "--stop-after");
+  check_usage_error(run_zinf({"train", write("ok5.json", tiny_scenario()), "--comm-timeout", "0"}), "--comm-timeout");
+  check_usage_error(run_zinf({"train", write("ok6.json", tiny_scenario()), "--comm-timeout", "5min"}),
+                    "--comm-timeout");
+  check_usage_error(run_zinf({"train", write("ok7.json", tiny_scenario()), "--ranks", "0"}), "--ranks");
+  check_usage_error(run_zinf({"train", write("ok8.json", tiny_scenario()), "--ranks", "two"}), "--ranks");
   // The tiny scenario warms up for 2 steps of a cosine schedule: --steps 2 leaves nothing to decay over.
   check_usage_error(run_zinf({"train", write("ok4.json", tiny_scenario()), "--steps", "2"}), "scenario.steps");
   json too_wide = tiny_scenario();
