@@ -9,7 +9,8 @@ namespace {
 
 const std::vector<std::string_view> kZeroKeys{"stage",          "params",         "grads",
                                               "optimizer",      "nvme_paths",     "host_memory",
-                                              "prefetch_bytes", "max_live_bytes", "persistence_threshold"};
+                                              "prefetch_bytes", "max_live_bytes", "persistence_threshold",
+                                              "overlap_optimizer"};
 
 std::string_view tier_word(Tier tier) { return tier == Tier::kDevice ? "device" : tier_name(tier); }
 
@@ -135,6 +136,8 @@ Result<ZeroConfig> parse_zero_config(const JsonObject& zero) {
     }
     out.persistence_threshold = value.get<std::int64_t>();
   }
+  ZINF_ASSIGN_OR_RETURN(const std::optional<bool> overlap, zero.optional_bool("overlap_optimizer"));
+  if (overlap) out.overlap_optimizer = *overlap;
   return out;
 }
 
@@ -146,7 +149,8 @@ nlohmann::json to_json(const ZeroConfig& config) {
                      {"host_memory", config.host_memory_bytes},
                      {"prefetch_bytes", config.prefetch_bytes},
                      {"max_live_bytes", config.max_live_bytes},
-                     {"persistence_threshold", config.persistence_threshold}};
+                     {"persistence_threshold", config.persistence_threshold},
+                     {"overlap_optimizer", config.overlap_optimizer}};
   if (!config.nvme_paths.empty()) out["nvme_paths"] = config.nvme_paths;
   return out;
 }

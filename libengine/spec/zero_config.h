@@ -35,6 +35,10 @@ struct ZeroConfig {
   std::uint64_t max_live_bytes = 0;     // device bytes of gathered parameters (and gradients in flight); 0: derived
   std::int64_t persistence_threshold =
       kDefaultPersistenceThreshold;  // params with at most this many elements stay on the device
+  // Optimizer on the CPU or NVMe: step each sub-group (and read its states from NVMe) while the
+  // backward pass is still running, as soon as its gradients are final. Bit-identical either way;
+  // false runs DeepSpeed's order (the whole step after the backward pass).
+  bool overlap_optimizer = true;
   bool operator==(const ZeroConfig&) const = default;
 
   bool partitioned() const { return stage > 0; }
