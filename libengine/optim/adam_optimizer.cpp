@@ -72,14 +72,32 @@ Result<StepPlan> AdamOptimizer::begin_step(double lr, double sum_squares, LossSc
       config_.grad_clip > 0 ? std::min(1.0, config_.grad_clip / (plan.report.grad_norm + kClipEpsilon)) : 1.0;
   ++step_count_;
   plan.apply = true;
-  plan.hyper.lr = lr;
-  plan.hyper.beta1 = config_.beta1;
-  plan.hyper.beta2 = config_.beta2;
-  plan.hyper.eps = config_.eps;
-  plan.hyper.step = step_count_;
-  plan.hyper.decoupled_weight_decay = config_.decoupled;
-  plan.hyper.grad_scale = plan.report.clip_coef / loss_scale;
+  plan.hyper = hyper_for(lr, plan.report.clip_coef / loss_scale);
   return plan;
+}
+
+std::optional<StepPlan> AdamOptimizer::plan_without_norm(double lr, const LossScaler& scaler) const {
+  if (config_.grad_clip > 0 || scaler.dynamic() || !(std::isfinite(lr) && lr >= 0)) return std::nullopt;
+  // begin_step's arithmetic for a finite sum with clip_coef 1.
+  StepPlan plan;
+  plan.report.loss_scale_used = scaler.scale();
+  plan.apply = true;
+  // begin_step counts the step before building its hyper-parameters.
+  plan.hyper = hyper_for(lr, plan.report.clip_coef / plan.report.loss_scale_used);
+  ++plan.hyper.step;
+  return plan;
+}
+
+kernels::AdamHyper AdamOptimizer::hyper_for(double lr, double grad_scale) const {
+  kernels::AdamHyper hyper;
+  hyper.lr = lr;
+  hyper.beta1 = config_.beta1;
+  hyper.beta2 = config_.beta2;
+  hyper.eps = config_.eps;
+  hyper.step = step_count_;
+  hyper.decoupled_weight_decay = config_.decoupled;
+  hyper.grad_scale = grad_scale;
+  return hyper;
 }
 
 void AdamOptimizer::step_slice(device::Ops& ops, const StepPlan& plan, bool decays, Tensor master, Tensor exp_avg,

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "kernels/adam.h"
 #include "libengine/core/status.h"
@@ -70,6 +71,12 @@ class AdamOptimizer {
   // The caller checks its device for errors before passing a non-finite sum (a failed kernel also
   // reads as NaN).
   Result<StepPlan> begin_step(double lr, double sum_squares, LossScaler& scaler);
+  // The plan begin_step(lr, sum, scaler) will return for every finite `sum`, known before the
+  // gradients are: when nothing in the update depends on the global norm (no clipping, no dynamic
+  // loss scaling) and `lr` is valid. nullopt otherwise. Lets the owner of the states step a slice
+  // as soon as its gradient is final (overlapped with the backward pass), with the same bits;
+  // report.grad_norm is left 0 (the norm is not known yet). Changes nothing.
+  std::optional<StepPlan> plan_without_norm(double lr, const LossScaler& scaler) const;
   // The fused Adam step over one slice, through `ops` (the states' device's, or CPU Ops for
   // host-resident states): master, exp_avg, exp_avg_sq fp32 [N]; grad [N] fp32/bf16/fp16;
   // param_half, when not null, the bf16/fp16 [N] working copy rewritten from the new master.
@@ -88,6 +95,8 @@ class AdamOptimizer {
 
  private:
   explicit AdamOptimizer(const AdamConfig& config) : config_(config) {}
+  // This step's hyper-parameters with the current step count (weight_decay is set per slice).
+  kernels::AdamHyper hyper_for(double lr, double grad_scale) const;
   AdamConfig config_;
   std::int64_t step_count_ = 0;
 };

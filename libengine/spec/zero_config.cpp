@@ -7,9 +7,15 @@
 namespace zinf::spec {
 namespace {
 
-const std::vector<std::string_view> kZeroKeys{"stage",          "params",         "grads",
-                                              "optimizer",      "nvme_paths",     "host_memory",
-                                              "prefetch_bytes", "max_live_bytes", "persistence_threshold",
+const std::vector<std::string_view> kZeroKeys{"stage",
+                                              "params",
+                                              "grads",
+                                              "optimizer",
+                                              "nvme_paths",
+                                              "host_memory",
+                                              "prefetch_bytes",
+                                              "max_live_bytes",
+                                              "persistence_threshold",
                                               "overlap_optimizer"};
 
 std::string_view tier_word(Tier tier) { return tier == Tier::kDevice ? "device" : tier_name(tier); }

@@ -38,6 +38,10 @@ zero::EngineStats difference(const zero::EngineStats& after, const zero::EngineS
   d.prefetch_hits = after.prefetch_hits - before.prefetch_hits;
   d.sync_nvme_reads = after.sync_nvme_reads - before.sync_nvme_reads;
   d.trace_mismatches = after.trace_mismatches - before.trace_mismatches;
+  d.optimizer_elements = after.optimizer_elements - before.optimizer_elements;
+  d.optimizer_elements_overlapped = after.optimizer_elements_overlapped - before.optimizer_elements_overlapped;
+  d.optimizer_worker_seconds = after.optimizer_worker_seconds - before.optimizer_worker_seconds;
+  d.optimizer_overlapped_seconds = after.optimizer_overlapped_seconds - before.optimizer_overlapped_seconds;
   return d;
 }
 
@@ -257,6 +261,8 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     const Clock::time_point fb_start = Clock::now();
     ZINF_RETURN_IF_ERROR(states_.zero_grads());
     metrics.loss_scale = scaler_.scale();
+    metrics.lr = schedule_.lr_at(step);
+    ZINF_RETURN_IF_ERROR(states_.prepare_step(optimizer_, metrics.lr, scaler_));
     PhaseClock clock(states_);
     clock.backward_start = fb_start;
     // Each rank's gradient is of its share's mean loss, scaled by 1/N: the ranks' sum (the
@@ -278,7 +284,6 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     }
 
     const Clock::time_point opt_start = Clock::now();
-    metrics.lr = schedule_.lr_at(step);
     ZINF_ASSIGN_OR_RETURN(optim::StepReport report, states_.optimizer_step(optimizer_, metrics.lr, scaler_));
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
     metrics.optimizer_seconds = seconds_since(opt_start);

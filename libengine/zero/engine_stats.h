@@ -26,7 +26,14 @@ struct EngineStats {
   std::uint64_t prefetch_hits = 0;     // of those, already on the device or in flight when asked for
   std::uint64_t sync_nvme_reads = 0;   // NVMe reads issued by acquire() itself (not by the prefetcher)
   std::uint64_t trace_mismatches = 0;  // acquires that differed from the recorded order
-  std::uint64_t nvme_bytes = 0;        // bytes of state on the NVMe tier now
+  // Optimizer on the CPU or NVMe: elements of this rank's states stepped, and of those the ones
+  // whose step began before the backward pass ended (zero.overlap_optimizer); CPU Adam time on the
+  // optimizer thread, and of it the time before the backward pass ended.
+  std::uint64_t optimizer_elements = 0;
+  std::uint64_t optimizer_elements_overlapped = 0;
+  double optimizer_worker_seconds = 0;
+  double optimizer_overlapped_seconds = 0;
+  std::uint64_t nvme_bytes = 0;  // bytes of state on the NVMe tier now
   std::uint64_t nvme_peak_bytes = 0;
   std::uint64_t nvme_capacity_bytes = 0;  // swap files reserved
 };

@@ -87,6 +87,17 @@ class ModelStates : public model::ParamSource, public model::GradSink {
   // acquired and no gradient buffer is handed out.
   virtual Status zero_grads() = 0;
 
+  // Before the forward pass of a step that will end in optimizer_step(optimizer, lr, scaler): lets
+  // the owner start the step's optimizer work early (read states ahead, step the parameters whose
+  // gradients are final while the backward pass goes on) with the same bits as the step after the
+  // backward pass. Nothing by default. Precondition: after zero_grads(), nothing acquired.
+  virtual Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler) {
+    (void)optimizer;
+    (void)lr;
+    (void)scaler;
+    return Status::ok();
+  }
+
   // One optimizer step over every state this rank owns with learning rate `lr`, gradients produced
   // under `scaler.scale()`, driving `optimizer`'s begin_step / step_slice / end_step where the
   // states live. Precondition: the backward pass has committed every gradient; nothing acquired.

@@ -122,16 +122,17 @@ void ParamCoordinator::gather_into(model::ParamId id, void* copy, device::Event&
   collective.record(done);
 }
 
-std::size_t ParamCoordinator::publish_persistent(model::ParamId id, const void* host_slice) {
-  return publish_persistent_copy(id, host_slice, device::CopyKind::kHostToDevice);
+std::size_t ParamCoordinator::publish_persistent(model::ParamId id, const void* host_slice, bool gather) {
+  return publish_persistent_copy(id, host_slice, device::CopyKind::kHostToDevice, gather);
 }
 
 std::size_t ParamCoordinator::publish_persistent_from_device(model::ParamId id, const void* device_slice) {
-  (void)publish_persistent_copy(id, device_slice, device::CopyKind::kDeviceToDevice);
+  (void)publish_persistent_copy(id, device_slice, device::CopyKind::kDeviceToDevice, true);
   return 0;
 }
 
-std::size_t ParamCoordinator::publish_persistent_copy(model::ParamId id, const void* slice, device::CopyKind kind) {
+std::size_t ParamCoordinator::publish_persistent_copy(model::ParamId id, const void* slice, device::CopyKind kind,
+                                                      bool gather) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
   ZINF_CHECK(!slot.resident.empty(), "publish_persistent: the parameter has no persistent copy");
   const ParamHome& home = homes_[static_cast<std::size_t>(id)];
@@ -141,9 +142,16 @@ std::size_t ParamCoordinator::publish_persistent_copy(model::ParamId id, const v
     if (!slot.staged) slot.staged = device_.create_event();
     if (!slot.copied) slot.copied = device_.create_event();
     h2d.record(*slot.staged);
-    gather_into(id, slot.resident.data(), *slot.staged, *slot.copied);
+    if (gather) gather_into(id, slot.resident.data(), *slot.staged, *slot.copied);
   }
   return home.bytes;
+}
+
+void ParamCoordinator::gather_persistent(model::ParamId id) {
+  if (!gathering()) return;
+  Slot& slot = slots_[static_cast<std::size_t>(id)];
+  ZINF_CHECK(!slot.resident.empty() && slot.staged, "gather_persistent: the parameter's slice was not published");
+  gather_into(id, slot.resident.data(), *slot.staged, *slot.copied);
 }
 
 Status ParamCoordinator::wait_published() {

@@ -100,7 +100,13 @@ class ParamCoordinator {
   // its device copy and gathers the other ranks' slices into it: host-to-device stream, then the
   // collective stream. `host_slice` must stay unchanged until both streams pass (the owner
   // synchronizes them before the next forward pass). Returns the bytes copied to the device.
-  std::size_t publish_persistent(model::ParamId id, const void* host_slice);
+  // With `gather` false the gather is left to gather_persistent(id): the optimizer overlapped with
+  // the backward pass publishes at times that differ between ranks, and collectives must be issued
+  // in the same order on every rank.
+  std::size_t publish_persistent(model::ParamId id, const void* host_slice, bool gather = true);
+  // Gathers the other ranks' slices into persistent parameter id's device copy, after the copy of
+  // this rank's slice publish_persistent(id, ..., false) started. Nothing at one rank.
+  void gather_persistent(model::ParamId id);
   // The same from this rank's slice in device memory (a device-tier parameter after a step on the
   // device); returns 0 (no bytes crossed to the device).
   std::size_t publish_persistent_from_device(model::ParamId id, const void* device_slice);
@@ -143,7 +149,7 @@ class ParamCoordinator {
   // Gathering: after `from` (on the stream it was recorded on) the ranks' slices of parameter id
   // are all-gathered into `copy` in place; `done` marks the end on the collective stream.
   void gather_into(model::ParamId id, void* copy, device::Event& from, device::Event& done);
-  std::size_t publish_persistent_copy(model::ParamId id, const void* slice, device::CopyKind kind);
+  std::size_t publish_persistent_copy(model::ParamId id, const void* slice, device::CopyKind kind, bool gather);
   void follow_trace(model::ParamId id);
   // Ends the current pass: a recorded order becomes known; a followed one that was cut short is trimmed.
   void close_pass();

@@ -52,7 +52,9 @@ PartitionedStates::PartitionedStates(const model::ParamTable& table, device::Dev
 }
 
 PartitionedStates::~PartitionedStates() {
-  // Transfers in flight read or write buffers owned here: let them finish first.
+  // Transfers in flight and the optimizer thread's job read or write buffers owned here: let them
+  // finish first.
+  if (worker_) worker_->wait();
   (void)device_.synchronize();
   if (nvme_) nvme_->drain();
 }
@@ -160,17 +162,7 @@ Status PartitionedStates::plan_and_allocate() {
     // read at its start and one's write at its end, so smaller sub-groups hide more.
     target = std::min<std::int64_t>(target, (partition_.flat_numel() + kMinSubGroups - 1) / kMinSubGroups);
     target = std::max(target, largest_slice);
-    SubGroup group;
-    for (model::ParamId id = 0; id < table_.size(); ++id) {
-      const ParamSlice& slice = partition_[id];
-      if (id > group.first && slice.flat_offset + slice.slice_numel - group.flat_begin > target) {
-        groups_.push_back(group);
-        group = SubGroup{id, id, slice.flat_offset, slice.flat_offset, 0};
-      }
-      group.last = id;
-      group.flat_end = slice.flat_offset + slice.slice_numel;
-    }
-    groups_.push_back(group);
+    build_groups(target);
     std::int64_t widest = 0;
     std::size_t widest_group = 0;
     for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -195,6 +187,13 @@ Status PartitionedStates::plan_and_allocate() {
       set.copies_done = device_.create_event();
     }
   }
+
+  if (zero_.optimizer == Tier::kCpu) {
+    // Sub-groups only pace the pipeline here (the states stay in place): small enough that the
+    // backward pass finishes the first ones early.
+    build_groups(std::max<std::int64_t>(1, (partition_.flat_numel() + kMinSubGroups - 1) / kMinSubGroups));
+  }
+  if (host_optimizer()) worker_ = std::make_unique<OptimizerWorker>();
 
   if (zero_.uses_nvme()) {
     NvmeStateStoreOptions nvme;
@@ -363,8 +362,14 @@ void PartitionedStates::begin_phase(model::Phase phase) {
   coordinator_->begin_phase(phase);
 }
 
+Result<Tensor> PartitionedStates::acquire(model::ParamId id) {
+  ZINF_RETURN_IF_ERROR(check_not_stepped(id, "acquire"));
+  return coordinator_->acquire(id);
+}
+
 Result<Tensor> PartitionedStates::grad_buffer(model::ParamId id) {
   ZINF_CHECK(id >= 0 && id < table_.size(), "grad_buffer: parameter id out of range");
+  ZINF_RETURN_IF_ERROR(check_not_stepped(id, "a gradient"));
   const auto index = static_cast<std::size_t>(id);
   const model::ParamInfo& info = table_[id];
   if (zero_.grads == spec::Tier::kDevice && !mixed() && !gathering()) {
@@ -404,6 +409,11 @@ Status PartitionedStates::track_d2h(std::size_t bytes) {
 }
 
 Status PartitionedStates::commit(model::ParamId id) {
+  ZINF_RETURN_IF_ERROR(store_gradient(id));
+  return note_committed(id);
+}
+
+Status PartitionedStates::store_gradient(model::ParamId id) {
   ZINF_CHECK(id >= 0 && id < table_.size(), "commit: parameter id out of range");
   const auto index = static_cast<std::size_t>(id);
   ZINF_CHECK(grad_out_[index], "commit: the gradient buffer was not handed out");
@@ -542,6 +552,10 @@ EngineStats PartitionedStates::stats() const {
   stats.device_to_host = device_to_host_;
   stats.host_to_device.optimizer += host_to_device_.optimizer;
   stats.host_to_device.other += host_to_device_.other;
+  stats.optimizer_elements = elements_stepped_;
+  stats.optimizer_elements_overlapped = elements_overlapped_;
+  stats.optimizer_worker_seconds = worker_seconds_seen_;
+  stats.optimizer_overlapped_seconds = overlapped_worker_seconds_;
   if (nvme_) {
     stats.nvme_read = nvme_->bytes_read();
     stats.nvme_write = nvme_->bytes_written();
@@ -560,9 +574,15 @@ std::string PartitionedStates::describe() const {
                         zero_.persistence_threshold, bytes_text(coordinator_->persistent_bytes()));
   }
   if (zero_.params == spec::Tier::kNvme) line += fmt::format(", prefetch {}", bytes_text(zero_.prefetch_bytes));
-  if (!groups_.empty()) {
+  if (!sets_.empty()) {
     line += fmt::format("; optimizer in {} sub-groups through {} host buffers of {}", groups_.size(), sets_.size(),
                         bytes_text(sets_[0].states.bytes() + sets_[0].params_out.bytes()));
+  } else if (!groups_.empty()) {
+    line += fmt::format("; optimizer in {} sub-groups", groups_.size());
+  }
+  if (host_optimizer()) {
+    line += zero_.overlap_optimizer ? "; optimizer overlapped with the backward pass"
+                                    : "; optimizer after the backward pass";
   }
   if (nvme_) line += "; " + nvme_->describe();
   return line;

@@ -26,8 +26,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +43,7 @@
 #include "libengine/zero/buffer_pool.h"
 #include "libengine/zero/model_states.h"
 #include "libengine/zero/nvme_state_store.h"
+#include "libengine/zero/optimizer_worker.h"
 #include "libengine/zero/param_coordinator.h"
 #include "libengine/zero/partition.h"
 
@@ -71,13 +74,19 @@ class PartitionedStates final : public ModelStates {
   PartitionedStates(const PartitionedStates&) = delete;
   PartitionedStates& operator=(const PartitionedStates&) = delete;
 
-  Result<Tensor> acquire(model::ParamId id) override { return coordinator_->acquire(id); }
+  Result<Tensor> acquire(model::ParamId id) override;
   void release(model::ParamId id) override { coordinator_->release(id); }
   void begin_phase(model::Phase phase) override;
   Result<Tensor> grad_buffer(model::ParamId id) override;
   Status commit(model::ParamId id) override;
 
   Status zero_grads() override;
+  // Optimizer on the CPU or NVMe with zero.overlap_optimizer: starts this step's optimizer
+  // pipeline — sub-groups' states are read from NVMe from now on, and when `optimizer` can plan
+  // the step without the gradient norm (no clipping, no dynamic loss scaling) each sub-group is
+  // stepped on the optimizer thread as soon as the backward pass has committed its gradients.
+  // Nothing otherwise. optimizer_step() must follow with the same optimizer, lr and scaler.
+  Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler) override;
   Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr,
                                            optim::LossScaler& scaler) override;
   std::vector<CheckpointArrayInfo> checkpoint_layout() const override;
@@ -122,7 +131,8 @@ class PartitionedStates final : public ModelStates {
   Tensor view(void* base, DType dtype, model::ParamId id, bool on_device) const;
   // The host copy of parameter id's storage-precision values after an update (`source`, host
   // memory) goes to the parameter's tier and its resident device copy.
-  Status publish(model::ParamId id, const void* source);
+  // `defer_gather`: a persistent copy's gather waits in deferred_gathers_ (see the pipeline).
+  Status publish(model::ParamId id, const void* source, bool defer_gather = false);
   Status wait_param_writes();
   // Parameters on the device tier updated there (optimizer on the device, checkpoint load): this
   // rank's new slice goes into the whole persistent copy and is gathered (stages 1 and 2 at
@@ -138,13 +148,44 @@ class PartitionedStates final : public ModelStates {
   // tier, on the device-to-host stream once `ready` is reached; counted in flight (track_d2h()).
   void copy_grad_down(model::ParamId id, const void* source, std::size_t bytes, device::Event& ready);
   Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
-  Status step_on_host(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
-  // Starts reading the first sub-groups of optimizer states (before the gradient norm is known).
-  Status start_reads_ahead();
-  // The step over NVMe-resident states; precondition: start_reads_ahead() succeeded.
-  Status step_streamed(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   Status read_group(std::size_t group, PipelineSet& set);
   Status finish_set(PipelineSet& set);
+
+  // The optimizer pipeline over host- or NVMe-resident states (optimizer_pipeline.cpp). Each
+  // sub-group goes read (NVMe → a pipeline set) → stepped (CPU Adam on the optimizer thread) →
+  // published (new parameters to their tier) and written behind (NVMe), in `order`. A sub-group is
+  // stepped once the plan is known, its states are in host memory and its gradients are final.
+  struct GroupRun {
+    enum class Stage { kWaiting, kReading, kStepping, kWriting, kDone };
+    Stage stage = Stage::kWaiting;
+    std::int64_t uncommitted = 0;                // parameters whose gradient this step has not committed
+    std::unique_ptr<device::Event> grads_ready;  // device-to-host stream: all its gradients are on the host
+  };
+  struct PublishItem {
+    model::ParamId id = 0;
+    const void* source = nullptr;  // host memory: the new storage-precision values
+  };
+  bool host_optimizer() const { return zero_.optimizer != spec::Tier::kDevice; }
+  // Splits the parameters into sub-groups of whole parameters of about `target` elements.
+  void build_groups(std::int64_t target);
+  void start_pipeline(const std::vector<std::size_t>& order, bool overlapped);
+  // Moves every sub-group as far as it can go without blocking (block false: called from the
+  // backward pass), or to the end (block true: the step's plan is known and the backward is over).
+  Status advance_pipeline(bool block);
+  // Sets the worker on the sub-group at position `position` of the order.
+  void submit_group(std::size_t position);
+  // The worker finished the sub-group at `position`: its parameters go to their tier, its states
+  // back to NVMe.
+  Status finish_group(std::size_t position);
+  bool set_settled(PipelineSet& set);
+  bool grads_final(std::size_t group, bool block);
+  // Stops the pipeline after a failure or a skipped step: the worker and every I/O into the sets
+  // finish first. Returns `status`.
+  Status abort_pipeline(Status status);
+  Status note_committed(model::ParamId id);
+  // commit() without the pipeline's bookkeeping: the gradient rounded, reduced and sent to its tier.
+  Status store_gradient(model::ParamId id);
+  Status check_not_stepped(model::ParamId id, std::string_view what) const;
   // Views of parameter id's states inside a pipeline set holding its sub-group.
   struct HostStates {
     Tensor master, exp_avg, exp_avg_sq;
@@ -182,6 +223,29 @@ class PartitionedStates final : public ModelStates {
   std::vector<PipelineSet> sets_;
   std::unique_ptr<ParamCoordinator> coordinator_;
 
+  // The optimizer pipeline's state for the step in progress (host_optimizer() only).
+  std::vector<std::size_t> overlap_order_;  // sub-groups in the order the backward pass finishes them
+  std::vector<std::size_t> group_of_;       // parameter id -> its sub-group
+  std::vector<GroupRun> runs_;
+  std::vector<PublishItem> publishing_;  // the parameters of the sub-group the worker steps
+  std::vector<model::ParamId> deferred_gathers_;
+  const std::vector<std::size_t>* pipeline_order_ = nullptr;  // null: no pipeline this step yet
+  bool overlapped_ = false;                                   // started by prepare_step()
+  bool backward_done_ = false;
+  std::optional<optim::StepPlan> plan_;
+  const optim::AdamOptimizer* step_optimizer_ = nullptr;
+  double prepared_lr_ = 0;
+  std::size_t read_position_ = 0;
+  std::size_t step_position_ = 0;
+  std::size_t stepping_ = 0;
+  bool worker_busy_ = false;
+  std::uint64_t elements_stepped_ = 0;  // cumulative (EngineStats)
+  std::uint64_t elements_overlapped_ = 0;
+  double overlapped_worker_seconds_ = 0;
+  double worker_seconds_seen_ = 0;  // the worker's busy time when its last job was collected
+  bool job_overlapped_ = false;     // the job on the worker began before the backward pass ended
+  device::CpuOps worker_ops_;
+
   std::unique_ptr<BufferPool> grad_pool_;  // fp32 gradient buffers and half staging on the device
   std::vector<device::DeviceBuffer> grad_workspaces_;
   std::vector<bool> grad_out_;
@@ -196,6 +260,8 @@ class PartitionedStates final : public ModelStates {
   std::uint64_t grad_staging_peak_ = 0;
   LinkBytes device_to_host_;
   LinkBytes host_to_device_;
+  // Last: destroyed first, so no job outlives the buffers it writes.
+  std::unique_ptr<OptimizerWorker> worker_;
 };
 
 }  // namespace zinf::zero

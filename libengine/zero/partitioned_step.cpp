@@ -42,7 +42,7 @@ Status PartitionedStates::wait_param_writes() {
   return first;
 }
 
-Status PartitionedStates::publish(model::ParamId id, const void* source) {
+Status PartitionedStates::publish(model::ParamId id, const void* source, bool defer_gather) {
   const std::size_t bytes = storage_bytes(id);
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
   switch (zero_.params) {
@@ -62,7 +62,10 @@ Status PartitionedStates::publish(model::ParamId id, const void* source) {
                              std::span<const std::byte>(static_cast<const std::byte*>(source), bytes)));
       break;
   }
-  if (coordinator_->persistent(id)) host_to_device_.optimizer += coordinator_->publish_persistent(id, source);
+  if (coordinator_->persistent(id)) {
+    host_to_device_.optimizer += coordinator_->publish_persistent(id, source, !defer_gather);
+    if (defer_gather) deferred_gathers_.push_back(id);
+  }
   return Status::ok();
 }
 
@@ -74,58 +77,78 @@ void PartitionedStates::republish_device_slice(model::ParamId id) {
   coordinator_->publish_persistent_from_device(id, view(params_.data(), precision_, id, true).data());
 }
 
+Status PartitionedStates::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
+                                       const optim::LossScaler& scaler) {
+  if (!host_optimizer() || !zero_.overlap_optimizer) return Status::ok();
+  // Stepping sub-groups while the backward pass commits gradients needs the plan now; without it
+  // (clipping, dynamic loss scaling) only the reads of the optimizer states run ahead.
+  start_pipeline(overlap_order_, true);
+  plan_ = optimizer.plan_without_norm(lr, scaler);
+  step_optimizer_ = &optimizer;
+  prepared_lr_ = lr;
+  // params_out_ and the parameters' NVMe extents were the source and target of the last step's writes.
+  if (nvme_) ZINF_RETURN_IF_ERROR(wait_param_writes());
+  return advance_pipeline(false);
+}
+
 Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
                                                             optim::LossScaler& scaler) {
   const device::ProfilerRange range(device_, "optimizer");
+  ZINF_CHECK(pipeline_order_ == nullptr || (step_optimizer_ == &optimizer && prepared_lr_ == lr),
+             "optimizer_step: not the optimizer and learning rate prepare_step() was given");
   // Every gradient must have been reduced and reached its tier, and no gathered copy may outlive
   // the old values.
-  ZINF_RETURN_IF_ERROR(device_.stream(device::StreamRole::kCollective).synchronize());
-  ZINF_RETURN_IF_ERROR(device_.stream(device::StreamRole::kDeviceToHost).synchronize());
+  const auto fail = [&](Status status) { return abort_pipeline(std::move(status)); };
+  if (Status s = device_.stream(device::StreamRole::kCollective).synchronize(); !s.is_ok()) return fail(s);
+  if (Status s = device_.stream(device::StreamRole::kDeviceToHost).synchronize(); !s.is_ok()) return fail(s);
   d2h_in_flight_.clear();
   d2h_in_flight_bytes_ = 0;
   coordinator_->invalidate();
-  // The first optimizer sub-groups' reads do not depend on the gradient norm: they overlap it.
-  if (zero_.optimizer == spec::Tier::kNvme) {
-    nvme_->set_phase(TrafficPhase::kOptimizer);
-    Status reading = start_reads_ahead();
-    nvme_->set_phase(TrafficPhase::kForwardBackward);
-    if (!reading.is_ok()) {
-      for (PipelineSet& set : sets_) (void)finish_set(set);
-      return reading;
+  if (host_optimizer()) {
+    if (pipeline_order_ == nullptr) {
+      // DeepSpeed's order: the whole step after the backward pass. The first sub-groups' reads do
+      // not depend on the gradient norm: they overlap it.
+      start_pipeline(zero_.optimizer == spec::Tier::kNvme ? group_order_ : overlap_order_, false);
+      step_optimizer_ = &optimizer;
+      if (nvme_) nvme_->set_phase(TrafficPhase::kOptimizer);
+      Status reading = advance_pipeline(false);
+      if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
+      if (!reading.is_ok()) return fail(reading);
     }
+    backward_done_ = true;
   }
   Result<double> summed = grad_sum_squares();
-  if (!summed.is_ok()) {
-    for (PipelineSet& set : sets_) (void)finish_set(set);
-    return summed.status();
-  }
+  if (!summed.is_ok()) return fail(summed.status());
   const double sum_squares = summed.value();
   // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
-  if (!std::isfinite(sum_squares)) ZINF_RETURN_IF_ERROR(device_.synchronize());
+  if (!std::isfinite(sum_squares)) {
+    if (Status s = device_.synchronize(); !s.is_ok()) return fail(s);
+  }
   Result<optim::StepPlan> planned = optimizer.begin_step(lr, sum_squares, scaler);
-  if (!planned.is_ok() || !planned.value().apply) {
+  if (!planned.is_ok()) return fail(planned.status());
+  const optim::StepPlan plan = planned.value();
+  if (!plan.apply) {
     // No step: the reads issued ahead are drained (their buffers are reused next step).
-    for (PipelineSet& set : sets_) ZINF_RETURN_IF_ERROR(finish_set(set));
+    ZINF_CHECK(!plan_, "optimizer_step: a step planned without the norm was skipped");
+    ZINF_RETURN_IF_ERROR(abort_pipeline(Status::ok()));
+    ZINF_RETURN_IF_ERROR(after_step());
+    return plan.report;
   }
-  ZINF_ASSIGN_OR_RETURN(const optim::StepPlan plan, std::move(planned));
-  if (plan.apply) {
-    if (nvme_) nvme_->set_phase(TrafficPhase::kOptimizer);
-    Status stepped;
-    switch (zero_.optimizer) {
-      case spec::Tier::kDevice:
-        stepped = step_on_device(optimizer, plan);
-        break;
-      case spec::Tier::kCpu:
-        stepped = step_on_host(optimizer, plan);
-        break;
-      case spec::Tier::kNvme:
-        stepped = step_streamed(optimizer, plan);
-        break;
-    }
-    if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
-    ZINF_RETURN_IF_ERROR(stepped);
-    optim::AdamOptimizer::end_step(plan, scaler);
+  if (plan_) {
+    // The sub-groups stepped during the backward pass used this plan: the same bits.
+    const kernels::AdamHyper& a = plan_->hyper;
+    const kernels::AdamHyper& b = plan.hyper;
+    ZINF_CHECK(a.lr == b.lr && a.step == b.step && a.grad_scale == b.grad_scale && a.beta1 == b.beta1 &&
+                   a.beta2 == b.beta2 && a.eps == b.eps && a.decoupled_weight_decay == b.decoupled_weight_decay,
+               "optimizer_step: the plan made before the gradient norm differs from begin_step()'s");
   }
+  plan_ = plan;
+  if (nvme_) nvme_->set_phase(TrafficPhase::kOptimizer);
+  Status stepped = host_optimizer() ? advance_pipeline(true) : step_on_device(optimizer, plan);
+  if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
+  plan_.reset();
+  if (!stepped.is_ok()) return fail(stepped);
+  optim::AdamOptimizer::end_step(plan, scaler);
   ZINF_RETURN_IF_ERROR(after_step());
   return plan.report;
 }
@@ -152,22 +175,6 @@ Status PartitionedStates::step_on_device(optim::AdamOptimizer& optimizer, const 
   return Status::ok();
 }
 
-Status PartitionedStates::step_on_host(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan) {
-  if (nvme_) ZINF_RETURN_IF_ERROR(wait_param_writes());  // params_out_ is the source of earlier writes
-  for (model::ParamId id = 0; id < table_.size(); ++id) {
-    const HostStates s = host_states(id);
-    const Tensor grad = view(grads_.data(), precision_, id, false);
-    Tensor out;
-    if (mixed()) {
-      out = view(zero_.params == spec::Tier::kCpu ? params_.data() : params_out_.data(), precision_, id, false);
-    }
-    optimizer.step_slice(host_ops_, plan, table_[id].weight_decay, s.master, s.exp_avg, s.exp_avg_sq, grad,
-                         mixed() ? &out : nullptr);
-    ZINF_RETURN_IF_ERROR(publish(id, mixed() ? out.data() : s.master.data()));
-  }
-  return Status::ok();
-}
-
 Status PartitionedStates::read_group(std::size_t group, PipelineSet& set) {
   // The set's previous contents must be on their way out first: its writes (the sub-group's states,
   // parameter rewrites) and the copies that read it.
@@ -189,67 +196,6 @@ Status PartitionedStates::finish_set(PipelineSet& set) {
   }
   set.group = -1;
   return status;
-}
-
-Status PartitionedStates::start_reads_ahead() {
-  // The first depth - 1 sub-groups (at least one): the rest follow as sets free up.
-  const std::size_t depth = sets_.size();
-  for (std::size_t p = 0; p < std::max<std::size_t>(1, depth - 1) && p < groups_.size(); ++p) {
-    ZINF_RETURN_IF_ERROR(read_group(group_order_[p], sets_[p % depth]));
-  }
-  return Status::ok();
-}
-
-Status PartitionedStates::step_streamed(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan) {
-  const std::size_t count = groups_.size();
-  const std::size_t depth = sets_.size();
-  device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
-  // On any failure, every set is drained before returning: no I/O may still target its buffers.
-  const auto fail = [&](Status status) {
-    for (PipelineSet& set : sets_) (void)finish_set(set);
-    return status;
-  };
-  // The first sub-groups were read ahead by start_reads_ahead(). Position p in group_order_ uses
-  // set p % depth.
-  for (std::size_t p = 0; p < count; ++p) {
-    PipelineSet& set = sets_[p % depth];
-    const SubGroup& group = groups_[group_order_[p]];
-    if (Status s = nvme_->wait(group.extent); !s.is_ok()) return fail(s);
-    for (model::ParamId id = group.first; id <= group.last; ++id) {
-      const HostStates s = set_states(set, id);
-      Tensor out;
-      if (mixed()) {
-        const std::int64_t at = partition_[id].flat_offset - group.flat_begin;
-        out = Tensor(static_cast<std::byte*>(set.params_out.data()) +
-                         static_cast<std::size_t>(at) * dtype_size_bytes(precision_),
-                     precision_, Shape{partition_[id].owned});
-      }
-      optimizer.step_slice(host_ops_, plan, table_[id].weight_decay, s.master, s.exp_avg, s.exp_avg_sq,
-                           view(grads_.data(), precision_, id, false), mixed() ? &out : nullptr);
-      if (Status published = publish(id, mixed() ? out.data() : s.master.data()); !published.is_ok()) {
-        return fail(published);
-      }
-    }
-    h2d.record(*set.copies_done);
-    // Write behind: the sub-group goes back while the next one is stepped.
-    const auto bytes = static_cast<std::size_t>(group.flat_end - group.flat_begin) * 12;
-    if (Status s = nvme_->start_write(
-            group.extent, std::span<const std::byte>(static_cast<const std::byte*>(set.states.data()), bytes));
-        !s.is_ok()) {
-      return fail(s);
-    }
-    // Read ahead into the set the previous sub-group used, once its write has had this sub-group's
-    // step to finish.
-    if (const std::size_t ahead = p + depth - 1; ahead < count && ahead != p) {
-      if (Status s = read_group(group_order_[ahead], sets_[ahead % depth]); !s.is_ok()) return fail(s);
-    }
-  }
-  Status first;
-  for (PipelineSet& set : sets_) {
-    Status status = finish_set(set);
-    if (!status.is_ok() && first.is_ok()) first = std::move(status);
-  }
-  return first;
 }
 
 std::vector<CheckpointArrayInfo> PartitionedStates::checkpoint_layout() const {

@@ -347,5 +347,32 @@ TEST_CASE("invalid optimizer settings and rates are refused naming the field") {
   CHECK(optimizer.step_count() == 41);
 }
 
+TEST_CASE("plan_without_norm is begin_step's plan when nothing depends on the norm, and nullopt otherwise") {
+  AdamOptimizer adam = AdamOptimizer::create({.weight_decay = 0.1}).value();
+  LossScaler none;
+  for (int step = 0; step < 3; ++step) {
+    const double lr = 1e-3 * (step + 1);
+    const std::optional<StepPlan> early = adam.plan_without_norm(lr, none);
+    REQUIRE(early.has_value());
+    CHECK(adam.step_count() == step);  // changes nothing
+    const StepPlan plan = adam.begin_step(lr, 4.0 * (step + 1), none).value();
+    CHECK(early->apply);
+    CHECK(early->hyper.step == plan.hyper.step);
+    CHECK(early->hyper.step == step + 1);
+    CHECK(early->hyper.lr == plan.hyper.lr);
+    CHECK(early->hyper.grad_scale == plan.hyper.grad_scale);
+    CHECK(early->hyper.beta1 == plan.hyper.beta1);
+    CHECK(early->hyper.beta2 == plan.hyper.beta2);
+    CHECK(early->hyper.eps == plan.hyper.eps);
+    CHECK(early->hyper.decoupled_weight_decay == plan.hyper.decoupled_weight_decay);
+    CHECK(early->report.clip_coef == 1.0);
+  }
+  // Clipping needs the norm; so does dynamic loss scaling (a step may be skipped); a bad rate is begin_step's error.
+  CHECK_FALSE(AdamOptimizer::create({.grad_clip = 1.0}).value().plan_without_norm(1e-3, none).has_value());
+  LossScaler dynamic = LossScaler::create({.kind = LossScaling::kDynamic, .initial_scale = 1024}).value();
+  CHECK_FALSE(adam.plan_without_norm(1e-3, dynamic).has_value());
+  CHECK_FALSE(adam.plan_without_norm(-1.0, none).has_value());
+}
+
 }  // namespace
 }  // namespace zinf::optim

@@ -118,6 +118,50 @@ TEST_CASE("partitioned states: every placement trains bit for bit like ZeRO-0") 
   }
 }
 
+TEST_CASE("partitioned states: the optimizer overlapped with the backward pass gives the same bits, clipped or not") {
+  const TempDir nvme;
+  for (const std::string precision : {"fp32", "bf16"}) {
+    for (const bool clipping : {true, false}) {
+      json base = tiny_scenario(precision, true, 1);
+      if (!clipping) base["optimizer"]["grad_clip"] = 0.0;
+      const std::vector<double> reference = train_losses(base);
+      REQUIRE(reference.size() == 20);
+      for (const Placement& placement : kPlacements) {
+        if (std::string(placement.optimizer) == "device") continue;  // the overlap is the host optimizer's
+        for (const bool overlap : {false, true}) {
+          INFO(precision << ", clipping " << clipping << ", overlap " << overlap << ": params " << placement.params
+                         << ", optimizer " << placement.optimizer);
+          json document = with_zero(base, placement, nvme.path());
+          document["zero"]["overlap_optimizer"] = overlap;
+          std::vector<zero::EngineStats> engine;
+          const std::vector<double> losses = train_losses(document, &engine);
+          REQUIRE(losses.size() == reference.size());
+          for (std::size_t step = 0; step < losses.size(); ++step) {
+            INFO("step " << step);
+            CHECK(std::memcmp(&losses[step], &reference[step], sizeof(double)) == 0);
+          }
+          // Every element is stepped once per step; without clipping the overlap steps sub-groups
+          // before the backward pass ends (the first sub-groups' gradients are final early), and
+          // with clipping it cannot (the norm needs every gradient).
+          std::uint64_t elements = 0;
+          std::uint64_t overlapped = 0;
+          for (const zero::EngineStats& e : engine) {
+            elements += e.optimizer_elements;
+            overlapped += e.optimizer_elements_overlapped;
+          }
+          CHECK(elements == 20 * engine.front().optimizer_elements);
+          CHECK(engine.front().optimizer_elements > 0);
+          if (overlap && !clipping) {
+            CHECK(overlapped > 0);
+          } else {
+            CHECK(overlapped == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("partitioned states: fp16 with dynamic loss scaling skips the same steps and matches ZeRO-0") {
   const TempDir nvme;
   json base = tiny_scenario("fp16", false, 1);
@@ -282,7 +326,11 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
   SECTION("a read error in the forward pass") {
     auto engine = fault_engine();
     io::FaultInjectingEngine* faults = engine.get();
-    auto session = train::TrainSession::create(parse(document), true, 0, {}, std::move(engine));
+    // Without the overlap the forward pass's reads are the parameters' (with it, the optimizer
+    // states' reads come first: the next section).
+    json serial = document;
+    serial["zero"]["overlap_optimizer"] = false;
+    auto session = train::TrainSession::create(parse(serial), true, 0, {}, std::move(engine));
     REQUIRE(session.is_ok());
     faults->add_rule(io::FaultRule::fail(faults->counters().reads_seen + 3, EIO).counting_only(io::IoOpKind::kRead));
     LossRecorder recorder;
@@ -293,6 +341,23 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
     CHECK(outcome.status().code() == ErrorCode::kIoError);
     CHECK(message.find("NVMe read of bf16 params of ") != std::string::npos);
     CHECK(message.find(nvme.path()) != std::string::npos);
+    CHECK(message.find("EIO") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+    CHECK(recorder.losses.empty());
+  }
+  SECTION("a read error of optimizer states read ahead during the forward pass (overlap_optimizer)") {
+    auto engine = fault_engine();
+    io::FaultInjectingEngine* faults = engine.get();
+    auto session = train::TrainSession::create(parse(document), true, 0, {}, std::move(engine));
+    REQUIRE(session.is_ok());
+    faults->add_rule(io::FaultRule::fail(faults->counters().reads_seen + 1, EIO).counting_only(io::IoOpKind::kRead));
+    LossRecorder recorder;
+    const Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
+    REQUIRE_FALSE(outcome.is_ok());
+    const std::string& message = outcome.status().message();
+    INFO(message);
+    CHECK(outcome.status().code() == ErrorCode::kIoError);
+    CHECK(message.find("NVMe read of optimizer states of sub-group ") != std::string::npos);
     CHECK(message.find("EIO") != std::string::npos);
     CHECK(message.find('\n') == std::string::npos);
     CHECK(recorder.losses.empty());
