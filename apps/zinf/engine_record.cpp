@@ -49,7 +49,11 @@ json engine_step_json(const train::StepMetrics& step) {
           {"device_to_host_bytes", e.device_to_host.total()},
           {"stall_ms", e.stall_seconds * 1e3},
           {"acquires", e.acquires},
-          {"prefetch_hits", e.prefetch_hits}};
+          {"prefetch_hits", e.prefetch_hits},
+          {"optimizer_elements", e.optimizer_elements},
+          {"optimizer_elements_overlapped", e.optimizer_elements_overlapped},
+          {"optimizer_thread_ms", e.optimizer_worker_seconds * 1e3},
+          {"optimizer_thread_overlapped_ms", e.optimizer_overlapped_seconds * 1e3}};
 }
 
 json make_engine_record(const EngineRun& run, const std::vector<train::StepMetrics>& steps, std::int64_t warmup) {
@@ -58,6 +62,7 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
   std::uint64_t acquires = 0, hits = 0, sync_reads = 0, mismatches = 0, nvme_peak = 0, nvme_capacity = 0;
   std::vector<double> stall_fraction;
   std::size_t measured = 0;
+  double optimizer_elements = 0, overlapped_elements = 0, thread_seconds = 0, overlapped_thread_seconds = 0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const zero::EngineStats& e = steps[i].engine;
     mismatches += e.trace_mismatches;
@@ -74,6 +79,10 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
     acquires += e.acquires;
     hits += e.prefetch_hits;
     sync_reads += e.sync_nvme_reads;
+    optimizer_elements += static_cast<double>(e.optimizer_elements);
+    overlapped_elements += static_cast<double>(e.optimizer_elements_overlapped);
+    thread_seconds += e.optimizer_worker_seconds;
+    overlapped_thread_seconds += e.optimizer_overlapped_seconds;
     if (steps[i].forward_backward_seconds > 0)
       stall_fraction.push_back(e.stall_seconds / steps[i].forward_backward_seconds);
   }
@@ -92,7 +101,27 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
       {"hit_rate", acquires > 0 ? json(static_cast<double>(hits) / static_cast<double>(acquires)) : json(nullptr)},
       {"synchronous_nvme_reads", sync_reads},
       {"order_mismatches", mismatches}};
+  if (!steps.empty()) {
+    // The adaptive look-ahead where the run left it (it only grows, after steps that stalled).
+    const zero::EngineStats& last = steps.back().engine;
+    engine["prefetch"]["near_window_bytes"] = last.prefetch_near_window_bytes;
+    engine["prefetch"]["near_budget_bytes"] = last.prefetch_near_budget_bytes;
+    engine["prefetch"]["far_window_bytes"] = last.prefetch_far_window_bytes;
+    engine["prefetch"]["far_budget_bytes"] = last.prefetch_far_budget_bytes;
+  }
   engine["nvme"] = {{"peak_bytes", nvme_peak}, {"capacity_bytes", nvme_capacity}};
+  if (optimizer_elements > 0) {
+    // How much of the optimizer's work ran behind the backward pass (zero.overlap_optimizer): the
+    // share of the states stepped before the backward pass ended, the optimizer thread's time then,
+    // and what was left for the optimizer phase after it.
+    const double n = measured > 0 ? static_cast<double>(measured) : 1.0;
+    engine["optimizer_overlap"] = {
+        {"overlap_optimizer", run.zero.value("overlap_optimizer", false)},
+        {"stepped_during_backward_fraction", overlapped_elements / optimizer_elements},
+        {"optimizer_thread_ms_per_step", thread_seconds * 1e3 / n},
+        {"optimizer_thread_during_backward_ms_per_step", overlapped_thread_seconds * 1e3 / n},
+        {"optimizer_phase_ms_per_step", optimizer_seconds * 1e3 / n}};
+  }
   return engine;
 }
 
@@ -109,6 +138,30 @@ reports::Section render_engine_section(const json& engine) {
                     prefetch.at("hit_rate").get<double>() * 100.0, prefetch.at("acquires").get<std::uint64_t>(),
                     stall.is_null() ? std::string("-") : fmt::format("{:.1f}%", stall.get<double>() * 100.0),
                     prefetch.at("order_mismatches").get<std::uint64_t>()));
+    if (prefetch.contains("near_window_bytes")) {
+      const auto bytes = [&](const char* key) { return format_bytes(prefetch.at(key).get<double>()); };
+      std::string depth =
+          fmt::format("{} of {} ahead to the device", bytes("near_window_bytes"), bytes("near_budget_bytes"));
+      if (prefetch.at("far_budget_bytes").get<std::uint64_t>() > 0) {
+        depth += fmt::format(", {} of {} of NVMe reads", bytes("far_window_bytes"), bytes("far_budget_bytes"));
+      }
+      section.fields.emplace_back("look-ahead", depth + " (settled at)");
+    }
+  }
+  if (engine.contains("optimizer_overlap")) {
+    const json& overlap = engine.at("optimizer_overlap");
+    section.fields.emplace_back(
+        "optimizer",
+        overlap.at("overlap_optimizer").get<bool>()
+            ? fmt::format("{:.1f}% of the states stepped during the backward pass ({:.1f} of {:.1f} ms of CPU Adam "
+                          "per step); optimizer phase {:.1f} ms per step",
+                          overlap.at("stepped_during_backward_fraction").get<double>() * 100.0,
+                          overlap.at("optimizer_thread_during_backward_ms_per_step").get<double>(),
+                          overlap.at("optimizer_thread_ms_per_step").get<double>(),
+                          overlap.at("optimizer_phase_ms_per_step").get<double>())
+            : fmt::format("stepped after the backward pass (overlap_optimizer false); optimizer phase {:.1f} ms per "
+                          "step",
+                          overlap.at("optimizer_phase_ms_per_step").get<double>()));
   }
   section.table.columns = {{"link"},
                            {"fwd+bwd / step", reports::Align::kRight},

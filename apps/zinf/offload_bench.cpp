@@ -42,6 +42,10 @@ class SideRecorder final : public train::StepObserver {
     side_.prefetch_hits += m.engine.prefetch_hits;
     read_bytes_ += static_cast<double>(m.engine.nvme_read.optimizer);
     write_bytes_ += static_cast<double>(m.engine.nvme_write.optimizer);
+    all_read_bytes_ += static_cast<double>(m.engine.nvme_read.total());
+    all_write_bytes_ += static_cast<double>(m.engine.nvme_write.total());
+    elements_ += static_cast<double>(m.engine.optimizer_elements);
+    overlapped_ += static_cast<double>(m.engine.optimizer_elements_overlapped);
     ++timed_;
     side_.host_tier_bytes.push_back(static_cast<double>(device_.host_memory().usage().current_bytes));
     side_.rss_bytes.push_back(rss_bytes());
@@ -50,6 +54,10 @@ class SideRecorder final : public train::StepObserver {
     if (timed_ == 0) return;
     side_.optimizer_nvme_read_bytes = read_bytes_ / static_cast<double>(timed_);
     side_.optimizer_nvme_write_bytes = write_bytes_ / static_cast<double>(timed_);
+    side_.nvme_read_bytes = all_read_bytes_ / static_cast<double>(timed_);
+    side_.nvme_write_bytes = all_write_bytes_ / static_cast<double>(timed_);
+    side_.optimizer_elements = elements_ / static_cast<double>(timed_);
+    side_.optimizer_elements_overlapped = overlapped_ / static_cast<double>(timed_);
   }
 
  private:
@@ -58,6 +66,10 @@ class SideRecorder final : public train::StepObserver {
   device::Device& device_;
   double read_bytes_ = 0;
   double write_bytes_ = 0;
+  double all_read_bytes_ = 0;
+  double all_write_bytes_ = 0;
+  double elements_ = 0;
+  double overlapped_ = 0;
   std::size_t timed_ = 0;
 };
 
@@ -112,6 +124,11 @@ json offload_side_json(const OffloadSide& side) {
           {"prefetch_hits", side.prefetch_hits},
           {"optimizer_nvme_read_bytes_per_step", side.optimizer_nvme_read_bytes},
           {"optimizer_nvme_write_bytes_per_step", side.optimizer_nvme_write_bytes},
+          {"nvme_read_bytes_per_step", side.nvme_read_bytes},
+          {"nvme_write_bytes_per_step", side.nvme_write_bytes},
+          {"optimizer_stepped_during_backward_fraction",
+           side.optimizer_elements > 0 ? json(side.optimizer_elements_overlapped / side.optimizer_elements)
+                                       : json(nullptr)},
           {"host_tier_bytes_range", range_of(side.host_tier_bytes)},
           {"rss_bytes_range", range_of(side.rss_bytes)},
           {"rss_bytes_max",
@@ -127,13 +144,25 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
   spec::Scenario baseline = scenario;
   baseline.zero = spec::ZeroConfig{};
   baseline.device_memory_bytes.reset();  // ZeRO-0 needs the whole model on the device
-  // The two sessions exist one at a time: each may need most of the machine's memory.
+  spec::Scenario serial = scenario;
+  serial.zero.overlap_optimizer = false;
+  const bool overlaps = scenario.zero.overlap_optimizer && scenario.zero.optimizer != spec::Tier::kDevice;
+  if (overlaps) result.serial.emplace();
+  struct Side {
+    const char* name;
+    const spec::Scenario* scenario;
+    OffloadSide* side;
+  };
+  std::vector<Side> sides{{"engine", &scenario, &result.engine}};
+  if (overlaps) sides.push_back({"engine, overlap off", &serial, &*result.serial});
+  sides.push_back({"ZeRO-0", &baseline, &result.zero0});
+  // The sessions exist one at a time: each may need most of the machine's memory.
   for (std::int64_t rep = 0; rep < repeat; ++rep) {
-    for (const bool engine : {true, false}) {
-      say(fmt::format("repetition {}/{}: {}", rep + 1, repeat, engine ? "engine" : "ZeRO-0"));
+    for (const Side& side : sides) {
+      say(fmt::format("repetition {}/{}: {}", rep + 1, repeat, side.name));
       ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                            train::TrainSession::create(engine ? scenario : baseline, false));
-      SideRecorder recorder(engine ? result.engine : result.zero0, warmup, session->device());
+                            train::TrainSession::create(*side.scenario, false));
+      SideRecorder recorder(*side.side, warmup, session->device());
       ZINF_RETURN_IF_ERROR(session->trainer().run(recorder).status());
       recorder.finish();
     }
@@ -167,6 +196,30 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
     const double optimizer_ms = median_of(result.engine.optimizer_ms);
     ratios["optimizer_nvme_speed"] = ratio_json((read_s + write_s) * 1e3 / optimizer_ms, 0.8, false,
                                                 "optimizer NVMe GB/s / swap store sequential GB/s");
+  }
+  if (overlaps) {
+    // Issue 12: the overlap against the same engine without it, measured alternately in this run.
+    const OffloadSide& off = *result.serial;
+    const double serial_step = median_of(off.step_ms);
+    const double optimizer_share = median_of(off.optimizer_ms) / serial_step;
+    ratios["overlap_speedup"] =
+        ratio_json(serial_step / engine_step, 1.3, false, "engine step with overlap_optimizer false / with it on");
+    ratios["overlap_speedup"]["spread"] = ratio_with_spread(off.step_ms, result.engine.step_ms);
+    // The 1.3x target holds where there is something to hide: an optimizer phase of at least a
+    // third of the step without the overlap.
+    ratios["overlap_speedup"]["applies"] = optimizer_share >= 1.0 / 3.0;
+    ratios["overlap_speedup"]["serial_optimizer_share"] = optimizer_share;
+    if (nvme && result.nvme_read_gbps && result.nvme_write_gbps) {
+      const double nvme_ms = (result.engine.nvme_read_bytes / (result.nvme_read_gbps->median * 1e9) +
+                              result.engine.nvme_write_bytes / (result.nvme_write_gbps->median * 1e9)) *
+                             1e3;
+      const double bound_ms = std::max(zero0_step, nvme_ms);
+      ratios["overlap_step_bound"] =
+          ratio_json(engine_step / bound_ms, 1.15, true,
+                     "engine step / max(ZeRO-0 step, the step's NVMe bytes at the swap store's sequential GB/s)");
+      ratios["overlap_step_bound"]["nvme_ms"] = nvme_ms;
+      ratios["overlap_step_bound"]["compute_only_ms"] = zero0_step;
+    }
   }
   result.ratios = std::move(ratios);
   return result;

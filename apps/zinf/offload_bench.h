@@ -5,7 +5,10 @@
 // issue-11 targets as ratios: the offload tax (engine step / ZeRO-0 step), the NVMe bound (engine
 // step / (ZeRO-0 forward+backward + the optimizer's NVMe bytes at the drive's sequential speed)),
 // the optimizer phase's NVMe GB/s against the drive's, the compute thread's stall share, the
-// prefetch hit rate and how flat host memory stays. Prints nothing; bench_train renders it.
+// prefetch hit rate and how flat host memory stays. With the optimizer on the CPU or NVMe and
+// zero.overlap_optimizer on, a third side runs the engine with the overlap off, for issue 12's
+// targets: the overlap's speed-up and the step against max(compute-only step, the step's NVMe
+// bytes at the drive's GB/s). Prints nothing; bench_train renders it.
 #pragma once
 
 #include <cstdint>
@@ -31,13 +34,20 @@ struct OffloadSide {
   std::uint64_t prefetch_hits = 0;
   double optimizer_nvme_read_bytes = 0;  // per timed step, mean
   double optimizer_nvme_write_bytes = 0;
-  std::vector<double> host_tier_bytes;  // host tier in use after each timed step
-  std::vector<double> rss_bytes;        // process resident set after each timed step
+  double nvme_read_bytes = 0;  // per timed step, mean, every phase
+  double nvme_write_bytes = 0;
+  double optimizer_elements = 0;             // per timed step, mean
+  double optimizer_elements_overlapped = 0;  // of those, stepped before the backward pass ended
+  std::vector<double> host_tier_bytes;       // host tier in use after each timed step
+  std::vector<double> rss_bytes;             // process resident set after each timed step
 };
 
 struct OffloadBenchResult {
   OffloadSide engine;
   OffloadSide zero0;
+  // The engine with zero.overlap_optimizer false (DeepSpeed's order), when the scenario's optimizer
+  // is on the CPU or NVMe and overlaps: the overlap's speed-up is measured against it.
+  std::optional<OffloadSide> serial;
   std::optional<SampleSpread> nvme_read_gbps;  // swap store, sequential, same run
   std::optional<SampleSpread> nvme_write_gbps;
   nlohmann::json ratios;  // the targets, each with its figure and bound

@@ -33,6 +33,12 @@ struct EngineStats {
   std::uint64_t optimizer_elements_overlapped = 0;
   double optimizer_worker_seconds = 0;
   double optimizer_overlapped_seconds = 0;
+  // The prefetcher's look-ahead now (levels): host->device bytes and NVMe read bytes issued ahead,
+  // and the budgets they may grow to (zero.max_live_bytes, zero.prefetch_bytes; 0 without NVMe).
+  std::uint64_t prefetch_near_window_bytes = 0;
+  std::uint64_t prefetch_near_budget_bytes = 0;
+  std::uint64_t prefetch_far_window_bytes = 0;
+  std::uint64_t prefetch_far_budget_bytes = 0;
   std::uint64_t nvme_bytes = 0;  // bytes of state on the NVMe tier now
   std::uint64_t nvme_peak_bytes = 0;
   std::uint64_t nvme_capacity_bytes = 0;  // swap files reserved

@@ -1,6 +1,7 @@
 #include "libengine/zero/param_coordinator.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 
@@ -88,6 +89,9 @@ Result<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(const model::
                     "to at least {}",
                     bytes_text(options.prefetch_bytes), bytes_text(largest_nvme), bytes_text(largest_nvme)));
   }
+  c->near_window_bytes_ = std::min(options.max_live_bytes, std::max(largest + second, options.max_live_bytes / 4));
+  c->far_window_bytes_ = std::min(options.prefetch_bytes, std::max(2 * largest_nvme, options.prefetch_bytes / 4));
+  c->last_adapt_ = Clock::now();
   return c;
 }
 
@@ -167,6 +171,10 @@ void ParamCoordinator::add_stats(EngineStats& stats) const {
   stats.prefetch_hits += stats_.prefetch_hits;
   stats.sync_nvme_reads += stats_.sync_nvme_reads;
   stats.trace_mismatches += stats_.trace_mismatches;
+  stats.prefetch_near_window_bytes = near_window_bytes_;
+  stats.prefetch_near_budget_bytes = options_.max_live_bytes;
+  stats.prefetch_far_window_bytes = nvme_ != nullptr ? far_window_bytes_ : 0;
+  stats.prefetch_far_budget_bytes = nvme_ != nullptr ? options_.prefetch_bytes : 0;
 }
 
 template <typename Visit>
@@ -385,7 +393,7 @@ Status ParamCoordinator::prefetch() {
     const ParamHome& home = homes_[index];
     if (home.tier == spec::Tier::kNvme && far_open) {
       far += home.bytes;
-      if (far > options_.prefetch_bytes) {
+      if (far > far_window_bytes_) {
         far_open = false;
       } else if (slot.state == State::kNotAvailable && room(staging_, home.bytes)) {
         status = start_read(id);
@@ -394,7 +402,7 @@ Status ParamCoordinator::prefetch() {
     }
     if (status.is_ok() && near_open) {
       near += gathered_bytes(id);
-      if (near > options_.max_live_bytes) {
+      if (near > near_window_bytes_) {
         near_open = false;
       } else {
         // Gathering, a read in flight is waited for: whether the gather starts now must not depend
@@ -477,8 +485,27 @@ void ParamCoordinator::invalidate() {
   close_pass();
 }
 
+Status ParamCoordinator::adapt_look_ahead() {
+  const Clock::time_point now = Clock::now();
+  const double elapsed = std::chrono::duration<double>(now - last_adapt_).count();
+  const double stalled = stats_.stall_seconds - stall_seconds_seen_;
+  last_adapt_ = now;
+  stall_seconds_seen_ = stats_.stall_seconds;
+  const bool room_to_grow =
+      near_window_bytes_ < options_.max_live_bytes || (nvme_ != nullptr && far_window_bytes_ < options_.prefetch_bytes);
+  // Every rank takes part in the vote, grown or not: the host collective is issued on all of them.
+  std::array<double, 1> grow = {room_to_grow && stalled > 0.01 * elapsed ? 1.0 : 0.0};
+  if (gathering()) ZINF_RETURN_IF_ERROR(options_.comm->all_reduce_host(grow));
+  if (grow[0] > 0) {
+    near_window_bytes_ = std::min(options_.max_live_bytes, 2 * near_window_bytes_);
+    far_window_bytes_ = std::min(options_.prefetch_bytes, 2 * far_window_bytes_);
+  }
+  return Status::ok();
+}
+
 Status ParamCoordinator::prefetch_next_forward() {
   close_pass();
+  ZINF_RETURN_IF_ERROR(adapt_look_ahead());
   return prefetch();
 }
 

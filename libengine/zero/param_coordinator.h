@@ -17,9 +17,17 @@
 // copies, which is also the hard cap on gathered parameters). A parameter released but needed
 // again within that window keeps its device copy (reuse distance).
 //
+// Adaptive look-ahead: both windows start at a quarter of their budget (at least the two largest
+// gathered parameters near, two of the largest NVMe reads far) and double, up to the budget, after
+// every step whose compute thread stalled for more than 1% of its time; they never shrink, so they
+// settle at the depth the run needs and EngineStats reports it. At several ranks the ranks agree
+// on growing (a host all-reduce at the step boundary): the near window decides when gathers start,
+// and every rank must issue them in the same order.
+//
 // Not thread-safe: the training loop's thread makes every call.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -83,7 +91,8 @@ class ParamCoordinator {
   // Resident copies are the caller's to refresh. Precondition: nothing acquired.
   void invalidate();
   // Starts the first transfers of the next forward pass (after invalidate() and once the new
-  // values are in their homes or being written there in order).
+  // values are in their homes or being written there in order). Once per step: the look-ahead
+  // grows here when the step stalled (agreed over the ranks: a host collective on every rank).
   Status prefetch_next_forward();
 
   // The NVMe extent of an NVMe-resident parameter, once its initial values are written (the
@@ -165,6 +174,9 @@ class ParamCoordinator {
   void drop(model::ParamId id);
   Status prefetch();
   bool needed_soon(model::ParamId id) const;
+  // Doubles the windows (up to their budgets) when the compute thread stalled for more than 1% of
+  // the time since the last call.
+  Status adapt_look_ahead();
 
   const model::ParamTable& table_;
   device::Device& device_;
@@ -176,6 +188,10 @@ class ParamCoordinator {
   BufferPool staging_;     // host staging of NVMe reads
   BufferPool workspaces_;  // compute-dtype views (not counted against the live budget)
   std::uint64_t persistent_bytes_ = 0;
+  std::uint64_t near_window_bytes_ = 0;  // host->device copies (and gathers) issued ahead
+  std::uint64_t far_window_bytes_ = 0;   // NVMe reads issued ahead
+  double stall_seconds_seen_ = 0;
+  std::chrono::steady_clock::time_point last_adapt_{};
 
   Trace traces_[2];  // by model::Phase
   model::Phase phase_ = model::Phase::kForward;

@@ -364,6 +364,9 @@ void PartitionedStates::begin_phase(model::Phase phase) {
 
 Result<Tensor> PartitionedStates::acquire(model::ParamId id) {
   ZINF_RETURN_IF_ERROR(check_not_stepped(id, "acquire"));
+  // Another point to move the optimizer pipeline along: sub-groups whose gradients have reached
+  // the host since the last commit go to the optimizer thread now rather than at the next commit.
+  if (pipeline_order_ != nullptr && overlapped_) ZINF_RETURN_IF_ERROR(advance_pipeline(false));
   return coordinator_->acquire(id);
 }
 
