@@ -16,7 +16,8 @@ const std::vector<std::string_view> kZeroKeys{"stage",
                                               "prefetch_bytes",
                                               "max_live_bytes",
                                               "persistence_threshold",
-                                              "overlap_optimizer"};
+                                              "overlap_optimizer",
+                                              "reduce_bucket_bytes"};
 
 std::string_view tier_word(Tier tier) { return tier == Tier::kDevice ? "device" : tier_name(tier); }
 
@@ -132,6 +133,9 @@ Result<ZeroConfig> parse_zero_config(const JsonObject& zero) {
   if (given(zero, "max_live_bytes")) {
     ZINF_ASSIGN_OR_RETURN(out.max_live_bytes, zero.bytes("max_live_bytes", true));
   }
+  if (given(zero, "reduce_bucket_bytes")) {
+    ZINF_ASSIGN_OR_RETURN(out.reduce_bucket_bytes, zero.bytes("reduce_bucket_bytes", true));
+  }
   if (given(zero, "persistence_threshold")) {
     const nlohmann::json& value = zero.raw().at("persistence_threshold");
     if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<std::int64_t>() < 0) ||
@@ -155,6 +159,7 @@ nlohmann::json to_json(const ZeroConfig& config) {
                      {"host_memory", config.host_memory_bytes},
                      {"prefetch_bytes", config.prefetch_bytes},
                      {"max_live_bytes", config.max_live_bytes},
+                     {"reduce_bucket_bytes", config.reduce_bucket_bytes},
                      {"persistence_threshold", config.persistence_threshold},
                      {"overlap_optimizer", config.overlap_optimizer}};
   if (!config.nvme_paths.empty()) out["nvme_paths"] = config.nvme_paths;

@@ -26,13 +26,14 @@ inline constexpr std::int64_t kDefaultPersistenceThreshold = 100000;  // element
 
 struct ZeroConfig {
   int stage = 0;
-  Tier params = Tier::kDevice;          // compute-precision parameters
-  Tier grads = Tier::kDevice;           // compute-precision gradients: kDevice or kCpu
-  Tier optimizer = Tier::kDevice;       // fp32 master parameters, Adam m and v
-  std::vector<std::string> nvme_paths;  // directories for swap files; required when a tier is nvme
-  std::uint64_t host_memory_bytes = 0;  // budget of the host (CPU) tier; 0: no budget
-  std::uint64_t prefetch_bytes = 0;     // NVMe read-ahead in flight; 0: derived from the host budget
-  std::uint64_t max_live_bytes = 0;     // device bytes of gathered parameters (and gradients in flight); 0: derived
+  Tier params = Tier::kDevice;            // compute-precision parameters
+  Tier grads = Tier::kDevice;             // compute-precision gradients: kDevice or kCpu
+  Tier optimizer = Tier::kDevice;         // fp32 master parameters, Adam m and v
+  std::vector<std::string> nvme_paths;    // directories for swap files; required when a tier is nvme
+  std::uint64_t host_memory_bytes = 0;    // budget of the host (CPU) tier; 0: no budget
+  std::uint64_t prefetch_bytes = 0;       // NVMe read-ahead in flight; 0: derived from the host budget
+  std::uint64_t max_live_bytes = 0;       // device bytes of gathered parameters (and gradients in flight); 0: derived
+  std::uint64_t reduce_bucket_bytes = 0;  // across ranks: gradients reduced per collective; 0: derived
   std::int64_t persistence_threshold =
       kDefaultPersistenceThreshold;  // params with at most this many elements stay on the device
   // Optimizer on the CPU or NVMe: step each sub-group (and read its states from NVMe) while the

@@ -51,6 +51,7 @@ void PartitionedStates::start_pipeline(const std::vector<std::size_t>& order, bo
   ZINF_CHECK(!worker_busy_, "optimizer pipeline: started while the optimizer thread is busy");
   pipeline_order_ = &order;
   overlapped_ = overlapped;
+  groups_awaiting_flush_.clear();
   backward_done_ = false;
   plan_.reset();
   read_position_ = 0;
@@ -59,6 +60,7 @@ void PartitionedStates::start_pipeline(const std::vector<std::size_t>& order, bo
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     runs_[g].stage = GroupRun::Stage::kWaiting;
     runs_[g].uncommitted = groups_[g].last - groups_[g].first + 1;
+    runs_[g].grads_recorded = false;
   }
 }
 
@@ -76,7 +78,8 @@ bool PartitionedStates::grads_final(std::size_t group, bool block) {
   // After the backward pass optimizer_step() has waited for every gradient copy.
   if (backward_done_) return true;
   GroupRun& run = runs_[group];
-  if (run.uncommitted > 0) return false;
+  // The event still holds the last step's point until this step's is recorded.
+  if (run.uncommitted > 0 || !run.grads_recorded) return false;
   if (block) return run.grads_ready->synchronize().is_ok();
   return run.grads_ready->query();
 }
@@ -85,8 +88,14 @@ Status PartitionedStates::note_committed(model::ParamId id) {
   if (pipeline_order_ == nullptr || !overlapped_) return Status::ok();
   GroupRun& run = runs_[group_of_[static_cast<std::size_t>(id)]];
   if (--run.uncommitted == 0) {
-    // The gradients' copies to the host are in order on this stream: after them, the sub-group's are final.
-    device_.stream(device::StreamRole::kDeviceToHost).record(*run.grads_ready);
+    // The gradients' copies to the host are in order on this stream: after them, the sub-group's
+    // are final. Across ranks the last ones may still wait in the open gradient bucket.
+    if (bucket_.ids.empty()) {
+      device_.stream(device::StreamRole::kDeviceToHost).record(*run.grads_ready);
+      run.grads_recorded = true;
+    } else {
+      groups_awaiting_flush_.push_back(group_of_[static_cast<std::size_t>(id)]);
+    }
   }
   return advance_pipeline(false);
 }

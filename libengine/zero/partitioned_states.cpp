@@ -114,6 +114,11 @@ Status PartitionedStates::plan_and_allocate() {
                                     std::max<std::uint64_t>(4 * largest_storage, 256 * kMiB));
   }
   if (zero_.params == Tier::kNvme && zero_.prefetch_bytes == 0) zero_.prefetch_bytes = 2 * zero_.max_live_bytes;
+  // Gradient buckets across ranks: a few MiB per collective (many small parameters share one call),
+  // and at least the largest whole gradient (a bucket holds one parameter at least).
+  if (zero_.reduce_bucket_bytes == 0) {
+    zero_.reduce_bucket_bytes = std::max<std::uint64_t>(4 * kMiB, largest_fp32);
+  }
 
   const auto allocate_on = [&](Tier tier, std::size_t bytes, std::string what) -> Result<device::DeviceBuffer> {
     Result<device::DeviceBuffer> buffer =
@@ -249,16 +254,20 @@ Status PartitionedStates::plan_and_allocate() {
   // buffers and compute-precision views of the largest parameter. Refused now, not at step 1.
   const memory::TierUsage dev = device_.memory().usage();
   if (dev.capacity_bytes > 0) {
-    const std::uint64_t transient = (zero_.params == Tier::kDevice ? 0 : zero_.max_live_bytes) + 3 * largest_fp32;
+    // Gathering, a bucket's gradients and their packed copy (the bucket may overrun its size by one gradient).
+    const std::uint64_t buckets = gathering() ? 2 * (zero_.reduce_bucket_bytes + largest_fp32) : 0;
+    const std::uint64_t transient =
+        (zero_.params == Tier::kDevice ? 0 : zero_.max_live_bytes) + 3 * largest_fp32 + buckets;
     const std::uint64_t left = dev.capacity_bytes > dev.current_bytes ? dev.capacity_bytes - dev.current_bytes : 0;
     if (left < transient) {
       return Status::invalid_argument(fmt::format(
           "scenario.device_memory: {} leaves {} after the activations and the device-resident states ({}); the "
-          "engine's buffers need {} ({} of gathered parameters, zero.max_live_bytes, and {} of fp32 gradient and "
-          "view buffers of the largest parameter); raise device_memory to at least {} or lower zero.max_live_bytes",
+          "engine's buffers need {} ({} of gathered parameters, zero.max_live_bytes, {} of fp32 gradient and "
+          "view buffers of the largest parameter, {} of gradient buckets, zero.reduce_bucket_bytes); raise "
+          "device_memory to at least {} or lower zero.max_live_bytes",
           bytes_text(dev.capacity_bytes), bytes_text(left), bytes_text(dev.current_bytes), bytes_text(transient),
           bytes_text(zero_.params == Tier::kDevice ? 0 : zero_.max_live_bytes), bytes_text(3 * largest_fp32),
-          bytes_text(dev.current_bytes + transient)));
+          bytes_text(buckets), bytes_text(dev.current_bytes + transient)));
     }
   }
   grad_pool_ = std::make_unique<BufferPool>(device_, BufferPool::Memory::kDevice,
@@ -426,7 +435,7 @@ Status PartitionedStates::store_gradient(model::ParamId id) {
   device::Stream& compute = device_.stream(device::StreamRole::kCompute);
   const Tensor values(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
   if (gathering()) {
-    if (!mixed()) return reduce_and_store(id, std::move(grad_workspaces_[index]), DType::kF32);
+    if (!mixed()) return add_to_bucket(id, std::move(grad_workspaces_[index]), DType::kF32);
     // Rounded on the device first (DeepSpeed reduces in the training precision too): half the bytes
     // over the wire; the ranks' rounded gradients are summed in fp32 and rounded once per addition.
     ZINF_ASSIGN_OR_RETURN(
@@ -436,7 +445,7 @@ Status PartitionedStates::store_gradient(model::ParamId id) {
                          fmt::format("{} gradient of {}", dtype_name(precision_), info.name)));
     device_.ops().copy(Tensor(rounded.data(), precision_, info.shape, &device_), values);
     grad_pool_->give(std::move(grad_workspaces_[index]), compute);
-    return reduce_and_store(id, std::move(rounded), precision_);
+    return add_to_bucket(id, std::move(rounded), precision_);
   }
   if (zero_.grads == spec::Tier::kDevice) {
     device_.ops().copy(view(grads_.data(), precision_, id, true).view(info.shape), values);
@@ -472,41 +481,6 @@ void PartitionedStates::copy_grad_down(model::ParamId id, const void* source, st
   d2h_in_flight_bytes_ += bytes;
   device_to_host_.forward_backward += bytes;
   grad_staging_peak_ = std::max(grad_staging_peak_, grad_pool_->peak_owned_bytes());
-}
-
-Status PartitionedStates::reduce_and_store(model::ParamId id, device::DeviceBuffer whole, DType dtype) {
-  const ParamSlice& slice = partition_[id];
-  const std::size_t element = dtype_size_bytes(dtype);
-  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
-  device::Stream& collective = device_.stream(device::StreamRole::kCollective);
-  std::byte* own = static_cast<std::byte*>(whole.data()) +
-                   static_cast<std::size_t>(slice.slice_numel) * static_cast<std::size_t>(partition_.rank()) * element;
-  // The backward pass wrote the buffer on the compute stream; the reduction follows it on the
-  // collective stream, and the copy to the gradient tier follows that.
-  compute.record(*computed_);
-  collective.wait(*computed_);
-  if (zero_.stage == 1) {
-    // Stage 1 all-reduces the whole gradient (DeepSpeed's stage-1 traffic); each rank keeps its slice.
-    comm_->all_reduce(whole.data(), whole.data(),
-                      static_cast<std::size_t>(slice.slice_numel) * static_cast<std::size_t>(partition_.world_size()),
-                      dtype, collective);
-  } else {
-    comm_->reduce_scatter(whole.data(), own, static_cast<std::size_t>(slice.slice_numel), dtype, collective);
-  }
-  const std::size_t bytes = storage_bytes(id);
-  if (zero_.grads == spec::Tier::kDevice) {
-    // fp32 at this point means fp32 storage (mixed precision reduces the rounded values).
-    device_.copy(view(grads_.data(), precision_, id, true).data(), own, bytes, device::CopyKind::kDeviceToDevice,
-                 collective);
-    grad_pool_->give(std::move(whole), collective);
-    return Status::ok();
-  }
-  device::Stream& d2h = device_.stream(device::StreamRole::kDeviceToHost);
-  ZINF_RETURN_IF_ERROR(track_d2h(bytes));
-  collective.record(*reduced_);
-  copy_grad_down(id, own, bytes, *reduced_);
-  grad_pool_->give(std::move(whole), d2h);
-  return Status::ok();
 }
 
 Status PartitionedStates::zero_grads() {

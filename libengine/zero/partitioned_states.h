@@ -141,9 +141,12 @@ class PartitionedStates final : public ModelStates {
   // Sum over the gradients of g^2, per parameter in table order (ZeRO-0's order), over every rank.
   Result<double> grad_sum_squares();
   bool gathering() const { return comm_ != nullptr && comm_->world_size() > 1; }
-  // Gathering: reduces parameter id's gradient (the whole parameter, fp32 or rounded, in `whole`)
-  // over the ranks and sends this rank's slice to the gradient tier.
-  Status reduce_and_store(model::ParamId id, device::DeviceBuffer whole, DType dtype);
+  // Gathering (gradient_buckets.cpp): parameter id's gradient (the whole parameter, fp32 or
+  // rounded, in `whole`) joins the open bucket; a bucket of zero.reduce_bucket_bytes is reduced over
+  // the ranks in one collective (reduce-scatter; all-reduce at stage 1) and each rank's slices go
+  // to the gradient tier. Buckets close by bytes alone, so every rank issues the same collectives.
+  Status add_to_bucket(model::ParamId id, device::DeviceBuffer whole, DType dtype);
+  Status flush_bucket();
   // Copies `bytes` of parameter id's gradient at `source` (device memory) to its slice on the host
   // tier, on the device-to-host stream once `ready` is reached; counted in flight (track_d2h()).
   void copy_grad_down(model::ParamId id, const void* source, std::size_t bytes, device::Event& ready);
@@ -160,6 +163,7 @@ class PartitionedStates final : public ModelStates {
     Stage stage = Stage::kWaiting;
     std::int64_t uncommitted = 0;                // parameters whose gradient this step has not committed
     std::unique_ptr<device::Event> grads_ready;  // device-to-host stream: all its gradients are on the host
+    bool grads_recorded = false;                 // grads_ready is recorded for this step's gradients
   };
   struct PublishItem {
     model::ParamId id = 0;
@@ -250,7 +254,15 @@ class PartitionedStates final : public ModelStates {
   std::vector<device::DeviceBuffer> grad_workspaces_;
   std::vector<bool> grad_out_;
   std::unique_ptr<device::Event> computed_;  // the compute stream's point a transfer waits for
-  std::unique_ptr<device::Event> reduced_;   // gathering: a gradient's reduce-scatter is done
+  std::unique_ptr<device::Event> reduced_;   // gathering: a bucket's reduction is done
+  struct GradientBucket {
+    std::vector<model::ParamId> ids;
+    std::vector<device::DeviceBuffer> wholes;  // each parameter's whole gradient, until packed
+    std::uint64_t bytes = 0;
+    DType dtype = DType::kF32;
+  };
+  GradientBucket bucket_;
+  std::vector<std::size_t> groups_awaiting_flush_;  // pipeline sub-groups whose last gradient is in the bucket
   struct InFlight {
     std::unique_ptr<device::Event> done;
     std::size_t bytes;

@@ -99,6 +99,10 @@ Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer
   // Every gradient must have been reduced and reached its tier, and no gathered copy may outlive
   // the old values.
   const auto fail = [&](Status status) { return abort_pipeline(std::move(status)); };
+  // The last gradient bucket closes with the backward pass.
+  if (gathering()) {
+    if (Status s = flush_bucket(); !s.is_ok()) return fail(s);
+  }
   if (Status s = device_.stream(device::StreamRole::kCollective).synchronize(); !s.is_ok()) return fail(s);
   if (Status s = device_.stream(device::StreamRole::kDeviceToHost).synchronize(); !s.is_ok()) return fail(s);
   d2h_in_flight_.clear();
