@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "libengine/core/dtype.h"
 
@@ -143,9 +144,18 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
       add(out.device_items, out.device_peak_bytes, "gathered params (max_live_bytes)",
           std::min(static_cast<double>(out.max_live_bytes), offloaded));
     }
-    // fp32 gradient buffers and compute views of the largest parameter (the engine's own check).
+    // Gradients leave the backward pass one block (or the largest parameter: the tied embedding)
+    // at a time: its fp32 buffers and, mixed, their rounded copies travel to the host together.
+    const double block_elements =
+        static_cast<double>(std::accumulate(numels.begin() + 2, numels.begin() + 14, std::int64_t{0}));
+    const double unit = std::max(block_elements, static_cast<double>(largest));
     if (grads_tier != Tier::kDevice || mixed) {
-      add(out.device_items, out.device_peak_bytes, "fp32 gradient and view buffers", 3 * largest_fp32);
+      add(out.device_items, out.device_peak_bytes, "fp32 gradient buffers and their rounded copies",
+          std::max(unit * (4.0 + (mixed ? half : 0.0)), largest_fp32));
+    }
+    // Half-precision parameters are handed to fp32 kernels as fp32 views, a block at a time.
+    if (mixed && params_tier != Tier::kDevice && compute_bytes == 4) {
+      add(out.device_items, out.device_peak_bytes, "fp32 views of gathered params", unit * 4.0);
     }
   }
 

@@ -10,7 +10,9 @@
 //  - device memory: the model's activation buffers (block inputs, one block's activations with
 //    checkpointing or every block's without, final norm, logits, backward workspace, in the compute
 //    dtype, 64-byte aligned), device-resident states, persistent small parameters, gathered
-//    parameters up to max_live_bytes and fp32 gradient/view buffers of the largest parameter;
+//    parameters up to max_live_bytes, the fp32 gradients of one block (or of the largest parameter)
+//    with their rounded copies on their way down, and fp32 views of one block's half-precision
+//    parameters (fp32 compute over bf16/fp16 storage);
 //  - host memory: host-resident states, the new-parameter staging, the optimizer pipeline and the
 //    NVMe read staging (up to prefetch_bytes); NVMe: parameters and 12 bytes per element of
 //    optimizer states;
