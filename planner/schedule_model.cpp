@@ -78,7 +78,9 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
   }
   out.step_seconds = out.forward.seconds + out.backward.seconds + out.optimizer.seconds;
   const double deepspeed_step = out.forward.seconds + backward_alone.seconds + optimizer_alone.seconds;
-  out.optimizer_hidden_seconds = std::max(0.0, deepspeed_step - out.step_seconds);
+  // Rounding must not show as a sliver of hidden time where the schedules agree.
+  const double hidden = deepspeed_step - out.step_seconds;
+  out.optimizer_hidden_seconds = hidden > 1e-12 * deepspeed_step ? hidden : 0.0;
   return out;
 }
 
