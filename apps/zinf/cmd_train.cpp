@@ -318,6 +318,15 @@ Status TrainCommand::run(const Io& io) {
     ZINF_ASSIGN_OR_RETURN(const RunHardware hardware,
                           run_hardware(scenario, hw_, run.peak.flops_per_s, scenario.device == spec::DeviceKind::kCpu));
     record["plan"] = plan_vs_measured(planner::predict_engine(scenario, hardware.figures), hardware, record);
+    // The engine model partitions nothing over ranks and models no collectives: say so rather
+    // than let a data-parallel run's errors look like the model's verdict on one rank.
+    record["plan"]["ranks_modelled"] = 1;
+    if (comm.world_size() > 1) {
+      record["plan"]["note"] = fmt::format(
+          "the plan models one rank; this run has {} ranks (partitioned states, collectives), so its errors are "
+          "not the model's accuracy",
+          comm.world_size());
+    }
   }
   if (comm.world_size() > 1) {
     ZINF_ASSIGN_OR_RETURN(run.ranks, gather_rank_figures(comm, record));

@@ -209,6 +209,7 @@ reports::Section render_plan_section(const json& plan) {
                                                           ? reports::Emphasis::kWarn
                                                           : reports::Emphasis::kNone)});
   }
+  if (const auto note = plan.find("note"); note != plan.end() && note->is_string()) s.notes.push_back(*note);
   s.notes.push_back(fmt::format("hardware: {}; error = (predicted - measured) / measured",
                                 plan.at("hardware").at("source").value("from", std::string("?"))));
   return s;
