@@ -5,6 +5,8 @@
 
 namespace zinf::planner {
 
+static_assert(kScheduleResources == kAllResources.size(), "schedule_model indexes resources as bandwidth_model does");
+
 using spec::StateKind;
 using spec::Tier;
 
@@ -100,12 +102,14 @@ namespace {
 // Accumulates bytes and busy seconds per (group, resource).
 class TrafficLedger {
  public:
-  void charge(TrafficGroup group, Resource resource, double bytes, double bandwidth) {
+  void charge(TrafficGroup group, Phase phase, Resource resource, double bytes, double bandwidth) {
     if (bytes <= 0) return;
     Cell& cell = cells_[static_cast<std::size_t>(group)][static_cast<std::size_t>(resource)];
     cell.bytes += bytes;
     cell.seconds += bytes / bandwidth;
+    phases_.at(phase)[static_cast<std::size_t>(resource)] += bytes / bandwidth;
   }
+  const PhaseLoads& phases() const { return phases_; }
   const ResourceLoad& at(TrafficGroup group, Resource resource) const {
     return cells_[static_cast<std::size_t>(group)][static_cast<std::size_t>(resource)];
   }
@@ -113,6 +117,7 @@ class TrafficLedger {
  private:
   using Cell = ResourceLoad;
   std::array<std::array<Cell, kAllResources.size()>, kAllTrafficGroups.size()> cells_{};
+  PhaseLoads phases_;
 };
 
 // The figures of one step that do not depend on where states live.
@@ -142,50 +147,51 @@ struct Mover {
   const NodeSpec& node;
   const Cluster& cluster;
 
-  void to_gpu_from(Tier tier, TrafficGroup group, double cluster_bytes) const {
+  void to_gpu_from(Tier tier, TrafficGroup group, Phase phase, double cluster_bytes) const {
     if (tier == Tier::kDevice) return;
-    ledger.charge(group, Resource::kPcieHostToDevice, cluster_bytes / cluster.gpus, node.pcie_bandwidth_per_gpu);
-    read_host(tier, group, cluster_bytes);
+    ledger.charge(group, phase, Resource::kPcieHostToDevice, cluster_bytes / cluster.gpus, node.pcie_bandwidth_per_gpu);
+    read_host(tier, group, phase, cluster_bytes);
   }
-  void from_gpu_to(Tier tier, TrafficGroup group, double cluster_bytes) const {
+  void from_gpu_to(Tier tier, TrafficGroup group, Phase phase, double cluster_bytes) const {
     if (tier == Tier::kDevice) return;
-    ledger.charge(group, Resource::kPcieDeviceToHost, cluster_bytes / cluster.gpus, node.pcie_bandwidth_per_gpu);
-    write_host(tier, group, cluster_bytes);
+    ledger.charge(group, phase, Resource::kPcieDeviceToHost, cluster_bytes / cluster.gpus, node.pcie_bandwidth_per_gpu);
+    write_host(tier, group, phase, cluster_bytes);
   }
   // Reading from a host tier: NVMe data is DMA'd into CPU memory first, then read out of it.
-  void read_host(Tier tier, TrafficGroup group, double cluster_bytes) const {
+  void read_host(Tier tier, TrafficGroup group, Phase phase, double cluster_bytes) const {
     const double per_node = cluster_bytes / cluster.nodes;
     if (tier == Tier::kNvme) {
-      ledger.charge(group, Resource::kNvme, per_node, node.nvme_read_bandwidth);
-      ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+      ledger.charge(group, phase, Resource::kNvme, per_node, node.nvme_read_bandwidth);
+      ledger.charge(group, phase, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
     }
-    ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+    ledger.charge(group, phase, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
   }
-  void write_host(Tier tier, TrafficGroup group, double cluster_bytes) const {
+  void write_host(Tier tier, TrafficGroup group, Phase phase, double cluster_bytes) const {
     const double per_node = cluster_bytes / cluster.nodes;
-    ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+    ledger.charge(group, phase, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
     if (tier == Tier::kNvme) {
-      ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
-      ledger.charge(group, Resource::kNvme, per_node, node.nvme_write_bandwidth);
+      ledger.charge(group, phase, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+      ledger.charge(group, phase, Resource::kNvme, per_node, node.nvme_write_bandwidth);
     }
   }
   // Moving data between two tiers for the optimizer step (gradients in, updated parameters out).
-  void between(Tier from, Tier to, TrafficGroup group, double cluster_bytes) const {
+  void between(Tier from, Tier to, TrafficGroup group, Phase phase, double cluster_bytes) const {
     if (from == to) return;
-    if (from == Tier::kDevice) return from_gpu_to(to, group, cluster_bytes);
-    if (to == Tier::kDevice) return to_gpu_from(from, group, cluster_bytes);
+    if (from == Tier::kDevice) return from_gpu_to(to, group, phase, cluster_bytes);
+    if (to == Tier::kDevice) return to_gpu_from(from, group, phase, cluster_bytes);
     // CPU <-> NVMe: the drives do the work; CPU memory is touched once either way.
     const double per_node = cluster_bytes / cluster.nodes;
-    ledger.charge(group, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
-    if (from == Tier::kNvme) ledger.charge(group, Resource::kNvme, per_node, node.nvme_read_bandwidth);
-    if (to == Tier::kNvme) ledger.charge(group, Resource::kNvme, per_node, node.nvme_write_bandwidth);
+    ledger.charge(group, phase, Resource::kCpuMemory, per_node, node.cpu_memory_bandwidth);
+    if (from == Tier::kNvme) ledger.charge(group, phase, Resource::kNvme, per_node, node.nvme_read_bandwidth);
+    if (to == Tier::kNvme) ledger.charge(group, phase, Resource::kNvme, per_node, node.nvme_write_bandwidth);
   }
 };
 
 }  // namespace
 
 StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, const spec::StatePlacement& placement,
-                     const HardwareProfile& hardware, double target_efficiency) {
+                     const HardwareProfile& hardware, double target_efficiency, Schedule schedule,
+                     bool norm_before_step) {
   const NodeSpec& node = hardware.node;
   const Cluster cluster = describe_cluster(hardware);
   TrafficLedger ledger;
@@ -197,56 +203,63 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
   const Tier activations_tier = placement[StateKind::kActivations];
 
   // Parameters: with ZeRO-3 each rank loads its slice three times per step (forward, recompute,
-  // backward) and all-gathers the rest; replicated parameters stay resident.
+  // backward; twice without checkpointing) and all-gathers the rest; replicated parameters stay resident.
   constexpr TrafficGroup kPG = TrafficGroup::kParamsAndGrads;
   if (rules.params_partitioned) {
-    const double loads = 3.0 * memory.params_bytes;
-    move.to_gpu_from(params_tier, kPG, loads);
-    if (collectives) {
-      ledger.charge(kPG, Resource::kCollectives, loads * cluster.ring_factor, cluster.collective_bandwidth);
+    const double backward_loads = (memory.parameter_loads() - 1.0) * memory.params_bytes;
+    for (const auto& [phase, loads] :
+         {std::pair{Phase::kForward, memory.params_bytes}, std::pair{Phase::kBackward, backward_loads}}) {
+      move.to_gpu_from(params_tier, kPG, phase, loads);
+      if (collectives) {
+        ledger.charge(kPG, phase, Resource::kCollectives, loads * cluster.ring_factor, cluster.collective_bandwidth);
+      }
     }
   }
   // Gradients: reduce-scattered into slices (ZeRO-2/3) or all-reduced (plain data parallelism,
   // twice the traffic); each rank's slice then goes to the gradient tier.
   if (collectives) {
     const double reduce_bytes = memory.grads_bytes * (rules.states_partitioned ? 1.0 : 2.0);
-    ledger.charge(kPG, Resource::kCollectives, reduce_bytes * cluster.ring_factor, cluster.collective_bandwidth);
+    ledger.charge(kPG, Phase::kBackward, Resource::kCollectives, reduce_bytes * cluster.ring_factor,
+                  cluster.collective_bandwidth);
   }
-  if (rules.states_partitioned) move.from_gpu_to(grads_tier, kPG, memory.grads_bytes);
+  if (rules.states_partitioned) move.from_gpu_to(grads_tier, kPG, Phase::kBackward, memory.grads_bytes);
 
   // Optimizer step: read and write every optimizer state once where it lives; bring gradients
   // to it and send updated parameters back to the parameter tier.
   constexpr TrafficGroup kOpt = TrafficGroup::kOptimizer;
   const double replicas = rules.states_partitioned ? 1.0 : cluster.gpus;
   const double optimizer_stream = 2.0 * memory.optimizer_bytes * replicas;
+  // States already in the memory that steps them are read by the update itself; NVMe-resident ones
+  // are read ahead (Phase::kOptimizerRead) and written behind (the update).
+  constexpr Phase kUpdate = Phase::kOptimizerUpdate;
   switch (optimizer_tier) {
     case Tier::kDevice:
-      ledger.charge(kOpt, Resource::kHbm, optimizer_stream / cluster.gpus, node.gpu.memory_bandwidth);
+      ledger.charge(kOpt, kUpdate, Resource::kHbm, optimizer_stream / cluster.gpus, node.gpu.memory_bandwidth);
       break;
     case Tier::kCpu:
-      ledger.charge(kOpt, Resource::kCpuMemory, optimizer_stream / cluster.nodes, node.cpu_memory_bandwidth);
+      ledger.charge(kOpt, kUpdate, Resource::kCpuMemory, optimizer_stream / cluster.nodes, node.cpu_memory_bandwidth);
       break;
     case Tier::kNvme:
-      move.read_host(Tier::kNvme, kOpt, memory.optimizer_bytes);
-      move.write_host(Tier::kNvme, kOpt, memory.optimizer_bytes);
+      move.read_host(Tier::kNvme, kOpt, Phase::kOptimizerRead, memory.optimizer_bytes);
+      move.write_host(Tier::kNvme, kOpt, kUpdate, memory.optimizer_bytes);
       break;
   }
   // CPU Adam streams NVMe-resident states through CPU memory, so gradients are consumed and updated
   // parameters produced in CPU memory: for those transfers an NVMe optimizer sits in the CPU tier.
   const Tier optimizer_compute_tier = optimizer_tier == Tier::kNvme ? Tier::kCpu : optimizer_tier;
-  move.between(grads_tier, optimizer_compute_tier, kOpt, memory.grads_bytes * replicas);
+  move.between(grads_tier, optimizer_compute_tier, kOpt, kUpdate, memory.grads_bytes * replicas);
   // The updated parameters: a replicated copy (ZeRO-Offload) is all-gathered from the updated slices.
-  move.between(optimizer_compute_tier, params_tier, kOpt, memory.params_bytes * replicas);
+  move.between(optimizer_compute_tier, params_tier, kOpt, kUpdate, memory.params_bytes * replicas);
   if (!rules.params_partitioned && rules.states_partitioned && collectives) {
-    ledger.charge(kOpt, Resource::kCollectives, memory.params_bytes * cluster.ring_factor,
+    ledger.charge(kOpt, kUpdate, Resource::kCollectives, memory.params_bytes * cluster.ring_factor,
                   cluster.collective_bandwidth);
   }
 
   // Activation checkpoints: written in forward, read back in backward, each GPU its own.
   constexpr TrafficGroup kAct = TrafficGroup::kActivations;
   const double checkpoints = memory.activation_checkpoint_bytes_per_gpu * cluster.gpus;
-  move.from_gpu_to(activations_tier, kAct, checkpoints);
-  move.to_gpu_from(activations_tier, kAct, checkpoints);
+  move.from_gpu_to(activations_tier, kAct, Phase::kForward, checkpoints);
+  move.to_gpu_from(activations_tier, kAct, Phase::kBackward, checkpoints);
 
   StepModel step;
   step.compute_seconds = memory.flops_per_gpu_per_step / node.gpu.achievable_flops;
@@ -261,7 +274,7 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
   }
 
   // The paper's data movement per GPU for each group (what its arithmetic intensity divides by).
-  const double params_per_gpu_loads = 3.0 * memory.params_bytes;  // every GPU needs every parameter 3x
+  const double params_per_gpu_loads = memory.parameter_loads() * memory.params_bytes;  // every GPU, every load
   const std::array<double, kAllTrafficGroups.size()> group_bytes{
       params_per_gpu_loads + memory.grads_bytes,
       2.0 * memory.optimizer_bytes,
@@ -270,7 +283,9 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
   for (TrafficGroup group : kAllTrafficGroups) {
     GroupTraffic& traffic = step.groups[static_cast<std::size_t>(group)];
     traffic.bytes_per_gpu = group_bytes[static_cast<std::size_t>(group)];
-    traffic.arithmetic_intensity = memory.flops_per_gpu_per_step / traffic.bytes_per_gpu;
+    // Nothing to move (no checkpoints without checkpointing): no intensity, no bandwidth needed.
+    traffic.arithmetic_intensity =
+        traffic.bytes_per_gpu > 0 ? memory.flops_per_gpu_per_step / traffic.bytes_per_gpu : 0.0;
     for (Resource resource : kAllResources)
       traffic.seconds = std::max(traffic.seconds, ledger.at(group, resource).seconds);
     traffic.effective_bandwidth = traffic.seconds > 0 ? traffic.bytes_per_gpu / traffic.seconds : 0.0;
@@ -278,7 +293,9 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
                                                           node.gpu.achievable_flops)
                                              : 1.0;
     traffic.required_bandwidth =
-        bandwidth_for_efficiency(traffic.arithmetic_intensity, node.gpu.achievable_flops, target_efficiency);
+        traffic.bytes_per_gpu > 0
+            ? bandwidth_for_efficiency(traffic.arithmetic_intensity, node.gpu.achievable_flops, target_efficiency)
+            : 0.0;
   }
 
   double busiest_link = 0;
@@ -292,6 +309,20 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
     }
   }
   step.step_seconds_no_overlap = step.compute_seconds + busiest_link;
+
+  step.phases = ledger.phases();
+  const auto compute = static_cast<std::size_t>(Resource::kCompute);
+  const double forward_compute = memory.forward_flops_per_gpu / node.gpu.achievable_flops;
+  step.phases.at(Phase::kForward)[compute] = forward_compute;
+  step.phases.at(Phase::kBackward)[compute] = step.compute_seconds - forward_compute;
+  ScheduleOptions options;
+  options.norm_before_step = norm_before_step;
+  options.optimizer_on_host = optimizer_tier != Tier::kDevice;
+  for (Schedule s : kAllSchedules) {
+    options.schedule = s;
+    step.schedules[static_cast<std::size_t>(s)] = schedule_step(step.phases, options);
+  }
+  step.scheduled = step.schedule(schedule);
   return step;
 }
 

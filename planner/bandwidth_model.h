@@ -21,6 +21,7 @@
 #include "libengine/spec/training_spec.h"
 #include "planner/hardware_profile.h"
 #include "planner/memory_model.h"
+#include "planner/schedule_model.h"
 #include "planner/strategy.h"
 
 namespace zinf::planner {
@@ -71,16 +72,24 @@ struct GroupTraffic {
 struct StepModel {
   std::array<ResourceLoad, kAllResources.size()> resources{};   // indexed by Resource
   std::array<GroupTraffic, kAllTrafficGroups.size()> groups{};  // indexed by TrafficGroup
+  PhaseLoads phases;                                            // busy seconds per phase, per Resource index
   double compute_seconds = 0;
-  double step_seconds = 0;             // busiest resource (full overlap)
+  double step_seconds = 0;             // busiest resource (full overlap: every transfer behind every computation)
   double step_seconds_no_overlap = 0;  // compute + busiest non-compute resource
   Resource bottleneck = Resource::kCompute;
+  // The phases as each schedule runs them (indexed by Schedule) and the one asked for.
+  std::array<ScheduledStep, kAllSchedules.size()> schedules{};
+  ScheduledStep scheduled;
+  const ScheduledStep& schedule(Schedule s) const { return schedules[static_cast<std::size_t>(s)]; }
 
   const ResourceLoad& load(Resource r) const { return resources[static_cast<std::size_t>(r)]; }
   const GroupTraffic& group(TrafficGroup g) const { return groups[static_cast<std::size_t>(g)]; }
 };
 
+// `schedule` picks StepModel::scheduled; `norm_before_step`: clipping or fp16 loss scaling (the
+// optimizer's update waits for the global norm; see schedule_model.h).
 StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, const spec::StatePlacement& placement,
-                     const HardwareProfile& hardware, double target_efficiency);
+                     const HardwareProfile& hardware, double target_efficiency, Schedule schedule = Schedule::kZinf,
+                     bool norm_before_step = false);
 
 }  // namespace zinf::planner

@@ -28,8 +28,10 @@ double activation_working_bytes(std::int64_t micro_batch, std::int64_t seq, std:
          (16.0 * static_cast<double>(hidden) + 2.0 * static_cast<double>(heads) * s);
 }
 
-double flops_per_gpu_per_step(std::int64_t micro_batch, std::int64_t seq, double params) {
-  return 2.0 * 4.0 * static_cast<double>(micro_batch) * static_cast<double>(seq) * params;
+double flops_per_gpu_per_step(std::int64_t micro_batch, std::int64_t seq, double params,
+                              bool activation_checkpointing) {
+  const double passes = activation_checkpointing ? 4.0 : 3.0;  // forward, backward (2), recompute
+  return 2.0 * passes * static_cast<double>(micro_batch) * static_cast<double>(seq) * params;
 }
 
 ModelMemory model_memory(const spec::ModelShape& shape, const spec::TrainingSpec& training) {
@@ -42,15 +44,22 @@ ModelMemory model_memory(const spec::ModelShape& shape, const spec::TrainingSpec
   memory.params_bytes = memory.bytes_per_param.params * params;
   memory.grads_bytes = memory.bytes_per_param.grads * params;
   memory.optimizer_bytes = memory.bytes_per_param.optimizer() * params;
-  memory.activation_checkpoint_bytes_per_gpu = activation_checkpoint_bytes(
-      training.micro_batch, training.seq, shape.hidden, shape.layers, training.ckpt_interval);
+  memory.activation_checkpointing = training.activation_checkpointing;
+  // Without checkpointing there is nothing to offload: every layer's activations are working memory.
+  memory.activation_checkpoint_bytes_per_gpu =
+      training.activation_checkpointing ? activation_checkpoint_bytes(training.micro_batch, training.seq, shape.hidden,
+                                                                      shape.layers, training.ckpt_interval)
+                                        : 0.0;
   memory.model_state_working_bytes_per_gpu = model_state_working_bytes(
       count.largest_operator, memory.bytes_per_param.params + memory.bytes_per_param.grads, training.tiling);
   // A checkpoint interval longer than the model recomputes at most the whole model.
-  const std::int64_t recomputed_layers = std::min(training.ckpt_interval, shape.layers);
+  const std::int64_t recomputed_layers =
+      training.activation_checkpointing ? std::min(training.ckpt_interval, shape.layers) : shape.layers;
   memory.activation_working_bytes_per_gpu =
       activation_working_bytes(training.micro_batch, training.seq, recomputed_layers, shape.hidden, shape.heads);
-  memory.flops_per_gpu_per_step = flops_per_gpu_per_step(training.micro_batch, training.seq, params);
+  memory.flops_per_gpu_per_step =
+      flops_per_gpu_per_step(training.micro_batch, training.seq, params, training.activation_checkpointing);
+  memory.forward_flops_per_gpu = flops_per_gpu_per_step(training.micro_batch, training.seq, params) / 4.0;
   return memory;
 }
 

@@ -33,8 +33,9 @@ double activation_working_bytes(std::int64_t micro_batch, std::int64_t seq, std:
                                 std::int64_t hidden, std::int64_t heads);
 
 // 2·4·bsz·seq·params FLOPs per GPU per step: forward (2), backward (4) and the recompute of
-// activation checkpointing (2), as in the paper.
-double flops_per_gpu_per_step(std::int64_t micro_batch, std::int64_t seq, double params);
+// activation checkpointing (2), as in the paper; 2·3·bsz·seq·params without checkpointing.
+double flops_per_gpu_per_step(std::int64_t micro_batch, std::int64_t seq, double params,
+                              bool activation_checkpointing = true);
 
 // Everything the placement needs to know about one model under one training setup.
 struct ModelMemory {
@@ -46,8 +47,12 @@ struct ModelMemory {
   double optimizer_bytes = 0;  // whole model, everything the optimizer owns
   double activation_checkpoint_bytes_per_gpu = 0;
   double model_state_working_bytes_per_gpu = 0;
-  double activation_working_bytes_per_gpu = 0;
+  double activation_working_bytes_per_gpu = 0;  // without checkpointing: every layer's activations
   double flops_per_gpu_per_step = 0;
+  double forward_flops_per_gpu = 0;  // 2·bsz·seq·P; the rest of flops_per_gpu_per_step runs in backward
+  bool activation_checkpointing = true;
+  // Times each parameter is brought to the GPU per step: forward, recompute (with checkpointing), backward.
+  double parameter_loads() const { return activation_checkpointing ? 3.0 : 2.0; }
 };
 
 // Preconditions: validate(shape) and validate(training) are ok.

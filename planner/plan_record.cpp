@@ -45,7 +45,22 @@ json input_to_json(const PlanInput& input) {
           {"hardware", hardware_summary(input.hardware)},
           {"strategy", strategy_name(input.strategy)},
           {"pinned", std::move(pinned)},
-          {"target_efficiency", input.target_efficiency}};
+          {"target_efficiency", input.target_efficiency},
+          {"schedule", schedule_name(input.schedule)}};
+}
+
+json scheduled_step_to_json(const ScheduledStep& step) {
+  const auto phase = [](std::string_view name, const PhaseTime& time) {
+    return json{
+        {"phase", name}, {"seconds", time.seconds}, {"bottleneck", resource_name(kAllResources[time.bottleneck])}};
+  };
+  return {{"schedule", schedule_name(step.schedule)},
+          {"step_seconds", step.step_seconds},
+          {"phases", json::array({phase("forward", step.forward), phase("backward", step.backward),
+                                  phase("optimizer", step.optimizer)})},
+          {"optimizer_work_seconds", step.optimizer_work_seconds},
+          {"optimizer_hidden_seconds", step.optimizer_hidden_seconds},
+          {"optimizer_overlaps_backward", step.overlapped}};
 }
 
 }  // namespace
@@ -75,7 +90,9 @@ json training_to_json(const spec::TrainingSpec& training) {
           {"ckpt_interval", training.ckpt_interval},
           {"tiling", training.tiling},
           {"precision", dtype_name(training.precision)},
-          {"accounting", spec::accounting_name(training.accounting)}};
+          {"accounting", spec::accounting_name(training.accounting)},
+          {"activation_checkpointing", training.activation_checkpointing},
+          {"norm_before_step", training.norm_before_step}};
 }
 
 json placement_to_json(const spec::StatePlacement& placement) {
@@ -87,7 +104,9 @@ json placement_to_json(const spec::StatePlacement& placement) {
 
 json prediction_to_json(const Prediction& prediction) {
   return {{"step_seconds", prediction.step_seconds},
+          {"step_seconds_full_overlap", prediction.step_seconds_full_overlap},
           {"step_seconds_no_overlap", prediction.step_seconds_no_overlap},
+          {"step_seconds_other_schedule", prediction.step_seconds_other_schedule},
           {"compute_seconds", prediction.compute_seconds},
           {"tokens_per_second", prediction.tokens_per_second},
           {"achieved_flops_per_gpu", prediction.achieved_flops_per_gpu},
@@ -169,6 +188,14 @@ void append_plan(const Plan& plan, json& record) {
     record["bandwidth"] = std::move(groups);
     record["resources"] = std::move(resources);
     record["prediction"] = prediction_to_json(plan.prediction);
+    json schedules = json::array();
+    for (Schedule s : kAllSchedules) schedules.push_back(scheduled_step_to_json(plan.step.schedule(s)));
+    record["schedule"] = {{"name", schedule_name(plan.input.schedule)},
+                          {"norm_before_step", norm_before_step(plan.input.training)},
+                          {"chosen", scheduled_step_to_json(plan.step.scheduled)},
+                          {"all", std::move(schedules)},
+                          {"zinf_speedup_over_deepspeed", plan.step.schedule(Schedule::kDeepSpeed).step_seconds /
+                                                              plan.step.schedule(Schedule::kZinf).step_seconds}};
     record["bottleneck"] = {{"resource", resource_name(plan.step.bottleneck)}, {"explanation", plan.bottleneck}};
   } else {
     record["bottleneck"] = {{"resource", nullptr}, {"explanation", plan.bottleneck}};

@@ -65,9 +65,11 @@ PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& inp
         }
         continue;
       }
-      StepModel step = model_step(memory, rules, placement, input.hardware, input.target_efficiency);
-      const bool faster = step.step_seconds < best.step.step_seconds * (1.0 - 1e-9);
-      const bool tie = !faster && step.step_seconds <= best.step.step_seconds * (1.0 + 1e-9);
+      StepModel step = model_step(memory, rules, placement, input.hardware, input.target_efficiency, input.schedule,
+                                  norm_before_step(input.training));
+      const double seconds = step.scheduled.step_seconds;
+      const bool faster = seconds < best.step.scheduled.step_seconds * (1.0 - 1e-9);
+      const bool tie = !faster && seconds <= best.step.scheduled.step_seconds * (1.0 + 1e-9);
       if (!any || faster || (tie && slowness(fp) < slowness(best.footprint))) {
         best = {true, rules, placement, std::move(fp), step};
         any = true;
@@ -77,23 +79,32 @@ PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& inp
   return any ? best : closest;
 }
 
+bool norm_before_step(const spec::TrainingSpec& training) {
+  return training.norm_before_step || training.precision == DType::kF16;
+}
+
 Prediction predict(const ModelMemory& memory, const PlanInput& input, const StepModel& step) {
   Prediction prediction;
   const double tokens_per_gpu = static_cast<double>(input.training.micro_batch * input.training.seq);
-  prediction.step_seconds = step.step_seconds;
+  prediction.step_seconds = step.scheduled.step_seconds;
+  prediction.step_seconds_full_overlap = step.step_seconds;
+  prediction.step_seconds_other_schedule =
+      step.schedule(input.schedule == Schedule::kZinf ? Schedule::kDeepSpeed : Schedule::kZinf).step_seconds;
   prediction.step_seconds_no_overlap = step.step_seconds_no_overlap;
   prediction.compute_seconds = step.compute_seconds;
-  prediction.tokens_per_second = tokens_per_gpu * static_cast<double>(input.hardware.total_gpus()) / step.step_seconds;
-  prediction.achieved_flops_per_gpu = memory.flops_per_gpu_per_step / step.step_seconds;
-  prediction.mfu = 6.0 * tokens_per_gpu * static_cast<double>(memory.params) / step.step_seconds /
-                   input.hardware.node.gpu.peak_flops;
-  prediction.efficiency = step.compute_seconds / step.step_seconds;
+  const double seconds = prediction.step_seconds;
+  prediction.tokens_per_second = tokens_per_gpu * static_cast<double>(input.hardware.total_gpus()) / seconds;
+  prediction.achieved_flops_per_gpu = memory.flops_per_gpu_per_step / seconds;
+  prediction.mfu =
+      6.0 * tokens_per_gpu * static_cast<double>(memory.params) / seconds / input.hardware.node.gpu.peak_flops;
+  prediction.efficiency = step.compute_seconds / seconds;
   return prediction;
 }
 
 Status check_finite(const Prediction& p) {
-  for (const double value : {p.step_seconds, p.step_seconds_no_overlap, p.compute_seconds, p.tokens_per_second,
-                             p.achieved_flops_per_gpu, p.mfu, p.efficiency}) {
+  for (const double value :
+       {p.step_seconds, p.step_seconds_full_overlap, p.step_seconds_no_overlap, p.step_seconds_other_schedule,
+        p.compute_seconds, p.tokens_per_second, p.achieved_flops_per_gpu, p.mfu, p.efficiency}) {
     if (!std::isfinite(value)) {
       return Status::internal(fmt::format(
           "planner: a predicted figure is not finite (step {:g} s, compute {:g} s, {:g} tokens/s); the inputs passed "
@@ -108,7 +119,7 @@ namespace {
 
 std::string explain_bottleneck(const Plan& plan) {
   const StepModel& step = plan.step;
-  const double ratio = step.step_seconds / step.compute_seconds;
+  const double ratio = step.scheduled.step_seconds / step.compute_seconds;
   if (step.bottleneck == Resource::kCompute) {
     // Name the busiest link too, so users see the headroom.
     Resource next = Resource::kCompute;
@@ -217,6 +228,7 @@ std::vector<Suggestion> suggest(const Plan& plan) {
     }
   }
   for (std::int64_t ci : {std::int64_t{1}, std::int64_t{2}, std::int64_t{4}, std::int64_t{8}}) {
+    if (!base.training.activation_checkpointing) break;  // no checkpoints: the interval means nothing
     if (ci == base.training.ckpt_interval || ci > base.shape.layers) continue;
     PlanInput changed = base;
     changed.training.ckpt_interval = ci;

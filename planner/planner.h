@@ -33,8 +33,13 @@ struct PlanInput {
   Strategy strategy = Strategy::kAuto;
   // Kinds pinned to a tier by the user (field::kPlacement, e.g. optimizer=nvme); others are searched.
   std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()> pinned{};
-  double target_efficiency = 0.9;  // the efficiency "required bandwidth" is quoted for
+  double target_efficiency = 0.9;       // the efficiency "required bandwidth" is quoted for
+  Schedule schedule = Schedule::kZinf;  // whose step schedule the prediction follows (schedule_model.h)
 };
+
+// Whether the optimizer's update must wait for the global gradient norm: clipping, or fp16's loss
+// scaling (its overflow check).
+bool norm_before_step(const spec::TrainingSpec& training);
 
 // One change to the input: {field::kNodes, "4"}.
 struct FieldChange {
@@ -50,11 +55,13 @@ struct Suggestion {
 };
 
 struct Prediction {
-  double step_seconds = 0;
+  double step_seconds = 0;               // the input's schedule (StepModel::scheduled)
+  double step_seconds_full_overlap = 0;  // every transfer hidden behind every computation (the lower bound)
   double step_seconds_no_overlap = 0;
+  double step_seconds_other_schedule = 0;  // the same placement under the other schedule
   double compute_seconds = 0;
   double tokens_per_second = 0;       // whole cluster
-  double achieved_flops_per_gpu = 0;  // 8·bsz·seq·P / step (recompute included, as the paper counts)
+  double achieved_flops_per_gpu = 0;  // 8·bsz·seq·P / step (recompute included, as the paper counts; 6· without)
   double mfu = 0;                     // 6·bsz·seq·P / step / peak_flops (model FLOPs, no recompute)
   double efficiency = 0;              // compute time / step time
 };

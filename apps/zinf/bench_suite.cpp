@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -354,19 +355,43 @@ class BenchSuiteCommand final : public Subcommand {
     add_output_options(*c, output_);
     c->footer(
         "Examples:\n"
-        "  zinf bench suite --format json --out suite.json\n"
+        "  zinf bench suite --out suite/          (suite/suite.json and suite/suite.txt)\n"
         "  zinf bench suite --path /mnt/nvme0 --path /mnt/nvme1 --format md");
     *registered = c;
   }
 
+  // --out names a DIRECTORY (created when missing): the record goes to DIR/suite.json and the
+  // --format view (table by default) next to it as suite.txt, suite.md or suite.csv.
   Status run(const Io& io) override {
-    ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
+    ZINF_ASSIGN_OR_RETURN(const Format format, parse_format(output_.format));
     ZINF_ASSIGN_OR_RETURN(const SuiteOptions options, parse_suite_options(flags_));
-    if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
+    OutputOptions view = output_;
+    std::string record_path;
+    if (!output_.out_path.empty()) {
+      std::error_code ec;
+      if (std::filesystem::exists(output_.out_path, ec) && !std::filesystem::is_directory(output_.out_path, ec)) {
+        return Status::invalid_argument(
+            fmt::format("--out: '{}' is not a directory; the suite writes suite.json and its summary into a directory "
+                        "(created when missing)",
+                        output_.out_path));
+      }
+      ZINF_RETURN_IF_ERROR(check_writable_directory(output_.out_path, "--out"));
+      const std::filesystem::path dir(output_.out_path);
+      record_path = (dir / "suite.json").string();
+      const char* extension = format == Format::kMarkdown ? "md" : format == Format::kCsv ? "csv" : "txt";
+      view.out_path = format == Format::kJson ? std::string() : (dir / fmt::format("suite.{}", extension)).string();
+    }
     const auto progress = suite_progress(io);
     ZINF_ASSIGN_OR_RETURN(const json record, run_bench_suite(options, progress));
     if (io.err_is_terminal) io.err << '\n';
-    return emit(output_, render_bench_suite(record), io);
+    const Rendered rendered = render_bench_suite(record);
+    if (record_path.empty()) return emit(output_, rendered, io);
+    ZINF_RETURN_IF_ERROR(write_output_file(record_path, record.dump(2) + "\n", "--out", io));
+    io.err << "suite record: " << record_path << '\n';
+    if (view.out_path.empty()) return Status::ok();
+    ZINF_RETURN_IF_ERROR(emit(view, rendered, io));
+    io.err << "suite summary: " << view.out_path << '\n';
+    return Status::ok();
   }
 
  private:

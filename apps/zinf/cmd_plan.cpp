@@ -21,6 +21,7 @@
 #include "libengine/spec/hf_config.h"
 #include "planner/max_params.h"
 #include "planner/planner.h"
+#include "planner/scenario_plan.h"
 #include "planner/shape_rule.h"
 #include "planner/sweep.h"
 
@@ -152,6 +153,16 @@ class PlanCommand final : public Subcommand {
     option("--precision", precision_, "bf16, fp16 or fp32 (default bf16)", training, "DTYPE");
     option("--accounting", accounting_, "Model-state accounting: paper (20 B/param), zero (16) or fp32 (16)", training,
            "NAME");
+    c.add_flag("--no-activation-checkpointing", no_checkpointing_,
+               "Keep every layer's activations and recompute nothing (6 instead of 8 FLOPs per parameter per token)")
+        ->group(training);
+    c.add_flag("--norm-before-step", norm_before_step_,
+               "The optimizer step needs the global gradient norm first (gradient clipping; implied by fp16)")
+        ->group(training);
+    option("--scenario", scenario_,
+           "Plan a `zinf train` scenario: its model, seq, batch, precision, checkpointing, tiling, clipping, zero "
+           "placement and overlap_optimizer",
+           training, "FILE");
 
     const std::string hardware = "Hardware (a profile, then per-field overrides)";
     option(
@@ -174,6 +185,10 @@ class PlanCommand final : public Subcommand {
            strategy, "KIND=TIER,...");
     option("--target-efficiency", target_efficiency_, "Efficiency the required bandwidth is quoted for (default 0.9)",
            strategy, "F");
+    option("--schedule", schedule_,
+           "Whose step schedule to predict: zinf (the optimizer overlaps the backward pass; default) or deepspeed "
+           "(the offloaded optimizer step runs after it)",
+           strategy, "NAME");
 
     const std::string deepspeed = "DeepSpeed";
     option("--ds-config", ds_config_,
@@ -213,8 +228,10 @@ class PlanCommand final : public Subcommand {
   std::map<std::string, std::string> override_values_;
   std::string params_, layers_, hidden_, heads_, kv_heads_, ffn_, vocab_, hf_config_;
   std::string seq_, micro_batch_, ckpt_interval_, tiling_, precision_, accounting_;
-  std::string hw_, nodes_, strategy_, place_, target_efficiency_, ds_config_, emit_ds_config_;
+  std::string hw_, nodes_, strategy_, place_, target_efficiency_, ds_config_, emit_ds_config_, schedule_, scenario_;
   bool max_params_ = false;
+  bool no_checkpointing_ = false;
+  bool norm_before_step_ = false;
   std::vector<std::string> sweeps_;
   OutputOptions output_;
 };
@@ -241,6 +258,8 @@ Result<spec::TrainingSpec> PlanCommand::training() const {
     }
     training.accounting = *accounting;
   }
+  training.activation_checkpointing = !no_checkpointing_;
+  training.norm_before_step = norm_before_step_;
   // The integer fields were checked as flags above; what is left is the precision/accounting pair.
   ZINF_RETURN_IF_ERROR(
       spec::check_accounting(training, plan_flag_for("training.accounting"), plan_flag_for("training.precision")));
@@ -369,6 +388,13 @@ Status PlanCommand::run(const Io& io) {
     input.strategy = *strategy;
   }
   ZINF_ASSIGN_OR_RETURN(input.pinned, pinned());
+  if (given("--schedule")) {
+    const auto schedule = planner::schedule_from_name(schedule_);
+    if (!schedule) {
+      return Status::invalid_argument(fmt::format("--schedule: '{}' is not one of zinf, deepspeed", schedule_));
+    }
+    input.schedule = *schedule;
+  }
   if (given("--target-efficiency")) {
     double value = 0;
     const auto [end, ec] =
@@ -411,13 +437,39 @@ Status PlanCommand::run(const Io& io) {
     if (!dimensions.empty()) {
       return Status::invalid_argument("--max-params: takes one node count; drop --sweep and list-valued --nodes");
     }
-    if (given("--params") || given("--layers") || given("--hf-config")) {
-      return Status::invalid_argument("--max-params: finds the model size itself; drop --params/--layers/--hf-config");
+    if (given("--params") || given("--layers") || given("--hf-config") || given("--scenario")) {
+      return Status::invalid_argument(
+          "--max-params: finds the model size itself; drop --params/--layers/--hf-config/--scenario");
     }
     ZINF_RETURN_IF_ERROR(resolve_model(input, /*model_required=*/false, false));
     const std::vector<planner::Strategy> strategies(planner::kAllStrategies.begin() + 1, planner::kAllStrategies.end());
     ZINF_ASSIGN_OR_RETURN(const auto results, planner::max_params_per_strategy(input, strategies));
     return emit(output_, render_max_params(input, results), io);
+  }
+  if (given("--scenario")) {
+    for (const char* flag : {"--params", "--layers", "--hidden", "--heads", "--kv-heads", "--ffn", "--vocab",
+                             "--hf-config", "--seq", "--micro-batch", "--ckpt-interval", "--tiling", "--precision",
+                             "--accounting", "--strategy", "--place", "--ds-config", "--emit-ds-config"}) {
+      if (given(flag)) {
+        return Status::invalid_argument(
+            fmt::format("--scenario: the scenario sets the model, training and placement; drop {}", flag));
+      }
+    }
+    if (no_checkpointing_ || norm_before_step_) {
+      return Status::invalid_argument(
+          "--scenario: the scenario's activation_checkpointing and optimizer.grad_clip decide these; drop "
+          "--no-activation-checkpointing/--norm-before-step");
+    }
+    if (max_params_ || !dimensions.empty()) {
+      return Status::invalid_argument("--scenario: plans one configuration; drop --max-params and --sweep");
+    }
+    ZINF_ASSIGN_OR_RETURN(const spec::Scenario scenario, spec::load_scenario(scenario_, scenario_shape_resolver()));
+    const planner::Schedule asked = input.schedule;
+    input = planner::plan_input_for(scenario, input.hardware);
+    if (given("--schedule")) input.schedule = asked;
+    input.model_source += fmt::format(" (--scenario {})", scenario_);
+    ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, plan_flag_for));
+    return emit(output_, render_plan(plan, !given("--hw")), io);
   }
   ZINF_RETURN_IF_ERROR(resolve_model(input, /*model_required=*/!params_swept, params_swept));
   if (!dimensions.empty()) {

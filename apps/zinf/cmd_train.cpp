@@ -17,6 +17,7 @@
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/rank_spawner.h"
 #include "apps/zinf/subcommand.h"
+#include "apps/zinf/train_plan.h"
 #include "apps/zinf/train_progress.h"
 #include "apps/zinf/train_record.h"
 #include "kernels/threads.h"
@@ -26,6 +27,7 @@
 #include "libengine/spec/scenario.h"
 #include "libengine/train/compute_peak.h"
 #include "libengine/train/train_session.h"
+#include "planner/engine_model.h"
 #include "planner/shape_rule.h"
 
 namespace zinf::cli {
@@ -127,6 +129,10 @@ class TrainCommand final : public Subcommand {
                                            "Seconds a rank waits for its peers in a collective before failing "
                                            "(default 300; under mpirun/srun)")
                                ->type_name("SECONDS");
+    cmd->add_option("--hw", hw_,
+                    "Plan the run with this hardware profile (name or zinf.hardware/1 file) instead of measuring the "
+                    "memory and NVMe bandwidth in this run")
+        ->type_name("NAME|FILE");
     add_output_options(*cmd, output_);
     cmd->footer(
         "Examples:\n"
@@ -151,6 +157,7 @@ class TrainCommand final : public Subcommand {
   std::string record_path_;
   std::string comm_timeout_;
   std::string ranks_text_;
+  std::string hw_;
   std::optional<int> delegated_;
   CLI::App* cmd_ = nullptr;
   CLI::Option* comm_timeout_option_ = nullptr;
@@ -203,6 +210,11 @@ Status TrainCommand::run(const Io& io) {
   if (!record_path_.empty()) scenario.output.record = record_path_;
   const std::string_view record_field = record_path_.empty() ? "scenario.output.record" : "--record";
   ZINF_RETURN_IF_ERROR(check_outputs(scenario, record_field));
+  // A bad profile fails now, not after the steps.
+  if (!hw_.empty()) {
+    const Result<planner::HardwareProfile> profile = planner::load_hardware_profile(hw_);
+    if (!profile.is_ok()) return profile.status().with_context("--hw");
+  }
   const int cores = kernels::cpu::available_cores();
   if (!quiet_ && scenario.threads > cores) {
     io.err << fmt::format("warning: {} compute threads on {} available core{}: asked for, but slower than {}\n",
@@ -300,6 +312,22 @@ Status TrainCommand::run(const Io& io) {
   run.state_bytes = session->states().state_bytes();
 
   nlohmann::json record = make_train_record(run);
+  {
+    // The run's own plan next to what it measured (the probes run after the steps, so they do not
+    // disturb them).
+    ZINF_ASSIGN_OR_RETURN(const RunHardware hardware,
+                          run_hardware(scenario, hw_, run.peak.flops_per_s, scenario.device == spec::DeviceKind::kCpu));
+    record["plan"] = plan_vs_measured(planner::predict_engine(scenario, hardware.figures), hardware, record);
+    // The engine model partitions nothing over ranks and models no collectives: say so rather
+    // than let a data-parallel run's errors look like the model's verdict on one rank.
+    record["plan"]["ranks_modelled"] = 1;
+    if (comm.world_size() > 1) {
+      record["plan"]["note"] = fmt::format(
+          "the plan models one rank; this run has {} ranks (partitioned states, collectives), so its errors are "
+          "not the model's accuracy",
+          comm.world_size());
+    }
+  }
   if (comm.world_size() > 1) {
     ZINF_ASSIGN_OR_RETURN(run.ranks, gather_rank_figures(comm, record));
     record["ranks"] = run.ranks;

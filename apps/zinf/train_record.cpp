@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/latency_stats.h"
+#include "apps/zinf/train_plan.h"
 #include "libengine/core/units.h"
 #include "reports/record_envelope.h"
 
@@ -299,6 +300,9 @@ Rendered render_train_record(const json& record) {
                      : std::string("not used")});
   out.document.sections.push_back(std::move(mem));
   out.document.sections.push_back(render_engine_section(record.at("engine")));
+  if (const auto plan = record.find("plan"); plan != record.end()) {
+    out.document.sections.push_back(render_plan_section(*plan));
+  }
   if (const auto ranks = record.find("ranks"); ranks != record.end()) {
     reports::Section section;
     section.title =

@@ -46,6 +46,14 @@ struct TrainingSpec {
   std::int64_t tiling = 1;         // memory-centric tiling factor: largest operator split into this many tiles
   DType precision = DType::kBF16;  // compute/storage precision of params and grads
   StateAccounting accounting = StateAccounting::kPaper;
+  // Activation checkpointing: keep one checkpoint every ckpt_interval layers and recompute the
+  // forward in backward (8·bsz·seq·P FLOPs per step). Off: every layer's activations stay on the
+  // device and nothing is recomputed (6·bsz·seq·P); ckpt_interval is then not used.
+  bool activation_checkpointing = true;
+  // The optimizer step needs the global gradient norm before it may start (gradient clipping, or
+  // fp16 loss scaling's overflow check): an overlapped optimizer can then only read ahead during the
+  // backward pass, not step.
+  bool norm_before_step = false;
 };
 
 // Positive seq/micro-batch/ckpt-interval/tiling; fp32 precision goes with fp32 accounting and

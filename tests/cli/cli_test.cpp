@@ -264,6 +264,83 @@ TEST_CASE("bad input: one clear line and exit code 2") {
   expect_bad_input({"hw", "show", "nope"}, "profile: 'nope' is not a built-in hardware profile");
 }
 
+TEST_CASE("plan --schedule: the phases under both schedules; DeepSpeed's optimizer runs after the backward pass") {
+  const auto run = [](const std::string& schedule) {
+    const Outcome o = zinf(
+        {"plan", "--params", "1T", "--hw", "dgx2-v100", "--nodes", "4", "--schedule", schedule, "--format", "json"});
+    REQUIRE(o.code == 0);
+    return nlohmann::json::parse(o.out);
+  };
+  const nlohmann::json ds = run("deepspeed");
+  const nlohmann::json zi = run("zinf");
+  CHECK(ds.at("input").at("schedule") == "deepspeed");
+  CHECK(ds.at("schedule").at("chosen").at("schedule") == "deepspeed");
+  CHECK(ds.at("prediction").at("step_seconds").get<double>() ==
+        ds.at("schedule").at("chosen").at("step_seconds").get<double>());
+  // The same placement under the other schedule is each plan's "other" step.
+  CHECK(ds.at("prediction").at("step_seconds_other_schedule").get<double>() ==
+        Approx(zi.at("prediction").at("step_seconds").get<double>()));
+  // DeepSpeed's step is forward + backward + the optimizer phase; nothing of the optimizer is hidden.
+  const nlohmann::json& phases = ds.at("schedule").at("chosen").at("phases");
+  REQUIRE(phases.size() == 3);
+  CHECK(phases[0].at("seconds").get<double>() + phases[1].at("seconds").get<double>() +
+            phases[2].at("seconds").get<double>() ==
+        Approx(ds.at("prediction").at("step_seconds").get<double>()));
+  CHECK(ds.at("schedule").at("chosen").at("optimizer_hidden_seconds").get<double>() == 0.0);
+  CHECK(zi.at("schedule").at("chosen").at("optimizer_hidden_seconds").get<double>() > 0.0);
+  CHECK(zi.at("schedule").at("zinf_speedup_over_deepspeed").get<double>() > 1.0);
+  const Outcome table = zinf({"plan", "--params", "1T", "--hw", "dgx2-v100", "--nodes", "4"});
+  CHECK(table.out.find("Schedule (phases of one step)") != std::string::npos);
+  CHECK(table.out.find("zinf's schedule is") != std::string::npos);
+  // A node sweep says whether TFLOP/s per GPU rises and why.
+  const Outcome sweep =
+      zinf({"plan", "--params", "1T", "--hw", "dgx2-v100", "--schedule", "deepspeed", "--nodes", "4,8,16,32"});
+  CHECK(sweep.out.find("TFLOP/s per GPU rises with the node count") != std::string::npos);
+  CHECK(sweep.out.find("zinf vs DeepSpeed") != std::string::npos);
+}
+
+TEST_CASE("plan --scenario follows the scenario; without checkpointing a step is 6 FLOPs per parameter per token") {
+  TempDir dir;
+  nlohmann::json scenario = {{"model", {{"layers", 4}, {"hidden", 256}, {"heads", 4}, {"vocab", 512}}},
+                             {"batch", 8},
+                             {"seq", 64},
+                             {"steps", 2},
+                             {"precision", "fp32"}};
+  const std::string path = dir.write("s.json", scenario.dump());
+  const Outcome o = zinf({"plan", "--scenario", path, "--hw", "cpu-only", "--format", "json"});
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  const nlohmann::json plan = nlohmann::json::parse(o.out);
+  CHECK(plan.at("input").at("training").at("activation_checkpointing") == false);
+  CHECK(plan.at("input").at("training").at("micro_batch") == 8);
+  const double params = plan.at("model").at("parameters").at("total").get<double>();
+  // cpu-only's achievable 120 GFLOP/s; 6 * 8 * 64 * P FLOPs.
+  CHECK(plan.at("prediction").at("compute_seconds").get<double>() == Approx(6.0 * 8 * 64 * params / 120e9));
+  // The same shape from flags, with --no-activation-checkpointing, is the same plan's compute.
+  const Outcome flags =
+      zinf({"plan",     "--layers",    "4",    "--hidden", "256",      "--heads",
+            "4",        "--vocab",     "512",  "--seq",    "64",       "--micro-batch",
+            "8",        "--precision", "fp32", "--hw",     "cpu-only", "--no-activation-checkpointing",
+            "--format", "json"});
+  REQUIRE(flags.code == 0);
+  CHECK(nlohmann::json::parse(flags.out).at("prediction").at("compute_seconds").get<double>() ==
+        Approx(6.0 * 8 * 64 * params / 120e9));
+  // Checkpointing on: 8.
+  scenario["activation_checkpointing"] = true;
+  const Outcome ckpt =
+      zinf({"plan", "--scenario", dir.write("c.json", scenario.dump()), "--hw", "cpu-only", "--format", "json"});
+  REQUIRE(ckpt.code == 0);
+  CHECK(nlohmann::json::parse(ckpt.out).at("prediction").at("compute_seconds").get<double>() ==
+        Approx(8.0 * 8 * 64 * params / 120e9));
+  expect_bad_input({"plan", "--scenario", path, "--params", "1B"}, "--scenario: the scenario sets the model");
+  expect_bad_input({"plan", "--scenario", dir.path() + "/missing.json"}, "missing.json");
+}
+
+TEST_CASE("plan --schedule: an unknown schedule is one line and exit 2") {
+  expect_bad_input({"plan", "--params", "1T", "--schedule", "megatron"},
+                   "--schedule: 'megatron' is not one of zinf, deepspeed");
+}
+
 TEST_CASE("bad hardware profiles: missing field, malformed JSON with its line, typos") {
   TempDir dir;
   nlohmann::json profile = nlohmann::json::parse(zinf({"hw", "show", "dgx-h100", "--format", "json"}).out);

@@ -65,6 +65,20 @@ TEST_CASE("bench suite and hw probe: a record with every CPU figure and its base
   CHECK(report.out.find("zinf/baseline (range)") != std::string::npos);
 }
 
+TEST_CASE("bench suite --out DIR: the record and the summary go into the directory") {
+  zinf::testing::TempDir dir;
+  const std::string out = dir.path() + "/suite-out";
+  const auto o = run_zinf({"bench", "suite", "--repeat", "2", "--device", "none", "--format", "md", "--out", out});
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  const json record = json::parse(read_text(out + "/suite.json"));
+  CHECK(record["schema"] == "zinf.bench-suite/1");
+  CHECK(read_text(out + "/suite.md").find("memory bandwidth") != std::string::npos);
+  // A path that is a file is refused before anything runs.
+  const std::string file = dir.write("file.json", "{}");
+  check_usage_error(run_zinf({"bench", "suite", "--out", file}), "--out: '" + file + "' is not a directory");
+}
+
 TEST_CASE("bench suite and hw probe: bad flags fail with one line naming the flag") {
   check_usage_error(run_zinf({"bench", "suite", "--repeat", "1"}), "--repeat:");
   check_usage_error(run_zinf({"bench", "suite", "--device", "tpu"}), "--device:");

@@ -282,12 +282,65 @@ TEST_CASE("train: the offloaded engine runs from the CLI, records its placement 
   // The swap files are anonymous: nothing is left in the directory after the run.
   CHECK(std::filesystem::is_empty(dir.path() + "/swap"));
 
+  // The run's own plan next to what it measured: every predicted figure positive (the nvme rows
+  // too: both states live there), error = (predicted - measured) / measured.
+  const json& plan = record.at("plan");
+  CHECK(plan.at("schedule") == "zinf");
+  CHECK(plan.at("hardware").at("nvme_read_bandwidth").get<double>() > 0);
+  CHECK(plan.at("hardware").at("source").at("from") == "measured in this run");
+  std::vector<std::string> figures;
+  for (const json& row : plan.at("rows")) {
+    const std::string figure = row.at("figure");
+    figures.push_back(figure);
+    INFO(figure);
+    CHECK(row.at("predicted").get<double>() > 0);
+    const double measured = row.at("measured").get<double>();
+    REQUIRE(measured > 0);
+    CHECK(row.at("error_percent").get<double>() ==
+          Approx(100.0 * (row.at("predicted").get<double>() - measured) / measured));
+  }
+  CHECK(figures == std::vector<std::string>{"step", "forward", "backward", "optimizer", "device peak", "host peak",
+                                            "nvme peak", "host_to_device", "device_to_host", "nvme_read",
+                                            "nvme_write"});
+  // The measured column is the record's own figures.
+  CHECK(plan.at("rows").at(0).at("measured").get<double>() ==
+        record.at("summary").at("step_ms").at("median").get<double>());
+  CHECK(plan.at("rows").at(6).at("measured").get<double>() ==
+        record.at("memory").at("nvme").at("peak_bytes").get<double>());
+  // Bytes the engine moves are predicted exactly where the model is exact: the gradients go down once.
+  CHECK(plan.at("rows").at(8).at("error_percent").get<double>() == Approx(0.0).margin(1e-9));
+  CHECK(o.out.find("Plan vs measured (zinf schedule)") != std::string::npos);
+
   // The same run on ZeRO-0 gives the same losses.
   json plain = scenario;
   plain.erase("zero");
   plain["output"]["record"] = dir.path() + "/plain.json";
   REQUIRE(run_zinf({"train", dir.write("plain.json", plain.dump())}).code == 0);
   CHECK(losses_of(json::parse(read_text(dir.path() + "/plain.json"))) == losses_of(record));
+}
+
+TEST_CASE("train: --hw plans the run with a profile; a bad profile fails before training with one line") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  scenario["steps"] = 3;
+  scenario["output"] = {{"record", dir.path() + "/record.json"}};
+  const std::string path = dir.write("tiny.json", scenario.dump());
+  check_usage_error(run_zinf({"train", path, "--hw", dir.path() + "/missing.json"}), "--hw");
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/record.json"));  // nothing trained
+  const auto o = run_zinf({"train", path, "--hw", "cpu-only", "--quiet"});
+  INFO("stderr: " << o.err);
+  REQUIRE(o.code == 0);
+  const json record = json::parse(read_text(dir.path() + "/record.json"));
+  const json& plan = record.at("plan");
+  CHECK(plan.at("hardware").at("source").at("from") == "profile cpu-only");
+  CHECK(plan.at("hardware").at("compute_flops").get<double>() == 120e9);  // the profile's achievable FLOP/s
+  // ZeRO-0 (no zero section): nothing is offloaded, so the link rows predict and measure 0.
+  for (const json& row : plan.at("rows")) {
+    if (row.at("unit") == "bytes/step") {
+      CHECK(row.at("predicted").get<double>() == 0.0);
+      CHECK(row.at("error_percent").is_null());
+    }
+  }
 }
 
 TEST_CASE("train: a bad zero section or a plan that cannot fit exits 2 naming the field") {

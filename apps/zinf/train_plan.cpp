@@ -1,0 +1,218 @@
+#include "apps/zinf/train_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "apps/zinf/io_bench_runner.h"
+#include "apps/zinf/machine_probes.h"
+#include "kernels/matmul.h"
+#include "libengine/core/units.h"
+#include "libengine/io/swap_store.h"
+#include "libengine/memory/staging_pool.h"
+#include "planner/hardware_profile.h"
+
+namespace zinf::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint64_t kNvmeProbeBytes = 64ull << 20;
+
+// One sequential write and one read of 64 MiB through the swap store on the scenario's paths:
+// (write B/s, read B/s).
+Result<std::pair<double, double>> probe_nvme(const std::vector<std::string>& paths) {
+  io::SwapStoreOptions store_options;
+  store_options.paths = paths;
+  store_options.planned_bytes = kNvmeProbeBytes;
+  store_options.largest_transfer_bytes = kNvmeProbeBytes;
+  store_options.queue_depth = 32;
+  store_options.allow_buffered_fallback = true;
+  store_options.staging_budget_bytes = kBenchIoStagingBytes;
+  store_options.on_warning = [](const std::string&) {};
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<io::SwapStore> store, io::SwapStore::open(store_options));
+  IoBenchConfig config;
+  config.size_bytes = kNvmeProbeBytes;
+  config.tensor_bytes = 16ull << 20;
+  config.tests = {IoTest::kSeqWrite, IoTest::kSeqRead};
+  config.repeat = 1;
+  config.staging_bytes = memory::StagingPool::recommended_bytes(config.tensor_bytes, store->block_bytes(),
+                                                                store->queue_depth(), kBenchIoStagingBytes);
+  ZINF_ASSIGN_OR_RETURN(const IoBenchResult result, run_io_bench(*store, config));
+  double write = 0, read = 0;
+  for (const IoTestResult& test : result.tests) {
+    (is_write_test(test.test) ? write : read) = test.gbps.median * 1e9;
+  }
+  return std::pair{write, read};
+}
+
+// FLOP/s of the model's own MLP matmul shape ([B·T, C] x [F, C]^T) on the CPU: small shapes reach
+// far less than the 2048^3 peak, and the step's time is mostly such matmuls. Best of three after a
+// warm-up (the machine may be shared: the best run is the machine's figure).
+double model_shape_matmul_flops(const spec::Scenario& scenario) {
+  const auto rows = static_cast<std::size_t>(scenario.batch * scenario.seq);
+  const auto in = static_cast<std::size_t>(scenario.shape.hidden);
+  const auto out = static_cast<std::size_t>(scenario.shape.ffn_hidden);
+  std::vector<float> a(rows * in, 0.01f), w(out * in, 0.02f), c(rows * out);
+  const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+  kernels::cpu::matmul_forward(c.data(), a.data(), w.data(), nullptr, rows, in, out);
+  double best = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::cpu::matmul_forward(c.data(), a.data(), w.data(), nullptr, rows, in, out);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (seconds > 0) best = std::max(best, flops / seconds);
+  }
+  return best;
+}
+
+double error_percent(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
+
+json row(std::string figure, std::string unit, double predicted, double measured) {
+  const bool comparable = measured > 0 && std::isfinite(measured);
+  return {{"figure", std::move(figure)},
+          {"unit", std::move(unit)},
+          {"predicted", predicted},
+          {"measured", measured},
+          {"error_percent", comparable ? json(error_percent(predicted, measured)) : json(nullptr)}};
+}
+
+double number_at(const json& record, std::initializer_list<const char*> path) {
+  const json* at = &record;
+  for (const char* key : path) {
+    if (!at->is_object() || !at->contains(key)) return 0.0;
+    at = &at->at(key);
+  }
+  return at->is_number() ? at->get<double>() : 0.0;
+}
+
+json items_json(const std::vector<planner::MemoryItem>& items) {
+  json out = json::array();
+  for (const planner::MemoryItem& item : items) out.push_back({{"what", item.what}, {"bytes", item.bytes}});
+  return out;
+}
+
+}  // namespace
+
+Result<RunHardware> run_hardware(const spec::Scenario& scenario, const std::string& profile, double measured_flops,
+                                 bool compute_on_host) {
+  RunHardware out;
+  out.figures.compute_on_host = compute_on_host;
+  if (!profile.empty()) {
+    Result<planner::HardwareProfile> loaded = planner::load_hardware_profile(profile);
+    if (!loaded.is_ok()) return loaded.status().with_context("--hw");
+    const planner::NodeSpec& node = loaded->node;
+    out.figures.compute_flops = node.gpu.achievable_flops;
+    out.figures.memory_bandwidth = node.cpu_memory_bandwidth;
+    out.figures.host_device_bandwidth = node.pcie_bandwidth_per_gpu;
+    out.figures.nvme_read_bandwidth = node.nvme_read_bandwidth;
+    out.figures.nvme_write_bandwidth = node.nvme_write_bandwidth;
+    out.source = {{"from", fmt::format("profile {}", profile)}};
+  } else {
+    out.figures.compute_flops = measured_flops;
+    out.source = {{"from", "measured in this run"},
+                  {"compute_flops", "the run's matmul peak probe (best of the probes)"}};
+    if (compute_on_host) {
+      out.figures.compute_flops = std::min(measured_flops, model_shape_matmul_flops(scenario));
+      out.source["compute_flops"] = "the model's MLP matmul shape, best of 3 (at most the run's 2048^3 peak)";
+    }
+    MachineProbes probes;
+    double triad = 0, copy = 0;
+    for (int i = 0; i < 3; ++i) {  // the first touches the pages; the best of the rest is the machine's
+      ZINF_ASSIGN_OR_RETURN(const ProbeSample memory, probes.memory_bandwidth());
+      triad = std::max(triad, memory.zinf * 1e9);
+      copy = std::max(copy, memory.baseline * 1e9);
+    }
+    out.figures.memory_bandwidth = triad;
+    // On the CPU backend host<->device copies are memcpy: half memcpy's two-way figure, as `zinf hw
+    // probe` takes it. On a GPU the pinned copies run over PCIe; without a profile the memcpy figure
+    // is the best this probe knows.
+    out.figures.host_device_bandwidth = copy / 2.0;
+    out.source["memory_bandwidth"] = "triad over 3 x 128 MiB, best of 3";
+    out.source["host_device_bandwidth"] = "half of memcpy, best of 3";
+    if (scenario.zero.partitioned() && scenario.zero.uses_nvme()) {
+      ZINF_ASSIGN_OR_RETURN(const auto nvme, probe_nvme(scenario.zero.nvme_paths));
+      out.figures.nvme_write_bandwidth = nvme.first;
+      out.figures.nvme_read_bandwidth = nvme.second;
+      out.source["nvme"] = "one 64 MiB sequential write and read through the swap store on scenario.zero.nvme_paths";
+    }
+  }
+  return out;
+}
+
+json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& hardware, const json& record) {
+  const json& summary = record.at("summary");
+  json rows = json::array();
+  rows.push_back(row("step", "ms", p.step.step_seconds * 1e3, number_at(summary, {"step_ms", "median"})));
+  rows.push_back(row("forward", "ms", p.step.forward.seconds * 1e3, number_at(summary, {"forward_ms_median"})));
+  rows.push_back(row("backward", "ms", p.step.backward.seconds * 1e3, number_at(summary, {"backward_ms_median"})));
+  rows.push_back(row("optimizer", "ms", p.step.optimizer.seconds * 1e3, number_at(summary, {"optimizer_ms_median"})));
+  const json& memory = record.at("memory");
+  rows.push_back(row("device peak", "bytes", p.device_peak_bytes, number_at(memory, {"device", "peak_bytes"})));
+  rows.push_back(row("host peak", "bytes", p.host_peak_bytes, number_at(memory, {"host", "peak_bytes"})));
+  rows.push_back(row("nvme peak", "bytes", p.nvme_peak_bytes, number_at(memory, {"nvme", "peak_bytes"})));
+  const json& links = record.at("engine").at("links");
+  const auto link = [&](const char* name) {
+    return number_at(links, {name, "forward_backward_bytes_per_step"}) +
+           number_at(links, {name, "optimizer_bytes_per_step"});
+  };
+  rows.push_back(row("host_to_device", "bytes/step", p.host_to_device_bytes, link("host_to_device")));
+  rows.push_back(row("device_to_host", "bytes/step", p.device_to_host_bytes, link("device_to_host")));
+  rows.push_back(row("nvme_read", "bytes/step", p.nvme_read_bytes, link("nvme_read")));
+  rows.push_back(row("nvme_write", "bytes/step", p.nvme_write_bytes, link("nvme_write")));
+  const planner::EngineHardware& hw = hardware.figures;
+  return {{"schedule", planner::schedule_name(p.step.schedule)},
+          {"hardware",
+           {{"compute_flops", hw.compute_flops},
+            {"memory_bandwidth", hw.memory_bandwidth},
+            {"host_device_bandwidth", hw.host_device_bandwidth},
+            {"nvme_read_bandwidth", hw.nvme_read_bandwidth},
+            {"nvme_write_bandwidth", hw.nvme_write_bandwidth},
+            {"source", hardware.source}}},
+          {"rows", std::move(rows)},
+          {"optimizer_work_ms", p.step.optimizer_work_seconds * 1e3},
+          {"optimizer_hidden_ms", p.step.optimizer_hidden_seconds * 1e3},
+          {"resolved",
+           {{"max_live_bytes", p.max_live_bytes},
+            {"prefetch_bytes", p.prefetch_bytes},
+            {"sub_groups", p.sub_groups},
+            {"activation_bytes", p.activation_bytes}}},
+          {"memory_items",
+           {{"device", items_json(p.device_items)},
+            {"host", items_json(p.host_items)},
+            {"nvme", items_json(p.nvme_items)}}}};
+}
+
+reports::Section render_plan_section(const json& plan) {
+  reports::Section s;
+  s.title = fmt::format("Plan vs measured ({} schedule)", plan.at("schedule").get<std::string>());
+  s.table.columns = {{"figure"},
+                     {"predicted", reports::Align::kRight},
+                     {"measured", reports::Align::kRight},
+                     {"error", reports::Align::kRight}};
+  for (const json& r : plan.at("rows")) {
+    const std::string unit = r.at("unit").get<std::string>();
+    const auto text = [&](double value) {
+      if (unit == "ms") return fmt::format("{:.1f} ms", value);
+      return format_bytes(value) + (unit == "bytes/step" ? "/step" : "");
+    };
+    const json& error = r.at("error_percent");
+    const double predicted = r.at("predicted").get<double>();
+    const double measured = r.at("measured").get<double>();
+    std::string error_text = "-";
+    if (error.is_number()) error_text = fmt::format("{:+.1f}%", error.get<double>());
+    s.table.rows.push_back({r.at("figure").get<std::string>(), text(predicted), text(measured),
+                            reports::Cell(error_text, error.is_number() && std::abs(error.get<double>()) > 20.0
+                                                          ? reports::Emphasis::kWarn
+                                                          : reports::Emphasis::kNone)});
+  }
+  if (const auto note = plan.find("note"); note != plan.end() && note->is_string()) s.notes.push_back(*note);
+  s.notes.push_back(fmt::format("hardware: {}; error = (predicted - measured) / measured",
+                                plan.at("hardware").at("source").value("from", std::string("?"))));
+  return s;
+}
+
+}  // namespace zinf::cli

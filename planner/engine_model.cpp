@@ -1,0 +1,254 @@
+#include "planner/engine_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "libengine/core/dtype.h"
+
+namespace zinf::planner {
+namespace {
+
+using spec::Tier;
+
+constexpr double kMiB = 1048576.0;
+constexpr double kCarveAlign = 64.0;                  // TensorCarver rounds every tensor up to 64 bytes
+constexpr double kAdamBytesPerElement = 28;           // CPU Adam: read master, m, v, grad; write master, m, v
+constexpr double kOptimizerNvmeBytesPerElement = 12;  // master, m, v in fp32
+constexpr int kPipelineSets = 3;
+constexpr std::int64_t kMinSubGroups = 8;
+constexpr double kMaxSubGroupElements = 256.0 * kMiB;
+
+double aligned(double bytes) { return std::ceil(bytes / kCarveAlign) * kCarveAlign; }
+
+// Resource indices of schedule_model (bandwidth_model's Resource order).
+constexpr std::size_t kCompute = 0;
+constexpr std::size_t kHostToDevice = 2;
+constexpr std::size_t kDeviceToHost = 3;
+constexpr std::size_t kCpuMemory = 5;
+constexpr std::size_t kNvme = 6;
+
+}  // namespace
+
+std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape) {
+  const std::int64_t c = shape.hidden, f = shape.ffn_hidden;
+  std::vector<std::int64_t> out{shape.vocab * c, shape.max_positions * c};
+  for (std::int64_t layer = 0; layer < shape.layers; ++layer) {
+    for (std::int64_t numel : {c, c, 3 * c * c, 3 * c, c * c, c, c, c, f * c, f, c * f, c}) out.push_back(numel);
+  }
+  out.push_back(c);
+  out.push_back(c);
+  return out;
+}
+
+double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes) {
+  const spec::ModelShape& s = scenario.shape;
+  const double e = static_cast<double>(compute_dtype_bytes);
+  const double r = static_cast<double>(scenario.batch * scenario.seq);
+  const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
+  const double heads = static_cast<double>(s.heads), v = static_cast<double>(s.vocab);
+  const double ids = 2.0 * r * 4.0;
+  const double inputs = static_cast<double>(s.layers + 1) * aligned(r * c * e);
+  // One block: ln1, qkv, attention, mid, ln2, fc, gelu in the compute dtype; norm statistics and
+  // the attention log-sum-exp in fp32.
+  const double block = aligned(r * c * e) + 2 * aligned(r * 4) + aligned(r * 3 * c * e) + aligned(r * c * e) +
+                       aligned(r * heads * 4) + aligned(r * c * e) + aligned(r * c * e) + 2 * aligned(r * 4) +
+                       2 * aligned(r * f * e);
+  const double kept = scenario.activation_checkpointing ? 1.0 : static_cast<double>(s.layers);
+  const double final_norm = aligned(r * c * e) + 2 * aligned(r * 4);
+  const double logits = aligned(r * v * e);
+  const double workspace =
+      aligned(r * c * e) + aligned(r * c * e) + aligned(r * std::max(3 * c, f) * e) + aligned(r * std::max(c, f) * e);
+  return ids + inputs + kept * block + final_norm + logits + workspace;
+}
+
+double scenario_flops_per_step(const spec::Scenario& scenario) {
+  const spec::ModelShape& s = scenario.shape;
+  const double b = static_cast<double>(scenario.batch), t = static_cast<double>(scenario.seq);
+  const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
+  const double v = static_cast<double>(s.vocab), l = static_cast<double>(s.layers);
+  const double matmul_macs = b * t * (l * (4.0 * c * c + 2.0 * c * f) + v * c);
+  const double attention_macs = l * b * t * t * c;
+  const double forward = 2.0 * (matmul_macs + attention_macs);
+  return forward * (scenario.activation_checkpointing ? 4.0 : 3.0);
+}
+
+EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHardware& hw) {
+  EnginePrediction out;
+  const spec::ZeroConfig& zero = scenario.zero;
+  const bool partitioned = zero.partitioned();
+  const std::vector<std::int64_t> numels = parameter_numels(scenario.shape);
+  double elements = 0;
+  std::int64_t largest = 0;
+  for (std::int64_t n : numels) {
+    elements += static_cast<double>(n);
+    largest = std::max(largest, n);
+  }
+  const bool mixed = scenario.precision != DType::kF32;
+  const double half = static_cast<double>(dtype_size_bytes(scenario.precision));
+  const std::size_t compute_bytes = hw.compute_on_host ? 4 : dtype_size_bytes(scenario.precision);
+  const double storage = elements * half;
+  const double largest_storage = static_cast<double>(largest) * half;
+  const double largest_fp32 = static_cast<double>(largest) * 4.0;
+
+  // Budgets, resolved as PartitionedStates::plan_and_allocate resolves them.
+  const Tier params_tier = partitioned ? zero.params : Tier::kDevice;
+  const Tier grads_tier = partitioned ? zero.grads : Tier::kDevice;
+  const Tier optimizer_tier = partitioned ? zero.optimizer : Tier::kDevice;
+  double offloaded = 0;
+  double persistent = 0;
+  for (std::int64_t n : numels) {
+    if (n > zero.persistence_threshold) {
+      offloaded += static_cast<double>(n) * half;
+    } else {
+      persistent += static_cast<double>(n) * half;
+    }
+  }
+  if (params_tier == Tier::kDevice) persistent = 0;  // a device-tier parameter is its own copy
+  out.max_live_bytes = zero.max_live_bytes;
+  if (params_tier != Tier::kDevice && out.max_live_bytes == 0) {
+    out.max_live_bytes = static_cast<std::uint64_t>(
+        std::min(std::max(offloaded, 2 * largest_storage), std::max(4 * largest_storage, 256 * kMiB)));
+  }
+  out.prefetch_bytes = zero.prefetch_bytes;
+  if (params_tier == Tier::kNvme && out.prefetch_bytes == 0) out.prefetch_bytes = 2 * out.max_live_bytes;
+
+  // Device tier.
+  out.activation_bytes = model_activation_bytes(scenario, compute_bytes);
+  const auto add = [](std::vector<MemoryItem>& items, double& total, std::string what, double bytes) {
+    if (bytes <= 0) return;
+    items.push_back({std::move(what), bytes});
+    total += bytes;
+  };
+  add(out.device_items, out.device_peak_bytes, "activations", out.activation_bytes);
+  const auto on = [&](Tier tier, std::string what, double bytes) {
+    if (tier == Tier::kDevice) add(out.device_items, out.device_peak_bytes, std::move(what), bytes);
+    if (tier == Tier::kCpu) add(out.host_items, out.host_peak_bytes, std::move(what), bytes);
+    if (tier == Tier::kNvme) add(out.nvme_items, out.nvme_peak_bytes, std::move(what), bytes);
+  };
+  if (!partitioned) {
+    // ZeRO-0: params, fp32 grads, master (mixed), m, v on the device.
+    on(Tier::kDevice, "params", storage);
+    on(Tier::kDevice, "grads", elements * 4.0);
+    if (mixed) on(Tier::kDevice, "master params", elements * 4.0);
+    on(Tier::kDevice, "Adam m and v", elements * 8.0);
+  } else {
+    if (params_tier != Tier::kNvme) on(params_tier, "params", storage);
+    on(grads_tier, "grads", storage);
+    if (optimizer_tier != Tier::kNvme) on(optimizer_tier, "master params, Adam m and v", elements * 12.0);
+    if (optimizer_tier == Tier::kCpu && mixed && params_tier != Tier::kCpu) {
+      on(Tier::kCpu, "new params after the step", storage);
+    }
+    add(out.device_items, out.device_peak_bytes, "persistent params", persistent);
+    if (params_tier != Tier::kDevice) {
+      add(out.device_items, out.device_peak_bytes, "gathered params (max_live_bytes)",
+          std::min(static_cast<double>(out.max_live_bytes), offloaded));
+    }
+    // Gradients leave the backward pass one block (or the largest parameter: the tied embedding)
+    // at a time: its fp32 buffers and, mixed, their rounded copies travel to the host together.
+    const double block_elements =
+        static_cast<double>(std::accumulate(numels.begin() + 2, numels.begin() + 14, std::int64_t{0}));
+    const double unit = std::max(block_elements, static_cast<double>(largest));
+    if (grads_tier != Tier::kDevice || mixed) {
+      add(out.device_items, out.device_peak_bytes, "fp32 gradient buffers and their rounded copies",
+          std::max(unit * (4.0 + (mixed ? half : 0.0)), largest_fp32));
+    }
+    // Half-precision parameters are handed to fp32 kernels as fp32 views, a block at a time.
+    if (mixed && params_tier != Tier::kDevice && compute_bytes == 4) {
+      add(out.device_items, out.device_peak_bytes, "fp32 views of gathered params", unit * 4.0);
+    }
+  }
+
+  // Host tier: the optimizer pipeline and NVMe read staging; NVMe: what lives there.
+  double pipeline_elements = 0;
+  if (partitioned && optimizer_tier == Tier::kNvme) {
+    const double per_element = 12.0 + (mixed ? half : 0.0);
+    double target = 16.0 * kMiB;
+    if (scenario.zero.host_memory_bytes > 0) {
+      const double capacity = static_cast<double>(scenario.zero.host_memory_bytes);
+      const double slack = std::min(64 * kMiB, std::floor(capacity / 16));
+      const double left =
+          std::max(0.0, capacity - (out.host_peak_bytes + static_cast<double>(out.prefetch_bytes) + slack));
+      target = std::min(kMaxSubGroupElements, std::floor(left / (kPipelineSets * per_element)));
+    }
+    target = std::min(target, std::ceil(elements / static_cast<double>(kMinSubGroups)));
+    target = std::max(target, static_cast<double>(largest));
+    // Whole parameters packed in table order, as the engine cuts its sub-groups.
+    double widest = 0, width = 0;
+    std::int64_t groups = 0;
+    for (std::size_t i = 0; i < numels.size(); ++i) {
+      const double n = static_cast<double>(numels[i]);
+      if (i > 0 && width > 0 && width + n > target) {
+        widest = std::max(widest, width);
+        ++groups;
+        width = 0;
+      }
+      width += n;
+    }
+    widest = std::max(widest, width);
+    ++groups;
+    out.sub_groups = groups;
+    pipeline_elements = widest * static_cast<double>(std::min<std::int64_t>(kPipelineSets, groups));
+    add(out.host_items, out.host_peak_bytes, "optimizer pipeline", pipeline_elements * per_element);
+    add(out.nvme_items, out.nvme_peak_bytes, "master params, Adam m and v", elements * kOptimizerNvmeBytesPerElement);
+  }
+  if (partitioned && params_tier == Tier::kNvme) {
+    add(out.nvme_items, out.nvme_peak_bytes, "params", storage);
+    add(out.host_items, out.host_peak_bytes, "NVMe read staging (prefetch_bytes)",
+        std::min(static_cast<double>(out.prefetch_bytes), offloaded));
+  }
+
+  // Traffic per step. Offloaded parameters: the forward pass and the backward pass each fetch them;
+  // what is still live at the turn (max_live_bytes) is reused, as is the recompute's copy.
+  if (partitioned && params_tier != Tier::kDevice) {
+    out.host_to_device_bytes = 2.0 * offloaded - std::min(static_cast<double>(out.max_live_bytes), offloaded);
+    if (params_tier == Tier::kNvme) {
+      out.nvme_read_bytes += out.host_to_device_bytes;
+      out.nvme_write_bytes += storage;  // the updated parameters
+    }
+  }
+  if (partitioned && grads_tier != Tier::kDevice) out.device_to_host_bytes = storage;
+  if (partitioned && optimizer_tier == Tier::kNvme) {
+    out.nvme_read_bytes += elements * kOptimizerNvmeBytesPerElement;
+    out.nvme_write_bytes += elements * kOptimizerNvmeBytesPerElement;
+  }
+
+  // Time per phase and resource.
+  const double flops = scenario_flops_per_step(scenario);
+  const double forward_flops = flops / (scenario.activation_checkpointing ? 4.0 : 3.0);
+  out.compute_seconds = flops / hw.compute_flops;
+  PhaseLoads loads;
+  loads.at(Phase::kForward)[kCompute] = forward_flops / hw.compute_flops;
+  loads.at(Phase::kBackward)[kCompute] = (flops - forward_flops) / hw.compute_flops;
+  // Parameter fetches: split between the passes as the fetches are (forward: all; backward: the rest).
+  const double forward_fetch = std::min(out.host_to_device_bytes, offloaded);
+  const double backward_fetch = out.host_to_device_bytes - forward_fetch;
+  const double copy_bw = hw.host_device_bandwidth > 0 ? hw.host_device_bandwidth : hw.memory_bandwidth;
+  loads.at(Phase::kForward)[kHostToDevice] = forward_fetch / copy_bw;
+  loads.at(Phase::kBackward)[kHostToDevice] = backward_fetch / copy_bw;
+  loads.at(Phase::kBackward)[kDeviceToHost] = out.device_to_host_bytes / copy_bw;
+  if (partitioned && params_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0) {
+    loads.at(Phase::kForward)[kNvme] = forward_fetch / hw.nvme_read_bandwidth;
+    loads.at(Phase::kBackward)[kNvme] = backward_fetch / hw.nvme_read_bandwidth;
+  }
+  // The optimizer: Adam streams its states through memory (the device's or the host's cores).
+  const bool host_optimizer = partitioned && optimizer_tier != Tier::kDevice;
+  const std::size_t adam_resource = hw.compute_on_host || !host_optimizer ? kCompute : kCpuMemory;
+  loads.at(Phase::kOptimizerUpdate)[adam_resource] += elements * kAdamBytesPerElement / hw.memory_bandwidth;
+  if (partitioned && optimizer_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0 && hw.nvme_write_bandwidth > 0) {
+    loads.at(Phase::kOptimizerRead)[kNvme] += elements * kOptimizerNvmeBytesPerElement / hw.nvme_read_bandwidth;
+    loads.at(Phase::kOptimizerUpdate)[kNvme] += elements * kOptimizerNvmeBytesPerElement / hw.nvme_write_bandwidth;
+  }
+  if (partitioned && params_tier == Tier::kNvme && hw.nvme_write_bandwidth > 0) {
+    loads.at(Phase::kOptimizerUpdate)[kNvme] += storage / hw.nvme_write_bandwidth;
+  }
+  ScheduleOptions options;
+  options.schedule = zero.overlap_optimizer ? Schedule::kZinf : Schedule::kDeepSpeed;
+  options.norm_before_step = scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16;
+  options.optimizer_on_host = host_optimizer;
+  options.sub_groups = out.sub_groups > 0 ? static_cast<double>(out.sub_groups) : kMinSubGroups;
+  out.step = schedule_step(loads, options);
+  return out;
+}
+
+}  // namespace zinf::planner

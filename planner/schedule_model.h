@@ -1,0 +1,79 @@
+// Schedule model: how the phases of one training step — forward, backward, optimizer — follow and
+// overlap each other, given how long each phase keeps each resource busy. The resource view
+// (bandwidth_model.h) says how many seconds of work a step puts on every link; this file says which
+// of those seconds can run at the same time, for two schedules:
+//
+//  * deepspeed: parameter fetches overlap forward and backward compute (prefetch) and gradient
+//    offload overlaps backward, but the offloaded optimizer step (NVMe reads of master/m/v, CPU
+//    Adam, write-back) starts when the backward pass has ended:
+//        step = fwd + bwd + opt,  each phase lasting as long as its busiest resource.
+//  * zinf (the engine with zero.overlap_optimizer, its default): a sub-group's optimizer states are
+//    read while the backward pass runs, and its step and write-behind run as soon as its gradients
+//    are final, so the optimizer's work shares the backward pass's resources:
+//        step = fwd + max(max_r (bwd_r + read_r + update_r), bwd + update / sub_groups)
+//    (the last sub-group's update cannot start before the backward ends). When the step needs the
+//    global gradient norm first (clipping, fp16 loss scaling) only the reads overlap:
+//        step = fwd + max_r (bwd_r + read_r) + max_r update_r.
+//    An optimizer on the device runs after the backward pass in both schedules (the engine overlaps
+//    only the host optimizer).
+// Pure arithmetic; no knowledge of placements or hardware.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace zinf::planner {
+
+enum class Schedule { kZinf, kDeepSpeed };
+inline constexpr std::array kAllSchedules{Schedule::kZinf, Schedule::kDeepSpeed};
+std::string_view schedule_name(Schedule schedule);  // "zinf", "deepspeed"
+std::optional<Schedule> schedule_from_name(std::string_view name);
+
+// Parts of a step whose transfers the schedules place differently.
+enum class Phase { kForward, kBackward, kOptimizerRead, kOptimizerUpdate };
+inline constexpr std::array kAllPhases{Phase::kForward, Phase::kBackward, Phase::kOptimizerRead,
+                                       Phase::kOptimizerUpdate};
+std::string_view phase_name(Phase phase);  // "forward", "backward", "optimizer_read", "optimizer_update"
+
+// Busy seconds per resource per phase. Resources are indices 0..kScheduleResources-1
+// (bandwidth_model's Resource enum; index 0 is compute).
+inline constexpr std::size_t kScheduleResources = 7;
+using ResourceSeconds = std::array<double, kScheduleResources>;
+struct PhaseLoads {
+  std::array<ResourceSeconds, kAllPhases.size()> seconds{};  // indexed by Phase
+  ResourceSeconds& at(Phase phase) { return seconds[static_cast<std::size_t>(phase)]; }
+  const ResourceSeconds& at(Phase phase) const { return seconds[static_cast<std::size_t>(phase)]; }
+};
+
+struct ScheduleOptions {
+  Schedule schedule = Schedule::kZinf;
+  bool norm_before_step = false;  // clipping or fp16 loss scaling: the update waits for the global norm
+  bool optimizer_on_host = true;  // the optimizer runs on the CPU (states in CPU memory or on NVMe)
+  double sub_groups = 8;          // the optimizer pipeline's granularity (>= 1): the exposed tail is 1/sub_groups
+};
+
+// One phase as the schedule runs it: how long it lasts and which resource sets that length.
+struct PhaseTime {
+  double seconds = 0;
+  std::size_t bottleneck = 0;  // resource index
+};
+
+struct ScheduledStep {
+  Schedule schedule = Schedule::kZinf;
+  PhaseTime forward;
+  PhaseTime backward;   // the backward pass (with the optimizer reads it absorbs when the norm comes first)
+  PhaseTime optimizer;  // what of the optimizer runs after the backward pass has ended
+  double optimizer_work_seconds = 0;    // the optimizer phase run on its own (deepspeed's phase)
+  double optimizer_hidden_seconds = 0;  // of that, hidden behind the backward pass
+  double step_seconds = 0;              // forward + backward + exposed optimizer
+  bool overlapped = false;              // the optimizer's update overlapped the backward pass
+};
+
+// The busiest resource of `loads` (index 0 when all are zero).
+PhaseTime busiest(const ResourceSeconds& loads);
+
+ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& options);
+
+}  // namespace zinf::planner

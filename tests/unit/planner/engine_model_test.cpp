@@ -1,0 +1,100 @@
+// Engine model: what the planner says `zinf train` allocates and moves, against the engine's own
+// objects (the GPT model's activation buffers, parameter table and FLOP count, built here on the
+// CPU device) and against budgets and traffic worked out by hand from partitioned_states.cpp's rules.
+#include "planner/engine_model.h"
+
+#include "libengine/device/cpu_device.h"
+#include "libengine/model/gpt.h"
+#include "tests/catch.h"
+
+namespace zinf::planner {
+namespace {
+
+spec::Scenario small_scenario(bool checkpointing) {
+  spec::Scenario s;
+  s.shape = spec::gpt_like_shape(2, 64, 4, 128, 16);
+  s.batch = 2;
+  s.seq = 16;
+  s.steps = 1;
+  s.activation_checkpointing = checkpointing;
+  return s;
+}
+
+TEST_CASE("the engine model's activation bytes, parameters and FLOPs are the GPT model's") {
+  for (bool checkpointing : {false, true}) {
+    for (const auto& [layers, hidden, heads, vocab, seq, batch] :
+         {std::tuple{2, 64, 4, 128, 16, 2}, std::tuple{4, 256, 4, 512, 64, 8}, std::tuple{3, 96, 3, 1000, 24, 3}}) {
+      INFO(layers << "x" << hidden << " vocab " << vocab << " checkpointing " << checkpointing);
+      spec::Scenario scenario = small_scenario(checkpointing);
+      scenario.shape = spec::gpt_like_shape(layers, hidden, heads, vocab, seq);
+      scenario.seq = seq;
+      scenario.batch = batch;
+      auto device = device::make_cpu_device({});
+      model::GptConfig config;
+      config.shape = scenario.shape;
+      config.batch = batch;
+      config.seq = seq;
+      config.activation_checkpointing = checkpointing;
+      auto gpt = model::Gpt::create(config, *device);
+      REQUIRE(gpt.is_ok());
+      CHECK(model_activation_bytes(scenario, 4) == static_cast<double>(gpt.value()->activation_bytes()));
+      const model::ParamTable& table = gpt.value()->params();
+      const std::vector<std::int64_t> numels = parameter_numels(scenario.shape);
+      REQUIRE(numels.size() == static_cast<std::size_t>(table.size()));
+      for (model::ParamId id = 0; id < table.size(); ++id) {
+        CHECK(numels[static_cast<std::size_t>(id)] == static_cast<std::int64_t>(table[id].numel));
+      }
+      // The model counts forward + backward; the recompute adds one more forward (a third of it).
+      CHECK(scenario_flops_per_step(scenario) ==
+            Approx(gpt.value()->flops_per_step() * (checkpointing ? 4.0 / 3.0 : 1.0)));
+    }
+  }
+}
+
+TEST_CASE("engine model: parameters and optimizer on NVMe, budgets resolved as the engine resolves them") {
+  spec::Scenario s = small_scenario(true);
+  s.precision = DType::kBF16;
+  s.zero.stage = 3;
+  s.zero.params = spec::Tier::kNvme;
+  s.zero.grads = spec::Tier::kCpu;
+  s.zero.optimizer = spec::Tier::kNvme;
+  s.zero.nvme_paths = {"/tmp"};
+  s.zero.persistence_threshold = 100;
+  EngineHardware hw;
+  hw.compute_flops = 1e10;
+  hw.memory_bandwidth = 1e10;
+  hw.host_device_bandwidth = 5e9;
+  hw.nvme_read_bandwidth = 1e9;
+  hw.nvme_write_bandwidth = 5e8;
+  const EnginePrediction p = predict_engine(s, hw);
+  // Parameters: wte 8192, wpe 1024, per layer 49,984 (ln 64+64, qkv 12,288+192, proj 4,096+64,
+  // ln 64+64, fc 16,384+256, proj 16,384+64), final norm 128: 109,312 elements.
+  const double elements = 109312;
+  // Offloaded (more than 100 elements): wte, wpe, and per layer qkv w+b, proj w, fc w+b, proj w
+  // = 8192 + 1024 + 2 * (12,288 + 192 + 4,096 + 16,384 + 256 + 16,384) = 108,416 elements, 2 B each.
+  const double offloaded = 108416 * 2.0;
+  // max_live: min(max(offloaded, 2 x largest), max(4 x largest, 256 MiB)) = offloaded (216,832 B);
+  // prefetch: twice that.
+  CHECK(p.max_live_bytes == 216832);
+  CHECK(p.prefetch_bytes == 2 * 216832);
+  // Traffic: twice the offloaded parameters less what is live at the turn (all of them) = once.
+  CHECK(p.host_to_device_bytes == Approx(offloaded));
+  CHECK(p.device_to_host_bytes == Approx(elements * 2));
+  // NVMe: the parameter fetches and 12 B/element of optimizer states in; updated params and the
+  // states out.
+  CHECK(p.nvme_read_bytes == Approx(offloaded + 12 * elements));
+  CHECK(p.nvme_write_bytes == Approx(2 * elements + 12 * elements));
+  CHECK(p.nvme_peak_bytes == Approx(2 * elements + 12 * elements));
+  // No host budget: sub-groups of min(16 Mi, ceil(109,312 / 8) = 13,664) elements, at least the
+  // largest parameter (16,384): whole parameters packed in table order up to 16,384 elements.
+  CHECK(p.sub_groups >= 8);
+  // The optimizer phase after the backward pass: the step needs the norm first (grad_clip 1.0), so
+  // the updates wait: NVMe writes (12 + 2) * 109,312 / 5e8 against CPU Adam 28 * 109,312 / 1e10.
+  CHECK(p.step.optimizer.seconds == Approx(14.0 * elements / 5e8));
+  CHECK(p.step.schedule == Schedule::kZinf);
+  s.zero.overlap_optimizer = false;
+  CHECK(predict_engine(s, hw).step.schedule == Schedule::kDeepSpeed);
+}
+
+}  // namespace
+}  // namespace zinf::planner
