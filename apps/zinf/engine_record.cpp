@@ -39,6 +39,27 @@ std::string gbps_text(const json& value) {
   return value.is_null() ? std::string("-") : fmt::format("{:.2f} GB/s", value.get<double>());
 }
 
+// Communication per measured step: medians of the busy, waited and hidden times, and the share of
+// the busy time that was hidden over all measured steps (null when nothing was communicated).
+json comm_json(const std::vector<double>& busy_ms, const std::vector<double>& wait_ms,
+               const std::vector<double>& hidden_ms, double calls, double send_bytes, std::size_t steps) {
+  const double n = steps > 0 ? static_cast<double>(steps) : 1.0;
+  double busy_total = 0, hidden_total = 0;
+  for (std::size_t i = 0; i < busy_ms.size(); ++i) {
+    busy_total += busy_ms[i];
+    hidden_total += hidden_ms[i];
+  }
+  const auto median = [](const std::vector<double>& v) {
+    return v.empty() ? json(nullptr) : json(spread_of(v).median);
+  };
+  return {{"calls_per_step", calls / n},
+          {"send_bytes_per_step", send_bytes / n},
+          {"busy_ms_median", median(busy_ms)},
+          {"wait_ms_median", median(wait_ms)},
+          {"hidden_ms_median", median(hidden_ms)},
+          {"hidden_fraction", busy_total > 0 ? json(hidden_total / busy_total) : json(nullptr)}};
+}
+
 }  // namespace
 
 json engine_step_json(const train::StepMetrics& step) {
@@ -49,7 +70,11 @@ json engine_step_json(const train::StepMetrics& step) {
           {"device_to_host_bytes", e.device_to_host.total()},
           {"stall_ms", e.stall_seconds * 1e3},
           {"acquires", e.acquires},
-          {"prefetch_hits", e.prefetch_hits}};
+          {"prefetch_hits", e.prefetch_hits},
+          {"comm_busy_ms", e.comm_busy_seconds * 1e3},
+          {"comm_wait_ms", e.comm_wait_seconds * 1e3},
+          {"comm_calls", e.comm_calls},
+          {"comm_send_bytes", e.comm_send_bytes}};
 }
 
 json make_engine_record(const EngineRun& run, const std::vector<train::StepMetrics>& steps, std::int64_t warmup) {
@@ -57,6 +82,8 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
   double fb_seconds = 0, optimizer_seconds = 0;
   std::uint64_t acquires = 0, hits = 0, sync_reads = 0, mismatches = 0, nvme_peak = 0, nvme_capacity = 0;
   std::vector<double> stall_fraction;
+  std::vector<double> comm_busy_ms, comm_wait_ms, comm_hidden_ms;
+  double comm_calls = 0, comm_send_bytes = 0;
   std::size_t measured = 0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const zero::EngineStats& e = steps[i].engine;
@@ -76,6 +103,11 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
     sync_reads += e.sync_nvme_reads;
     if (steps[i].forward_backward_seconds > 0)
       stall_fraction.push_back(e.stall_seconds / steps[i].forward_backward_seconds);
+    comm_busy_ms.push_back(e.comm_busy_seconds * 1e3);
+    comm_wait_ms.push_back(e.comm_wait_seconds * 1e3);
+    comm_hidden_ms.push_back(e.comm_hidden_seconds() * 1e3);
+    comm_calls += static_cast<double>(e.comm_calls);
+    comm_send_bytes += static_cast<double>(e.comm_send_bytes);
   }
   json engine;
   engine["zero"] = run.zero;
@@ -93,6 +125,7 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
       {"synchronous_nvme_reads", sync_reads},
       {"order_mismatches", mismatches}};
   engine["nvme"] = {{"peak_bytes", nvme_peak}, {"capacity_bytes", nvme_capacity}};
+  engine["comm"] = comm_json(comm_busy_ms, comm_wait_ms, comm_hidden_ms, comm_calls, comm_send_bytes, measured);
   return engine;
 }
 
@@ -109,6 +142,17 @@ reports::Section render_engine_section(const json& engine) {
                     prefetch.at("hit_rate").get<double>() * 100.0, prefetch.at("acquires").get<std::uint64_t>(),
                     stall.is_null() ? std::string("-") : fmt::format("{:.1f}%", stall.get<double>() * 100.0),
                     prefetch.at("order_mismatches").get<std::uint64_t>()));
+  }
+  if (const auto comm = engine.find("comm");
+      comm != engine.end() && comm->at("calls_per_step").get<double>() > 0 && !comm->at("busy_ms_median").is_null()) {
+    const json& hidden = comm->at("hidden_fraction");
+    section.fields.emplace_back(
+        "communication",
+        fmt::format("{:.1f} ms/step busy ({:.0f} calls, {} sent), compute waited {:.1f} ms, {} hidden",
+                    comm->at("busy_ms_median").get<double>(), comm->at("calls_per_step").get<double>(),
+                    format_bytes(comm->at("send_bytes_per_step").get<double>()),
+                    comm->at("wait_ms_median").get<double>(),
+                    hidden.is_null() ? std::string("-") : fmt::format("{:.0f}%", hidden.get<double>() * 100.0)));
   }
   section.table.columns = {{"link"},
                            {"fwd+bwd / step", reports::Align::kRight},
