@@ -169,9 +169,9 @@ TEST_CASE("every record kind the project writes renders to HTML, Markdown and CS
   // train: loss, step time, phases, memory, link bytes, link GB/s; bench io: 1; bench train: 1;
   // plan: one per tier that holds states (7B on dgx-h100: the GPU) + resources; sweep: two curves + the feasible
   // region.
-  const Expect kinds[] = {{"train.json", 6}, {"bench-io.json", 1},   {"bench-train.json", 1},
-                          {"plan.json", 2},  {"plan-sweep.json", 3}, {"max-params.json", 1},
-                          {"small-bench-scaling.json", 1}};
+  const Expect kinds[] = {
+      {"train.json", 6},      {"bench-io.json", 1},   {"bench-train.json", 1},        {"plan.json", 2},
+      {"plan-sweep.json", 3}, {"max-params.json", 1}, {"small-bench-scaling.json", 1}};
   for (const Expect& e : kinds) {
     INFO(e.file);
     const Document doc = report_of_records({{e.file, fixture(e.file)}});
