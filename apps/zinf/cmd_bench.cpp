@@ -17,6 +17,7 @@
 
 #include "apps/zinf/bench_comm.h"
 #include "apps/zinf/bench_io_record.h"
+#include "apps/zinf/bench_scaling.h"
 #include "apps/zinf/bench_suite.h"
 #include "apps/zinf/bench_train.h"
 #include "apps/zinf/fio_runner.h"
@@ -168,11 +169,14 @@ class BenchCommand final : public Subcommand {
     suite_ = add_bench_suite_command(*bench, &suite_app_);
     comm_ = add_bench_comm_command(*bench);
     comm_app_ = bench->get_subcommand("comm");
+    scaling_ = add_bench_scaling_command(*bench);
+    scaling_app_ = bench->get_subcommand("scaling");
   }
 
   Status run(const Io& io) override {
     if (io_->parsed()) return run_io(io);
     if (suite_app_->parsed()) return suite_->run(io);
+    if (scaling_app_->parsed()) return scaling_->run(io);
     return comm_parsed() ? comm_->run(io) : train_->run(io);
   }
   std::optional<int> delegated_exit_code() const override {
@@ -198,6 +202,8 @@ class BenchCommand final : public Subcommand {
   std::unique_ptr<Subcommand> suite_;
   CLI::App* suite_app_ = nullptr;
   std::unique_ptr<Subcommand> comm_;
+  std::unique_ptr<Subcommand> scaling_;
+  CLI::App* scaling_app_ = nullptr;
   std::vector<std::string> paths_;
   std::string size_ = "4GiB";
   std::string tensor_ = "64MiB";

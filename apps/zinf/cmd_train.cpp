@@ -50,10 +50,12 @@ Result<nlohmann::json> gather_rank_figures(comm::Communicator& comm, const nlohm
   const nlohmann::json& summary = record.at("summary");
   const nlohmann::json& memory = record.at("memory");
   const auto number = [](const nlohmann::json& value) { return value.is_number() ? value.get<double>() : 0.0; };
-  const std::array<double, 6> mine = {
+  const nlohmann::json& comm_figures = record.at("engine").at("comm");
+  const std::array<double, 8> mine = {
       number(summary.at("step_ms").at("median")), number(summary.at("forward_backward_ms_median")),
       number(summary.at("optimizer_ms_median")),  number(memory.at("device").at("peak_bytes")),
-      number(memory.at("host").at("peak_bytes")), number(memory.at("host").at("peak_rss_bytes"))};
+      number(memory.at("host").at("peak_bytes")), number(memory.at("host").at("peak_rss_bytes")),
+      number(comm_figures.at("busy_ms_median")),  number(comm_figures.at("wait_ms_median"))};
   // Each rank fills its own block; the sum over ranks is everyone's figures.
   std::vector<double> all(mine.size() * static_cast<std::size_t>(comm.world_size()), 0.0);
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(mine.size()) * comm.rank());
@@ -67,7 +69,9 @@ Result<nlohmann::json> gather_rank_figures(comm::Communicator& comm, const nlohm
                         {"optimizer_ms_median", f[2]},
                         {"device_peak_bytes", f[3]},
                         {"host_peak_bytes", f[4]},
-                        {"peak_rss_bytes", f[5]}});
+                        {"peak_rss_bytes", f[5]},
+                        {"comm_busy_ms_median", f[6]},
+                        {"comm_wait_ms_median", f[7]}});
   }
   return nlohmann::json{{"world_size", comm.world_size()}, {"backend", comm.backend()}, {"per_rank", per_rank}};
 }

@@ -39,6 +39,27 @@ std::string gbps_text(const json& value) {
   return value.is_null() ? std::string("-") : fmt::format("{:.2f} GB/s", value.get<double>());
 }
 
+// Communication per measured step: medians of the busy, waited and hidden times, and the share of
+// the busy time that was hidden over all measured steps (null when nothing was communicated).
+json comm_json(const std::vector<double>& busy_ms, const std::vector<double>& wait_ms,
+               const std::vector<double>& hidden_ms, double calls, double send_bytes, std::size_t steps) {
+  const double n = steps > 0 ? static_cast<double>(steps) : 1.0;
+  double busy_total = 0, hidden_total = 0;
+  for (std::size_t i = 0; i < busy_ms.size(); ++i) {
+    busy_total += busy_ms[i];
+    hidden_total += hidden_ms[i];
+  }
+  const auto median = [](const std::vector<double>& v) {
+    return v.empty() ? json(nullptr) : json(spread_of(v).median);
+  };
+  return {{"calls_per_step", calls / n},
+          {"send_bytes_per_step", send_bytes / n},
+          {"busy_ms_median", median(busy_ms)},
+          {"wait_ms_median", median(wait_ms)},
+          {"hidden_ms_median", median(hidden_ms)},
+          {"hidden_fraction", busy_total > 0 ? json(hidden_total / busy_total) : json(nullptr)}};
+}
+
 }  // namespace
 
 json engine_step_json(const train::StepMetrics& step) {
@@ -53,7 +74,11 @@ json engine_step_json(const train::StepMetrics& step) {
           {"optimizer_elements", e.optimizer_elements},
           {"optimizer_elements_overlapped", e.optimizer_elements_overlapped},
           {"optimizer_thread_ms", e.optimizer_worker_seconds * 1e3},
-          {"optimizer_thread_overlapped_ms", e.optimizer_overlapped_seconds * 1e3}};
+          {"optimizer_thread_overlapped_ms", e.optimizer_overlapped_seconds * 1e3},
+          {"comm_busy_ms", e.comm_busy_seconds * 1e3},
+          {"comm_wait_ms", e.comm_wait_seconds * 1e3},
+          {"comm_calls", e.comm_calls},
+          {"comm_send_bytes", e.comm_send_bytes}};
 }
 
 json make_engine_record(const EngineRun& run, const std::vector<train::StepMetrics>& steps, std::int64_t warmup) {
@@ -61,6 +86,8 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
   double fb_seconds = 0, optimizer_seconds = 0;
   std::uint64_t acquires = 0, hits = 0, sync_reads = 0, mismatches = 0, nvme_peak = 0, nvme_capacity = 0;
   std::vector<double> stall_fraction;
+  std::vector<double> comm_busy_ms, comm_wait_ms, comm_hidden_ms;
+  double comm_calls = 0, comm_send_bytes = 0;
   std::size_t measured = 0;
   double optimizer_elements = 0, overlapped_elements = 0, thread_seconds = 0, overlapped_thread_seconds = 0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -85,6 +112,11 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
     overlapped_thread_seconds += e.optimizer_overlapped_seconds;
     if (steps[i].forward_backward_seconds > 0)
       stall_fraction.push_back(e.stall_seconds / steps[i].forward_backward_seconds);
+    comm_busy_ms.push_back(e.comm_busy_seconds * 1e3);
+    comm_wait_ms.push_back(e.comm_wait_seconds * 1e3);
+    comm_hidden_ms.push_back(e.comm_hidden_seconds() * 1e3);
+    comm_calls += static_cast<double>(e.comm_calls);
+    comm_send_bytes += static_cast<double>(e.comm_send_bytes);
   }
   json engine;
   engine["zero"] = run.zero;
@@ -122,6 +154,7 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
         {"optimizer_thread_during_backward_ms_per_step", overlapped_thread_seconds * 1e3 / n},
         {"optimizer_phase_ms_per_step", optimizer_seconds * 1e3 / n}};
   }
+  engine["comm"] = comm_json(comm_busy_ms, comm_wait_ms, comm_hidden_ms, comm_calls, comm_send_bytes, measured);
   return engine;
 }
 
@@ -162,6 +195,17 @@ reports::Section render_engine_section(const json& engine) {
             : fmt::format("stepped after the backward pass (overlap_optimizer false); optimizer phase {:.1f} ms per "
                           "step",
                           overlap.at("optimizer_phase_ms_per_step").get<double>()));
+  }
+  if (const auto comm = engine.find("comm");
+      comm != engine.end() && comm->at("calls_per_step").get<double>() > 0 && !comm->at("busy_ms_median").is_null()) {
+    const json& hidden = comm->at("hidden_fraction");
+    section.fields.emplace_back(
+        "communication",
+        fmt::format("{:.1f} ms/step busy ({:.0f} calls, {} sent), compute waited {:.1f} ms, {} hidden",
+                    comm->at("busy_ms_median").get<double>(), comm->at("calls_per_step").get<double>(),
+                    format_bytes(comm->at("send_bytes_per_step").get<double>()),
+                    comm->at("wait_ms_median").get<double>(),
+                    hidden.is_null() ? std::string("-") : fmt::format("{:.0f}%", hidden.get<double>() * 100.0)));
   }
   section.table.columns = {{"link"},
                            {"fwd+bwd / step", reports::Align::kRight},

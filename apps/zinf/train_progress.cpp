@@ -46,11 +46,17 @@ void TrainProgress::step(const train::StepMetrics& m) {
   const std::string nvme = nvme_bytes > 0 && m.step_seconds > 0
                                ? fmt::format(" nvme {:.2f} GB/s", nvme_bytes / m.step_seconds / 1e9)
                                : std::string();
+  // Communication between ranks: its busy time and the share of it compute did not wait for.
+  const zero::EngineStats& e = m.engine;
+  const std::string comm = e.comm_calls > 0 && e.comm_busy_seconds > 0
+                               ? fmt::format(" comm {:.1f} ms ({:.0f}% hidden)", e.comm_busy_seconds * 1e3,
+                                             e.comm_hidden_seconds() / e.comm_busy_seconds * 100.0)
+                               : std::string();
   if (mode_ == ProgressMode::kLines) {
     if (done % log_every_ != 0 && done != total_steps_ && m.step != first_step_ && !m.skipped) return;
-    err_ << fmt::format("step {:>{}}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} {} {:.1f} ms/step{}{}\n", done,
+    err_ << fmt::format("step {:>{}}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} {} {:.1f} ms/step{}{}{}\n", done,
                         std::to_string(total_steps_).size(), total_steps_, m.loss, m.lr, m.grad_norm, tokens_rate(rate),
-                        m.step_seconds * 1e3, nvme, skipped);
+                        m.step_seconds * 1e3, nvme, comm, skipped);
     err_.flush();
     return;
   }
@@ -59,8 +65,8 @@ void TrainProgress::step(const train::StepMetrics& m) {
   const std::int64_t run_done = done - first_step_;
   const std::int64_t left = total_steps_ - done;
   const double eta_s = run_done > 0 ? elapsed / static_cast<double>(run_done) * static_cast<double>(left) : 0.0;
-  const std::string tail = fmt::format("  loss {:.4f}  {}{}  ETA {}", m.loss, tokens_rate(smoothed_tokens_per_s_), nvme,
-                                       left == 0 ? std::string("0 s") : format_duration(eta_s));
+  const std::string tail = fmt::format("  loss {:.4f}  {}{}{}  ETA {}", m.loss, tokens_rate(smoothed_tokens_per_s_),
+                                       nvme, comm, left == 0 ? std::string("0 s") : format_duration(eta_s));
   const std::string head = fmt::format("step {:>{}}/{} ", done, std::to_string(total_steps_).size(), total_steps_);
   const int bar_width = std::clamp(width_ - static_cast<int>(head.size() + tail.size()) - 3, 10, 40);
   const double fraction = total_steps_ > 0 ? static_cast<double>(done) / static_cast<double>(total_steps_) : 1.0;

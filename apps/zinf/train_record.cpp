@@ -311,6 +311,13 @@ Rendered render_train_record(const json& record) {
                              {"fwd+bwd ms", reports::Align::kRight},  {"optimizer ms", reports::Align::kRight},
                              {"device peak", reports::Align::kRight}, {"host peak", reports::Align::kRight},
                              {"peak RSS", reports::Align::kRight}};
+    // Communication per rank, where the record has it (records before it was measured do not).
+    const bool comm_columns =
+        !ranks->at("per_rank").empty() && ranks->at("per_rank").front().contains("comm_busy_ms_median");
+    if (comm_columns) {
+      section.table.columns.push_back({"comm ms", reports::Align::kRight});
+      section.table.columns.push_back({"waited ms", reports::Align::kRight});
+    }
     for (const json& r : ranks->at("per_rank")) {
       section.table.rows.push_back(
           {std::to_string(r.at("rank").get<int>()), fmt::format("{:.1f}", r.at("step_ms_median").get<double>()),
@@ -318,6 +325,10 @@ Rendered render_train_record(const json& record) {
            fmt::format("{:.1f}", r.at("optimizer_ms_median").get<double>()),
            format_bytes(r.at("device_peak_bytes").get<double>()), format_bytes(r.at("host_peak_bytes").get<double>()),
            format_bytes(r.at("peak_rss_bytes").get<double>())});
+      if (comm_columns) {
+        section.table.rows.back().push_back(fmt::format("{:.1f}", r.at("comm_busy_ms_median").get<double>()));
+        section.table.rows.back().push_back(fmt::format("{:.1f}", r.at("comm_wait_ms_median").get<double>()));
+      }
     }
     out.document.sections.push_back(std::move(section));
   }

@@ -4,13 +4,17 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,20 +70,33 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MpiRuntime& runtime, const CommOptions& options) : runtime_(runtime), options_(options) {}
 
   Status init() {
-    auto lock = runtime_.lock();
-    for (MPI_Comm* comm : {&stream_comm_, &host_comm_, &probe_comm_}) {
-      const int rc = MPI_Comm_dup(MPI_COMM_WORLD, comm);
-      if (rc != MPI_SUCCESS) return Status::internal("MPI: MPI_Comm_dup failed: " + mpi_error_text(rc));
-      MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    {
+      auto lock = runtime_.lock();
+      for (MPI_Comm* comm : {&stream_comm_, &host_comm_, &probe_comm_}) {
+        const int rc = MPI_Comm_dup(MPI_COMM_WORLD, comm);
+        if (rc != MPI_SUCCESS) return Status::internal("MPI: MPI_Comm_dup failed: " + mpi_error_text(rc));
+        MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+      }
+      if (MPI_Op_create(zinf_mpi_bf16_sum, 1, &bf16_sum_) != MPI_SUCCESS ||
+          MPI_Op_create(zinf_mpi_f16_sum, 1, &f16_sum_) != MPI_SUCCESS) {
+        return Status::internal("MPI: MPI_Op_create for the bf16/fp16 sums failed");
+      }
     }
-    if (MPI_Op_create(zinf_mpi_bf16_sum, 1, &bf16_sum_) != MPI_SUCCESS ||
-        MPI_Op_create(zinf_mpi_f16_sum, 1, &f16_sum_) != MPI_SUCCESS) {
-      return Status::internal("MPI: MPI_Op_create for the bf16/fp16 sums failed");
-    }
+    // Blocking collectives need a second thread that may call MPI while one waits in MPI.
+    blocking_ = !runtime_.serialized() && world_size() > 1;
+    if (blocking_) watchdog_ = std::thread([this] { watch(); });
     return Status::ok();
   }
 
   ~MpiCommunicator() override {
+    if (watchdog_.joinable()) {
+      {
+        std::lock_guard lock(watch_mutex_);
+        stopping_ = true;
+      }
+      watch_cv_.notify_all();
+      watchdog_.join();
+    }
     // A broken communicator has requests that never complete: freeing what they use would be
     // undefined, and MPI ends with MPI_Abort anyway (mpi_runtime.h).
     if (broken()) return;
@@ -107,9 +124,11 @@ class MpiCommunicator final : public Communicator {
       const void* source =
           send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank()) * block_bytes ? MPI_IN_PLACE : send;
       const int n = static_cast<int>(count);
-      return run(label, [&](MPI_Request* request) {
-        return MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_, request);
-      });
+      return run_stream(
+          label, [&] { return MPI_Allgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_); },
+          [&](MPI_Request* request) {
+            return MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_, request);
+          });
     });
   }
 
@@ -125,9 +144,12 @@ class MpiCommunicator final : public Communicator {
       std::vector<std::byte> scratch(aliased ? block_bytes : 0);
       void* target = aliased ? static_cast<void*>(scratch.data()) : recv;
       const int n = static_cast<int>(count);
-      Status status = run(label, [&](MPI_Request* request) {
-        return MPI_Ireduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_, request);
-      });
+      Status status = run_stream(
+          label,
+          [&] { return MPI_Reduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_); },
+          [&](MPI_Request* request) {
+            return MPI_Ireduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_, request);
+          });
       if (status.is_ok() && aliased) std::memcpy(recv, scratch.data(), block_bytes);
       return status;
     });
@@ -140,9 +162,11 @@ class MpiCommunicator final : public Communicator {
       if (count == 0) return Status::ok();
       const void* source = send == recv ? MPI_IN_PLACE : send;
       const int n = static_cast<int>(count);
-      return run(label, [&](MPI_Request* request) {
-        return MPI_Iallreduce(source, recv, n, mpi_type(dtype), sum_op(dtype), stream_comm_, request);
-      });
+      return run_stream(
+          label, [&] { return MPI_Allreduce(source, recv, n, mpi_type(dtype), sum_op(dtype), stream_comm_); },
+          [&](MPI_Request* request) {
+            return MPI_Iallreduce(source, recv, n, mpi_type(dtype), sum_op(dtype), stream_comm_, request);
+          });
     });
   }
 
@@ -153,9 +177,9 @@ class MpiCommunicator final : public Communicator {
       ZINF_RETURN_IF_ERROR(check_call(label, count));
       if (count == 0) return Status::ok();
       const int n = static_cast<int>(count);
-      return run(label, [&](MPI_Request* request) {
-        return MPI_Ibcast(buffer, n, mpi_type(dtype), root, stream_comm_, request);
-      });
+      return run_stream(
+          label, [&] { return MPI_Bcast(buffer, n, mpi_type(dtype), root, stream_comm_); },
+          [&](MPI_Request* request) { return MPI_Ibcast(buffer, n, mpi_type(dtype), root, stream_comm_, request); });
     });
   }
 
@@ -222,6 +246,65 @@ class MpiCommunicator final : public Communicator {
     std::lock_guard lock(error_mutex_);
     if (first_error_.is_ok()) first_error_ = std::move(status);
     return first_error_;
+  }
+
+  // A stream collective: the blocking call (`block`) watched by the watchdog thread where MPI allows
+  // a second thread in MPI (MPI_THREAD_MULTIPLE), else the non-blocking one (`start`) polled.
+  template <typename Block, typename Start>
+  Status run_stream(const Label& label, Block&& block, Start&& start) {
+    if (!blocking_) return run(label, std::forward<Start>(start));
+    {
+      std::lock_guard lock(watch_mutex_);
+      in_flight_ = label;
+      in_flight_since_ = Clock::now();
+    }
+    const int rc = block();
+    {
+      std::lock_guard lock(watch_mutex_);
+      in_flight_.reset();
+    }
+    if (rc != MPI_SUCCESS)
+      return fail(Status::internal(fmt::format("{}: MPI: {}", describe(label), mpi_error_text(rc))));
+    return Status::ok();
+  }
+
+  // The watchdog of the blocking collectives: every kPeerCheckPeriod while one is in flight it
+  // answers roll calls, looks for lost peers on this node and checks the deadline; a lost peer or
+  // the timeout ends the process with the error line (end_blocked_process): a blocking MPI call
+  // cannot be cancelled, and its peers are stopped by the launcher when this rank exits.
+  void watch() {
+    std::unique_lock lock(watch_mutex_);
+    while (!stopping_) {
+      watch_cv_.wait_for(lock, kPeerCheckPeriod);
+      if (stopping_ || !in_flight_) continue;
+      const Label label = *in_flight_;
+      const Clock::time_point since = in_flight_since_;
+      lock.unlock();
+      answer_roll_calls();
+      std::string error;
+      const std::string gone = runtime_.lost_local_peers(false);
+      if (!gone.empty()) {
+        error = fmt::format("{}: lost {}", describe(label), gone);
+      } else if (Clock::now() - since >= options_.timeout) {
+        const std::string silent = roll_call();
+        const std::string local = runtime_.lost_local_peers(true);
+        error = fmt::format("{}: timed out after {} waiting for its peers (CommOptions timeout); {}{}", describe(label),
+                            format_duration(std::chrono::duration<double>(options_.timeout).count()), silent,
+                            local.empty() ? "" : "; " + local);
+      }
+      lock.lock();
+      // Still the same call, still blocked: nothing else will ever end it.
+      if (!error.empty() && in_flight_ && in_flight_->call == label.call) end_blocked_process(error);
+    }
+  }
+
+  [[noreturn]] void end_blocked_process(const std::string& error) {
+    runtime_.mark_broken();
+    const std::string line = "error: " + error + "\n";
+    std::fflush(nullptr);
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    ::_exit(1);
   }
 
   // Starts a non-blocking call (`start` fills the request) and waits for it within the timeout.
@@ -364,6 +447,14 @@ class MpiCommunicator final : public Communicator {
   std::uint64_t host_calls_ = 0;
   mutable std::mutex error_mutex_;
   Status first_error_;
+  // Blocking stream collectives (MPI_THREAD_MULTIPLE, world > 1) and their watchdog.
+  bool blocking_ = false;
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  std::optional<Label> in_flight_;  // the stream collective blocked in MPI now
+  Clock::time_point in_flight_since_;
+  bool stopping_ = false;
+  std::thread watchdog_;  // last: started by init() once everything it reads exists
 };
 
 }  // namespace

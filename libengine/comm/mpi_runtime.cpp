@@ -28,7 +28,10 @@ int g_signal_peer_rank[kMaxSignalPeers];
 int g_signal_peer_pid[kMaxSignalPeers];
 // Set once a communicator of this process broke: its own error line says what happened, so the
 // SIGTERM that follows (the launcher stopping the job) adds nothing.
-volatile sig_atomic_t g_signal_quiet = 0;
+// An atomic rather than a volatile sig_atomic_t: any thread may set it (a stream thread, the
+// communicator's watchdog) while the handler runs on another; lock-free, so the handler may read it.
+std::atomic<int> g_signal_quiet{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the SIGTERM handler reads g_signal_quiet");
 
 // Appends the decimal digits of `value` (>= 0) to buf at *len; async-signal-safe.
 void append_int(char* buf, std::size_t cap, std::size_t* len, long value) {
@@ -48,7 +51,7 @@ void append_text(char* buf, std::size_t cap, std::size_t* len, const char* text)
 // exists). One line on stderr naming the gone rank of this node, then exit 1: the launcher would
 // SIGKILL us a second later anyway, and this line is what the user needs to read.
 extern "C" void on_sigterm(int) {
-  if (g_signal_quiet != 0) ::_exit(1);
+  if (g_signal_quiet.load() != 0) ::_exit(1);
   char line[512];
   std::size_t len = 0;
   append_text(line, sizeof line, &len, "error: rank ");
@@ -201,7 +204,7 @@ std::atomic<int> g_exit_code{1};
 void MpiRuntime::mark_broken(int exit_code) {
   g_exit_code.store(exit_code);
   g_broken.store(true);
-  g_signal_quiet = 1;
+  g_signal_quiet.store(1);
 }
 
 void MpiRuntime::mark_broken_if_running(int exit_code) {

@@ -1,5 +1,7 @@
 #include "libengine/device/cpu_device.h"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -18,11 +20,14 @@ namespace {
 
 // Completion counter shared by an event and the stream work that reaches it. record() hands out
 // target numbers; the stream marks them reached in order; wait()/synchronize() wait for a target.
+// `wait_counter` is the device's collective-wait counter when the collective stream recorded the
+// event last (Device::collective_wait_seconds), null otherwise.
 struct EventState {
   std::mutex mutex;
   std::condition_variable reached_cv;
   std::uint64_t recorded = 0;
   std::uint64_t reached = 0;
+  std::atomic<std::int64_t>* wait_counter = nullptr;
 
   void mark(std::uint64_t target) {
     {
@@ -31,14 +36,24 @@ struct EventState {
     }
     reached_cv.notify_all();
   }
-  void wait_for(std::uint64_t target) {
+  // `host_wait`: the caller is a host thread (compute, or synchronize), not a stream's worker; its
+  // blocked time counts as waiting for collectives when the collective stream recorded the event.
+  void wait_for(std::uint64_t target, bool host_wait) {
     std::unique_lock lock(mutex);
+    if (reached >= target) return;
+    std::atomic<std::int64_t>* counter = host_wait ? wait_counter : nullptr;
+    const auto start = std::chrono::steady_clock::now();
     reached_cv.wait(lock, [&] { return reached >= target; });
+    if (counter != nullptr) {
+      counter->fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    }
   }
 };
 
-std::uint64_t next_target(EventState& state) {
+std::uint64_t next_target(EventState& state, std::atomic<std::int64_t>* wait_counter) {
   std::lock_guard lock(state.mutex);
+  state.wait_counter = wait_counter;
   return ++state.recorded;
 }
 
@@ -52,7 +67,7 @@ class CpuEvent final : public Event {
  public:
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
   Status synchronize() override {
-    state->wait_for(last_target(*state));
+    state->wait_for(last_target(*state), true);
     return Status::ok();
   }
   bool query() override {
@@ -72,11 +87,11 @@ class InlineStream final : public Stream {
   }
   void record(Event& event) override {
     auto& state = *static_cast<CpuEvent&>(event).state;
-    state.mark(next_target(state));
+    state.mark(next_target(state, nullptr));
   }
   void wait(Event& event) override {
     auto& state = *static_cast<CpuEvent&>(event).state;
-    state.wait_for(last_target(state));
+    state.wait_for(last_target(state), true);
   }
   Status synchronize() override { return std::exchange(first_error_, Status::ok()); }
 
@@ -85,10 +100,12 @@ class InlineStream final : public Stream {
   Status first_error_;
 };
 
-// A transfer or collective stream: one worker thread runs the queue in order.
+// A transfer or collective stream: one worker thread runs the queue in order. `wait_counter`
+// (the collective stream's): where host threads' blocked time waiting for this stream is added.
 class WorkerStream final : public Stream {
  public:
-  explicit WorkerStream(StreamRole role) : role_(role), worker_([this] { run(); }) {}
+  explicit WorkerStream(StreamRole role, std::atomic<std::int64_t>* wait_counter = nullptr)
+      : role_(role), wait_counter_(wait_counter), worker_([this] { run(); }) {}
   ~WorkerStream() override {
     {
       std::lock_guard lock(mutex_);
@@ -107,7 +124,7 @@ class WorkerStream final : public Stream {
   }
   void record(Event& event) override {
     std::shared_ptr<EventState> state = static_cast<CpuEvent&>(event).state;
-    const std::uint64_t target = next_target(*state);
+    const std::uint64_t target = next_target(*state, wait_counter_);
     enqueue([state, target] {
       state->mark(target);
       return Status::ok();
@@ -117,13 +134,19 @@ class WorkerStream final : public Stream {
     std::shared_ptr<EventState> state = static_cast<CpuEvent&>(event).state;
     const std::uint64_t target = last_target(*state);
     enqueue([state, target] {
-      state->wait_for(target);
+      state->wait_for(target, false);
       return Status::ok();
     });
   }
   Status synchronize() override {
     std::unique_lock lock(mutex_);
+    if (queue_.empty() && !busy_) return std::exchange(first_error_, Status::ok());
+    const auto start = std::chrono::steady_clock::now();
     idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    if (wait_counter_ != nullptr) {
+      wait_counter_->fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    }
     return std::exchange(first_error_, Status::ok());
   }
 
@@ -146,6 +169,7 @@ class WorkerStream final : public Stream {
   }
 
   StreamRole role_;
+  std::atomic<std::int64_t>* wait_counter_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;
@@ -163,7 +187,7 @@ class CpuDevice final : public Device {
     streams_[0] = std::make_unique<InlineStream>(StreamRole::kCompute);
     streams_[1] = std::make_unique<WorkerStream>(StreamRole::kHostToDevice);
     streams_[2] = std::make_unique<WorkerStream>(StreamRole::kDeviceToHost);
-    streams_[3] = std::make_unique<WorkerStream>(StreamRole::kCollective);
+    streams_[3] = std::make_unique<WorkerStream>(StreamRole::kCollective, &collective_wait_counter());
   }
 
   // Pending stream-ordered frees return their bytes to tiers this object owns: drain them first.

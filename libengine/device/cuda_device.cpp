@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <iterator>
 #include <map>
@@ -170,8 +171,13 @@ void CudaStream::wait(Event& event) {
 }
 
 Status CudaStream::synchronize() {
+  const auto start = std::chrono::steady_clock::now();
   Status synced = ZINF_CUDA_STATUS(cudaSetDevice(device_index_));
   if (synced.is_ok()) synced = ZINF_CUDA_STATUS(cudaStreamSynchronize(handle_));
+  if (wait_counter_ != nullptr) {
+    wait_counter_->fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  }
   Status first = errors_.take();
   return first.is_ok() ? synced : first;
 }
@@ -310,7 +316,9 @@ class CudaDevice final : public Device {
         budget_bytes_(budget_bytes),
         pool_(std::move(pool)),
         host_tier_(std::make_shared<memory::MemoryTier>("host", host_budget_bytes)),
-        streams_(std::move(streams)) {}
+        streams_(std::move(streams)) {
+    streams_[static_cast<std::size_t>(StreamRole::kCollective)]->count_waits_in(&collective_wait_counter());
+  }
 
   ~CudaDevice() override {
     (void)cudaSetDevice(index_);

@@ -19,6 +19,7 @@
 // backend-neutral way to make one. This header includes no CUDA header.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -97,6 +98,9 @@ class CudaStream final : public Stream {
   // Keeps `status` (when an error) as this stream's first error, for the next synchronize().
   void report_error(Status status) { errors_.report(std::move(status)); }
   bool has_error() const { return errors_.has_error(); }
+  // synchronize() adds the time it blocked to `counter` from now on (the device's collective-wait
+  // counter, Device::collective_wait_seconds); set once, before the stream is used.
+  void count_waits_in(std::atomic<std::int64_t>* counter) { wait_counter_ = counter; }
 
  private:
   CudaStream(StreamRole role, int device_index, CUstream_st* handle)
@@ -106,6 +110,7 @@ class CudaStream final : public Stream {
   int device_index_;
   CUstream_st* handle_;
   ErrorSlot errors_;
+  std::atomic<std::int64_t>* wait_counter_ = nullptr;
 };
 
 }  // namespace zinf::device

@@ -14,6 +14,7 @@
 // Thread-safety: allocate() and the tier are thread-safe; a Stream is driven by one host thread.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -148,6 +149,15 @@ class Device {
   virtual void push_range(const char* name) { (void)name; }
   virtual void pop_range() {}
 
+  // Seconds host threads spent blocked until the collective stream reached a point: synchronize()
+  // of that stream (and of the device), events it recorded waited for by the compute stream or
+  // synchronized on the host. On the CPU backend the compute stream runs on the calling thread, so
+  // this is the time compute waited for collectives (and for what the collective stream itself
+  // waits for first: the copies a gather follows). On CUDA the compute stream's waits happen on the
+  // GPU and are not seen; only the host's blocking synchronize() of the collective stream counts.
+  // Cumulative since the device was created; thread-safe.
+  double collective_wait_seconds() const { return static_cast<double>(collective_wait_ns_.load()) * 1e-9; }
+
  protected:
   // For backends: allocate `bytes` with `try_allocate`, and when it fails with OutOfMemory while
   // stream-ordered frees are pending, wait for them and try once more.
@@ -160,6 +170,10 @@ class Device {
     return try_allocate();
   }
 
+  // For backends: `blocked_ns` of host waiting for the collective stream (collective_wait_seconds()).
+  void add_collective_wait(std::int64_t blocked_ns) { collective_wait_ns_.fetch_add(blocked_ns); }
+  std::atomic<std::int64_t>& collective_wait_counter() { return collective_wait_ns_; }
+
  private:
   struct PendingRelease {
     std::unique_ptr<Event> reached;
@@ -167,6 +181,7 @@ class Device {
   };
   mutable std::mutex release_mutex_;
   std::vector<PendingRelease> pending_;  // in release order
+  std::atomic<std::int64_t> collective_wait_ns_{0};
 };
 
 // A profiler range for the length of a scope.

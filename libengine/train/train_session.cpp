@@ -1,6 +1,7 @@
 #include "libengine/train/train_session.h"
 
 #include "libengine/comm/local_communicator.h"
+#include "libengine/comm/timed_communicator.h"
 
 #include <fmt/format.h>
 
@@ -91,11 +92,16 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     return Status(device.status().code(), message.rfind("scenario.", 0) == 0 ? message : "scenario." + message);
   }
   session->device_ = std::move(device).value();
+  std::unique_ptr<comm::Communicator> ranks;
   if (make_comm) {
-    ZINF_ASSIGN_OR_RETURN(session->comm_, make_comm(*session->device_));
+    ZINF_ASSIGN_OR_RETURN(ranks, make_comm(*session->device_));
   } else {
-    session->comm_ = std::make_unique<comm::LocalCommunicator>(*session->device_);
+    ranks = std::make_unique<comm::LocalCommunicator>(*session->device_);
   }
+  // Every collective is timed, so each step reports its communication time (StepMetrics.engine).
+  auto timed = std::make_unique<comm::TimedCommunicator>(std::move(ranks));
+  const comm::TimedCommunicator* comm_timing = timed.get();
+  session->comm_ = std::move(timed);
   comm::Communicator* comm = session->comm_.get();
   const int world_size = comm->world_size();
   if (scenario.batch % world_size != 0) {
@@ -205,6 +211,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   }
   options.fingerprint = spec::fingerprint(scenario);
   options.comm = comm;
+  options.comm_timing = comm_timing;
   options.on_warning = on_warning;
   session->trainer_ = std::make_unique<Trainer>(*session->model_, *session->states_, *session->optimizer_,
                                                 *session->schedule_, *session->scaler_, *session->data_, options);

@@ -42,7 +42,25 @@ zero::EngineStats difference(const zero::EngineStats& after, const zero::EngineS
   d.optimizer_elements_overlapped = after.optimizer_elements_overlapped - before.optimizer_elements_overlapped;
   d.optimizer_worker_seconds = after.optimizer_worker_seconds - before.optimizer_worker_seconds;
   d.optimizer_overlapped_seconds = after.optimizer_overlapped_seconds - before.optimizer_overlapped_seconds;
+  d.comm_busy_seconds = after.comm_busy_seconds - before.comm_busy_seconds;
+  d.comm_wait_seconds = after.comm_wait_seconds - before.comm_wait_seconds;
+  d.comm_calls = after.comm_calls - before.comm_calls;
+  d.comm_send_bytes = after.comm_send_bytes - before.comm_send_bytes;
   return d;
+}
+
+// The states' counters plus the communication counters so far: the collectives' busy time and what
+// the compute thread waited for them (the device's waits on the collective stream and the blocking
+// host calls).
+zero::EngineStats with_comm(zero::EngineStats stats, const comm::TimedCommunicator* timing,
+                            const device::Device& device) {
+  if (timing == nullptr) return stats;
+  const comm::CommTimes times = timing->times();
+  stats.comm_busy_seconds = times.busy_seconds;
+  stats.comm_wait_seconds = device.collective_wait_seconds() + times.host_seconds;
+  stats.comm_calls = times.calls;
+  stats.comm_send_bytes = times.send_bytes;
+  return stats;
 }
 
 // Passes every call through to the states, noting when the backward pass begins: the step's
@@ -257,7 +275,7 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     split_rows(rows_);
     metrics.data_seconds = seconds_since(step_start);
 
-    const zero::EngineStats before = states_.stats();
+    const zero::EngineStats before = with_comm(states_.stats(), options_.comm_timing, states_.device());
     const Clock::time_point fb_start = Clock::now();
     ZINF_RETURN_IF_ERROR(states_.zero_grads());
     metrics.loss_scale = scaler_.scale();
@@ -287,7 +305,7 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     ZINF_ASSIGN_OR_RETURN(optim::StepReport report, states_.optimizer_step(optimizer_, metrics.lr, scaler_));
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
     metrics.optimizer_seconds = seconds_since(opt_start);
-    metrics.engine = difference(states_.stats(), before);
+    metrics.engine = difference(with_comm(states_.stats(), options_.comm_timing, states_.device()), before);
     metrics.grad_norm = report.grad_norm;
     metrics.clip_coef = report.clip_coef;
     metrics.skipped = report.skipped;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "libengine/comm/communicator.h"
+#include "libengine/comm/timed_communicator.h"
 #include "libengine/core/status.h"
 #include "libengine/model/gpt.h"
 #include "libengine/optim/adam_optimizer.h"
@@ -49,6 +50,9 @@ struct TrainerOptions {
   // [rank·B/N, (rank+1)·B/N)), gradients are averaged over the ranks through the states, and the
   // reported losses are the global batch's. Null: one rank. Must outlive the trainer.
   comm::Communicator* comm = nullptr;
+  // The same communicator's timing decorator (or null: no communication time is reported); each
+  // step's StepMetrics.engine.comm_* are its busy time and the device's collective waits.
+  const comm::TimedCommunicator* comm_timing = nullptr;
 };
 
 // A step's training loss, kept across checkpoints so that a resumed run can report the run's

@@ -42,6 +42,17 @@ struct EngineStats {
   std::uint64_t nvme_bytes = 0;  // bytes of state on the NVMe tier now
   std::uint64_t nvme_peak_bytes = 0;
   std::uint64_t nvme_capacity_bytes = 0;  // swap files reserved
+  // Communication between ranks (filled by the trainer from comm::TimedCommunicator and the
+  // device's collective waits; zero at one rank, where nothing is communicated).
+  double comm_busy_seconds = 0;  // collectives on the collective stream plus blocking host calls, end to end
+  double comm_wait_seconds = 0;  // compute thread blocked on the collective stream plus the host calls
+  std::uint64_t comm_calls = 0;
+  std::uint64_t comm_send_bytes = 0;  // bytes the calls took from this rank
+  // Communication overlapped with other work: busy time nobody waited for (never negative; the
+  // waits also include what the collective stream itself waited for, such as the copy a gather follows).
+  double comm_hidden_seconds() const {
+    return comm_busy_seconds > comm_wait_seconds ? comm_busy_seconds - comm_wait_seconds : 0.0;
+  }
 };
 
 }  // namespace zinf::zero

@@ -59,6 +59,22 @@ def train(path, ranks, *extra, expect=0):
         return json.load(f)
 
 
+def check_comm(record, ranks):
+    """Communication per step: none at one rank; at several, every step's collectives took time,
+    the waits are not negative and the hidden share is a fraction; every rank's figures are there."""
+    for step in record["steps"]:
+        e = step["engine"]
+        if ranks == 1 and (e["comm_calls"] != 0 or e["comm_busy_ms"] != 0 or e["comm_wait_ms"] != 0):
+            sys.exit(f"FAIL: communication at one rank: {e}")
+        if ranks > 1 and (e["comm_calls"] == 0 or e["comm_busy_ms"] <= 0 or e["comm_wait_ms"] < 0):
+            sys.exit(f"FAIL: no communication measured at {ranks} ranks: {e}")
+    hidden = record["engine"]["comm"]["hidden_fraction"]
+    if ranks > 1 and not 0.0 <= hidden <= 1.0:
+        sys.exit(f"FAIL: hidden fraction {hidden} at {ranks} ranks")
+    if ranks > 1 and "comm_busy_ms_median" not in record["ranks"]["per_rank"][ranks - 1]:
+        sys.exit("FAIL: the ranks section has no communication figures")
+
+
 def losses(record):
     return {s["step"]: s["loss"] for s in record["steps"]}
 
@@ -88,11 +104,13 @@ if CASE in ("stage0", "stage1-nvme", "stage2-cpu", "stage2-device", "stage3-cpu"
             "stage2-device": STAGE2_DEVICE, "stage3-cpu": CPU3, "stage3-nvme": NVME3}[CASE]
     path = scenario(CASE, zero)
     one = train(path, 1)
+    check_comm(one, 1)
     for ranks in (2, 4):
         record = train(path, ranks)
         if record["ranks"]["world_size"] != ranks or len(record["ranks"]["per_rank"]) != ranks:
             sys.exit(f"FAIL: the record's ranks section does not hold {ranks} ranks: {record.get('ranks')}")
         compare(one, record, 1e-6, f"{CASE}, {ranks} ranks vs 1")
+        check_comm(record, ranks)
     if CASE == "stage3-cpu":
         # `zinf train --ranks 2` starts mpirun itself: the same run as `mpirun -np 2 zinf train`.
         spawned = train(path, 1, "--ranks", "2")

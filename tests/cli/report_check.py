@@ -22,7 +22,7 @@ import zlib
 
 KINDS = {  # fixture -> least number of <svg> charts its report holds
     "train.json": 6, "bench-io.json": 1, "bench-train.json": 1, "plan.json": 2, "plan-sweep.json": 3,
-    "max-params.json": 1, "bench-suite.json": 1, "hardware.json": 0, "compare.json": 1, "small-train.json": 6, "small-bench-io.json": 1, "unknown-kind.json": 1,
+    "max-params.json": 1, "bench-suite.json": 1, "hardware.json": 0, "compare.json": 1, "small-train.json": 6, "small-bench-io.json": 1, "small-bench-scaling.json": 1, "unknown-kind.json": 1,
 }
 VOID = {"meta", "br", "hr", "img", "input", "link"}
 

@@ -2,9 +2,11 @@
 // and every record kind the project writes (fixtures made by running the commands).
 #include "reports/record_report.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "reports/csv_writer.h"
 #include "reports/html_writer.h"
@@ -123,6 +125,29 @@ TEST_CASE("bench io report: zinf next to fio with the ratio's range and the too-
   CHECK(s->charts[0].series[3].y == std::vector<double>{3.2, 2.5});
 }
 
+TEST_CASE("bench scaling report: one row per world size and throughput against ranks", "[report]") {
+  const Document doc = report_of_records({{"small-bench-scaling.json", fixture("small-bench-scaling.json")}});
+  const Section* s = find_section(doc, "Scaling over ranks");
+  REQUIRE(s != nullptr);
+  REQUIRE(s->table.rows.size() == 3);
+  // ranks, batch/rank, tokens/s, step ms, min..max, comm ms, waited ms, hidden, speed-up, efficiency, plan, ratio
+  const std::vector<std::string> two = {"2",  "4",   "1800",  "284.4", "280..300", "40",
+                                        "10", "75%", "1.80x", "90%",   "128",      "2.22x"};
+  for (std::size_t c = 0; c < two.size(); ++c) CHECK(s->table.rows[1][c].text == two[c]);
+  CHECK(s->table.rows[1][9].emphasis == Emphasis::kGood);  // efficiency >= 90%
+  CHECK(s->table.rows[0][7].text == "-");                  // nothing communicated at one rank
+  CHECK(s->table.rows[2][10].text == "-");                 // infeasible plan
+  REQUIRE(s->charts.size() == 1);
+  const Chart& chart = s->charts[0];
+  REQUIRE(chart.series.size() == 3);
+  CHECK(chart.series[0].x == std::vector<double>{1, 2, 4});
+  CHECK(chart.series[0].y == std::vector<double>{1000, 1800, 2000});
+  CHECK(chart.series[1].y == std::vector<double>{1000, 2000, 4000});  // ideal: linear from 1 rank
+  CHECK(chart.series[2].x == std::vector<double>{1, 2});              // the plan where it fits
+  CHECK(chart.series[2].points_only);
+  CHECK(std::find(s->notes.begin(), s->notes.end(), "A hand-made scaling record.") != s->notes.end());
+}
+
 TEST_CASE("an unknown record kind renders its arrays as a table and a chart", "[report]") {
   const Document doc = report_of_records({{"unknown-kind.json", fixture("unknown-kind.json")}});
   const Section* s = find_section(doc, "results");
@@ -144,8 +169,9 @@ TEST_CASE("every record kind the project writes renders to HTML, Markdown and CS
   // train: loss, step time, phases, memory, link bytes, link GB/s; bench io: 1; bench train: 1;
   // plan: one per tier that holds states (7B on dgx-h100: the GPU) + resources; sweep: two curves + the feasible
   // region.
-  const Expect kinds[] = {{"train.json", 6}, {"bench-io.json", 1},   {"bench-train.json", 1},
-                          {"plan.json", 2},  {"plan-sweep.json", 3}, {"max-params.json", 1}};
+  const Expect kinds[] = {
+      {"train.json", 6},      {"bench-io.json", 1},   {"bench-train.json", 1},        {"plan.json", 2},
+      {"plan-sweep.json", 3}, {"max-params.json", 1}, {"small-bench-scaling.json", 1}};
   for (const Expect& e : kinds) {
     INFO(e.file);
     const Document doc = report_of_records({{e.file, fixture(e.file)}});
