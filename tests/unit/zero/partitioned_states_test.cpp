@@ -326,44 +326,35 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
     REQUIRE(session.value()->trainer().run(first).is_ok());
   }
 
-  SECTION("a read error in the forward pass") {
+  // Trains `from` with the n-th NVMe read (counted from now) failing with EIO: the run fails at
+  // step 1 with one line naming `what`, the path and the errno.
+  const auto read_error = [&](const json& from, std::uint64_t nth, const std::string& what) {
     auto engine = fault_engine();
     io::FaultInjectingEngine* faults = engine.get();
-    // Without the overlap the forward pass's reads are the parameters' (with it, the optimizer
-    // states' reads come first: the next section).
-    json serial = document;
-    serial["zero"]["overlap_optimizer"] = false;
-    auto session = train::TrainSession::create(parse(serial), true, 0, {}, std::move(engine));
+    auto session = train::TrainSession::create(parse(from), true, 0, {}, std::move(engine));
     REQUIRE(session.is_ok());
-    faults->add_rule(io::FaultRule::fail(faults->counters().reads_seen + 3, EIO).counting_only(io::IoOpKind::kRead));
+    faults->add_rule(io::FaultRule::fail(faults->counters().reads_seen + nth, EIO).counting_only(io::IoOpKind::kRead));
     LossRecorder recorder;
     const Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
     REQUIRE_FALSE(outcome.is_ok());
     const std::string& message = outcome.status().message();
     INFO(message);
     CHECK(outcome.status().code() == ErrorCode::kIoError);
-    CHECK(message.find("NVMe read of bf16 params of ") != std::string::npos);
+    CHECK(message.find(what) != std::string::npos);
     CHECK(message.find(nvme.path()) != std::string::npos);
     CHECK(message.find("EIO") != std::string::npos);
     CHECK(message.find('\n') == std::string::npos);
     CHECK(recorder.losses.empty());
+  };
+  SECTION("a read error in the forward pass") {
+    // Without the overlap the forward pass's reads are the parameters' (with it, the optimizer
+    // states' reads come first: the next section).
+    json serial = document;
+    serial["zero"]["overlap_optimizer"] = false;
+    read_error(serial, 3, "NVMe read of bf16 params of ");
   }
   SECTION("a read error of optimizer states read ahead during the forward pass (overlap_optimizer)") {
-    auto engine = fault_engine();
-    io::FaultInjectingEngine* faults = engine.get();
-    auto session = train::TrainSession::create(parse(document), true, 0, {}, std::move(engine));
-    REQUIRE(session.is_ok());
-    faults->add_rule(io::FaultRule::fail(faults->counters().reads_seen + 1, EIO).counting_only(io::IoOpKind::kRead));
-    LossRecorder recorder;
-    const Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
-    REQUIRE_FALSE(outcome.is_ok());
-    const std::string& message = outcome.status().message();
-    INFO(message);
-    CHECK(outcome.status().code() == ErrorCode::kIoError);
-    CHECK(message.find("NVMe read of optimizer states of sub-group ") != std::string::npos);
-    CHECK(message.find("EIO") != std::string::npos);
-    CHECK(message.find('\n') == std::string::npos);
-    CHECK(recorder.losses.empty());
+    read_error(document, 1, "NVMe read of optimizer states of sub-group ");
   }
   SECTION("a write error in the optimizer step") {
     auto engine = fault_engine();
