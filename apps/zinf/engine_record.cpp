@@ -49,7 +49,9 @@ json engine_step_json(const train::StepMetrics& step) {
           {"device_to_host_bytes", e.device_to_host.total()},
           {"stall_ms", e.stall_seconds * 1e3},
           {"acquires", e.acquires},
-          {"prefetch_hits", e.prefetch_hits}};
+          {"prefetch_hits", e.prefetch_hits},
+          {"checkpoint_to_host_bytes", step.checkpoints.to_host_bytes},
+          {"checkpoint_to_device_bytes", step.checkpoints.to_device_bytes}};
 }
 
 json make_engine_record(const EngineRun& run, const std::vector<train::StepMetrics>& steps, std::int64_t warmup) {
@@ -57,6 +59,7 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
   double fb_seconds = 0, optimizer_seconds = 0;
   std::uint64_t acquires = 0, hits = 0, sync_reads = 0, mismatches = 0, nvme_peak = 0, nvme_capacity = 0;
   std::vector<double> stall_fraction;
+  double checkpoint_to_host = 0, checkpoint_to_device = 0;
   std::size_t measured = 0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const zero::EngineStats& e = steps[i].engine;
@@ -69,6 +72,8 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
     add(nvme_write, e.nvme_write);
     add(h2d, e.host_to_device);
     add(d2h, e.device_to_host);
+    checkpoint_to_host += static_cast<double>(steps[i].checkpoints.to_host_bytes);
+    checkpoint_to_device += static_cast<double>(steps[i].checkpoints.to_device_bytes);
     fb_seconds += steps[i].forward_backward_seconds;
     optimizer_seconds += steps[i].optimizer_seconds;
     acquires += e.acquires;
@@ -93,6 +98,20 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
       {"synchronous_nvme_reads", sync_reads},
       {"order_mismatches", mismatches}};
   engine["nvme"] = {{"peak_bytes", nvme_peak}, {"capacity_bytes", nvme_capacity}};
+  const double n = measured > 0 ? static_cast<double>(measured) : 1.0;
+  const auto rate = [&](double bytes) {
+    return fb_seconds > 0 && bytes > 0 ? json(bytes / fb_seconds / 1e9) : json(nullptr);
+  };
+  engine["activation_checkpoints"] = {{"tier", run.host_checkpoints > 0 ? "cpu" : "gpu"},
+                                      {"count", run.checkpoints},
+                                      {"in_host_memory", run.host_checkpoints},
+                                      {"device_slots", run.checkpoint_device_slots},
+                                      {"bytes_each", run.checkpoint_bytes},
+                                      {"to_host_bytes_per_step", checkpoint_to_host / n},
+                                      {"to_device_bytes_per_step", checkpoint_to_device / n},
+                                      {"to_host_gbps", rate(checkpoint_to_host)},
+                                      {"to_device_gbps", rate(checkpoint_to_device)}};
+  engine["tiling"] = run.tiling;
   return engine;
 }
 
@@ -109,6 +128,19 @@ reports::Section render_engine_section(const json& engine) {
                     prefetch.at("hit_rate").get<double>() * 100.0, prefetch.at("acquires").get<std::uint64_t>(),
                     stall.is_null() ? std::string("-") : fmt::format("{:.1f}%", stall.get<double>() * 100.0),
                     prefetch.at("order_mismatches").get<std::uint64_t>()));
+  }
+  if (engine.at("tiling").is_object())
+    section.fields.emplace_back("tiling", engine.at("tiling").at("choice").get<std::string>());
+  const json& checkpoints = engine.at("activation_checkpoints");
+  if (checkpoints.at("in_host_memory").get<std::int64_t>() > 0) {
+    section.fields.emplace_back(
+        "activation checkpoints",
+        fmt::format("{} of {} in host memory ({} each, {} device slots); {} out and {} back per step",
+                    checkpoints.at("in_host_memory").get<std::int64_t>(), checkpoints.at("count").get<std::int64_t>(),
+                    format_bytes(checkpoints.at("bytes_each").get<double>()),
+                    checkpoints.at("device_slots").get<std::int64_t>(),
+                    format_bytes(checkpoints.at("to_host_bytes_per_step").get<double>()),
+                    format_bytes(checkpoints.at("to_device_bytes_per_step").get<double>())));
   }
   section.table.columns = {{"link"},
                            {"fwd+bwd / step", reports::Align::kRight},

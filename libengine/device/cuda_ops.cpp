@@ -385,6 +385,43 @@ void CudaOps::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::spa
               vocab, scratch_.data(), scratch_.bytes(), stream());
 }
 
+void CudaOps::embedding_forward_rows(Tensor out, std::span<const std::int32_t> tokens, Tensor wte_rows,
+                                     std::int64_t row_begin, Tensor wpe) {
+  ZINF_CHECK(out.shape().rank() == 3, "embedding_forward_rows: out is not [B,T,C]");
+  const std::int64_t b = out.dim(0);
+  const std::int64_t t = out.dim(1);
+  const std::int64_t c = cols(out);
+  ZINF_CHECK(static_cast<std::int64_t>(tokens.size()) == b * t, "embedding_forward_rows: tokens are not B*T ids");
+  ZINF_CHECK(cols(wte_rows) == c && cols(wpe) == c, "embedding_forward_rows: wte/wpe's last dimension is not C");
+  ZINF_CHECK(rows(wpe) >= t && row_begin >= 0, "embedding_forward_rows: wpe has fewer than T positions");
+  ZINF_CHECK(wte_rows.dtype() == out.dtype() && wpe.dtype() == out.dtype(),
+             "embedding_forward_rows: out, wte and wpe differ in dtype (all are the compute dtype)");
+  if (out.numel() == 0 || !activate()) return;
+  ZINF_LAUNCH(embedding_forward_rows, elem_of(out.dtype()), out.data(), tokens.data(), wte_rows.data(), row_begin,
+              rows(wte_rows), wpe.data(), b, t, c, stream());
+}
+
+void CudaOps::embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, Tensor dwpe, Tensor dout,
+                                      std::span<const std::int32_t> tokens, std::int64_t vocab) {
+  ZINF_CHECK(dout.shape().rank() == 3, "embedding_backward_rows: dout is not [B,T,C]");
+  const std::int64_t b = dout.dim(0);
+  const std::int64_t t = dout.dim(1);
+  const std::int64_t c = cols(dout);
+  ZINF_CHECK(static_cast<std::int64_t>(tokens.size()) == b * t, "embedding_backward_rows: tokens are not B*T ids");
+  ZINF_CHECK(cols(dwte_rows) == c && dwte_rows.dtype() == DType::kF32,
+             "embedding_backward_rows: dwte is not fp32 [rows,C]");
+  ZINF_CHECK(row_begin >= 0 && row_begin + rows(dwte_rows) <= vocab,
+             "embedding_backward_rows: the rows lie outside the vocabulary");
+  const bool positions = dwpe.data() != nullptr;
+  ZINF_CHECK(!positions || (cols(dwpe) == c && rows(dwpe) >= t && dwpe.dtype() == DType::kF32),
+             "embedding_backward_rows: dwpe is not fp32 [>=T,C]");
+  if (dout.numel() == 0 || !activate()) return;
+  if (!ensure_scratch(k::embedding_backward_scratch_bytes(b, t, c, vocab))) return;
+  ZINF_LAUNCH(embedding_backward_rows, elem_of(dout.dtype()), dwte_rows.f32(), row_begin, rows(dwte_rows),
+              positions ? dwpe.f32() : nullptr, dout.data(), tokens.data(), b, t, c, vocab, scratch_.data(),
+              scratch_.bytes(), stream());
+}
+
 void CudaOps::attention_forward(Tensor out, Tensor lse, Tensor qkv) {
   const std::int64_t heads = check_attention(out, lse, qkv);
   if (out.numel() == 0 || !activate()) return;
