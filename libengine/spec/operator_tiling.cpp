@@ -97,7 +97,7 @@ Result<OperatorTiling> choose_tiling(const ModelShape& shape, std::size_t elemen
 }
 
 std::string describe_choice(const OperatorTiling& tiling, bool automatic, const ZeroConfig& zero) {
-  if (!automatic) return fmt::format("{}: {}", tiling.mlp_fc, describe(tiling));
+  if (!automatic) return fmt::format("fixed: {}", describe(tiling));
   if (zero.stage < 3 || zero.params == Tier::kDevice) {
     return "auto: every operator untiled (parameters resident on the device: tiles would not shrink the working set)";
   }

@@ -205,6 +205,38 @@ TEST_CASE("Gpt with the token table tiled over the vocabulary: bit-identical unt
   }
 }
 
+TEST_CASE("Gpt tiled parameters start from the untiled model's values") {
+  for (const char* variant : {"tied", "untied"}) {
+    INFO(variant);
+    const GptFixture f = testing::load_gpt_fixture(variant);
+    GptConfig config = fixture_config(f);
+    auto device = device::make_cpu_device({});
+    auto whole = Gpt::create(config, *device);
+    REQUIRE(whole.is_ok());
+    const bool tied = config.shape.tied_embeddings;
+    config.operator_tiling = spec::OperatorTiling{2, 3, tied ? 5 : 4, 5};
+    auto tiled = Gpt::create(config, *device);
+    REQUIRE(tiled.is_ok());
+    const ParamTable& w = whole.value()->params();
+    const ParamTable& t = tiled.value()->params();
+    CHECK(t.size() > w.size());
+    std::map<std::string, std::vector<float>> joined;
+    for (ParamId id = 0; id < t.size(); ++id) {
+      std::vector<float> values(static_cast<std::size_t>(t[id].numel));
+      t.init_values(7, id, 0, values);
+      std::vector<float>& dst = joined[testing::untiled_name(t[id].name)];
+      dst.insert(dst.end(), values.begin(), values.end());
+    }
+    REQUIRE(joined.size() == static_cast<std::size_t>(w.size()));
+    for (ParamId id = 0; id < w.size(); ++id) {
+      INFO(w[id].name);
+      std::vector<float> values(static_cast<std::size_t>(w[id].numel));
+      w.init_values(7, id, 0, values);
+      CHECK(joined.at(w[id].name) == values);
+    }
+  }
+}
+
 TEST_CASE("Gpt keeps its checkpoints in host memory: bit-identical, three device slots, bytes each way") {
   for (const char* variant : {"tied", "untied"}) {
     INFO(variant);
