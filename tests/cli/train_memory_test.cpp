@@ -18,6 +18,7 @@ namespace {
 
 using nlohmann::json;
 using zinf::cli::test_support::check_usage_error;
+using zinf::cli::test_support::losses_of;
 using zinf::cli::test_support::read_text;
 using zinf::cli::test_support::run_zinf;
 using zinf::testing::TempDir;
@@ -31,12 +32,6 @@ json scenario(std::int64_t layers, std::int64_t vocab) {
               {"seed", 3},
               {"threads", 1},
               {"optimizer", {{"lr", 3e-3}}}};
-}
-
-std::vector<double> losses_of(const json& record) {
-  std::vector<double> losses;
-  for (const json& step : record.at("steps")) losses.push_back(step.at("loss").get<double>());
-  return losses;
 }
 
 }  // namespace

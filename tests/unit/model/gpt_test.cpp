@@ -89,6 +89,20 @@ void check_against_fixture(const GptFixture& f, const Run& run) {
   }
 }
 
+// Every gradient of `got` within `tolerance` (relative L2) of `ref`'s, by name.
+void check_grads_close(const Run& got, const Run& ref, double tolerance) {
+  for (const auto& [name, want] : ref.grads) {
+    INFO(name);
+    const std::vector<double>& have = got.grads.at(name);
+    double diff2 = 0, ref2 = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      diff2 += (have[i] - want[i]) * (have[i] - want[i]);
+      ref2 += want[i] * want[i];
+    }
+    CHECK(std::sqrt(diff2 / ref2) <= tolerance);
+  }
+}
+
 TEST_CASE("Gpt matches the PyTorch fixture: loss and every gradient, tied embeddings") {
   const GptFixture f = testing::load_gpt_fixture("tied");
   GptConfig config = fixture_config(f);
@@ -158,16 +172,7 @@ TEST_CASE("Gpt with tiling 4 agrees with tiling 1 (MLP linears and the untied he
         Gpt::create(fixture_config(f), *device).value()->params().total_numel());
   const Run tiled = run_model(config, f);
   CHECK(std::abs(tiled.loss - whole.loss) <= 1e-6 * std::abs(whole.loss));
-  for (const auto& [name, ref] : whole.grads) {
-    INFO(name);
-    const std::vector<double>& got = tiled.grads.at(name);
-    double diff2 = 0, ref2 = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-      diff2 += (got[i] - ref[i]) * (got[i] - ref[i]);
-      ref2 += ref[i] * ref[i];
-    }
-    CHECK(std::sqrt(diff2 / ref2) <= 1e-5);
-  }
+  check_grads_close(tiled, whole, 1e-5);
 }
 
 TEST_CASE("Gpt with the token table tiled over the vocabulary: bit-identical untied, close tied") {
@@ -192,16 +197,7 @@ TEST_CASE("Gpt with the token table tiled over the vocabulary: bit-identical unt
       continue;
     }
     CHECK(std::abs(tiled.loss - whole.loss) <= 1e-6 * std::abs(whole.loss));
-    for (const auto& [name, ref] : whole.grads) {
-      INFO(name);
-      const std::vector<double>& got = tiled.grads.at(name);
-      double diff2 = 0, ref2 = 0;
-      for (std::size_t i = 0; i < ref.size(); ++i) {
-        diff2 += (got[i] - ref[i]) * (got[i] - ref[i]);
-        ref2 += ref[i] * ref[i];
-      }
-      CHECK(std::sqrt(diff2 / ref2) <= 1e-5);
-    }
+    check_grads_close(tiled, whole, 1e-5);
   }
 }
 
