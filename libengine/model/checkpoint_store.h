@@ -2,15 +2,16 @@
 // activation checkpointing, inputs_[L] feeding the final LayerNorm) — in device memory, or in host
 // memory (pinned on CUDA, counted on the host tier) with only a small ring of device slots.
 //
-// Offloaded, checkpoint i lives in device slot i % K (K = min(L+1, kDeviceSlots)). In the forward
-// pass the checkpoint is copied device→host on the device-to-host stream as soon as the op that
-// wrote it is enqueued, overlapping the next block's forward; the compute stream waits for that copy
-// only before the slot is overwritten, K-1 blocks later. The last K-1 checkpoints are never
+// Offloaded (only when L+1 > K = kDeviceSlots), checkpoint i lives in device slot i % K. In the
+// forward pass the checkpoint is copied device→host on the device-to-host stream as soon as the op
+// that wrote it is enqueued, overlapping the next blocks' forward; the compute stream waits for
+// that copy only before the slot is overwritten, K-1 blocks later. The last K checkpoints are never
 // overwritten and stay on the device. In the backward pass, once the last user of checkpoint j is
 // enqueued (block j's backward, or the final LayerNorm's for j = L), checkpoint j-K is copied
 // host→device into the slot j just freed, on the host-to-device stream — K-1 blocks ahead of its
 // recompute — and the compute stream waits for that copy only right before the recompute.
-// Events order the three streams; the host thread never blocks on a copy.
+// Events order the three streams; the host thread never waits for a copy on CUDA (on the CPU
+// backend the compute stream is the host thread, which waits only for a copy not yet done).
 //
 // The bytes copied are exactly the bytes saved, so the backward pass recomputes from the same
 // values as with in-device checkpoints: losses and gradients are bit-identical.
