@@ -14,6 +14,13 @@
 // Threads: `num_threads` OpenMP threads (0 means omp_get_max_threads()); small problems run on
 // the calling thread. The forward pass splits the B*T positions.
 //
+// Row-range variants (memory-centric tiling of the token table over the vocabulary): `wte`/`dwte`
+// hold only rows [row_begin, row_begin + rows) of the table. The forward pass writes out[b, t, :]
+// for exactly the positions whose token lies in that range (the others are left as they are), so
+// calls over tiles that cover [0, V) write every position once, with the same single addition as
+// the whole-table call. The backward pass adds those positions' rows into dwte in the same order,
+// and dwpe (every position) only when dwpe is not null — the same bits as the whole-table call.
+//
 // Preconditions (not checked): 0 <= tokens[i] < V; T <= maxT; outputs overlap no input.
 #pragma once
 
@@ -32,6 +39,15 @@ void embedding_forward(float* out /*[B,T,C]*/, const std::int32_t* tokens /*[B,T
 void embedding_backward(float* dwte /*[V,C]*/, float* dwpe /*[maxT,C]*/, const float* dout /*[B,T,C]*/,
                         const std::int32_t* tokens /*[B,T]*/, std::size_t batch, std::size_t seq_len,
                         std::size_t channels, int num_threads = 0);
+
+void embedding_forward_rows(float* out /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/,
+                            const float* wte_rows /*[rows,C]*/, std::size_t row_begin, std::size_t rows,
+                            const float* wpe /*[maxT,C]*/, std::size_t batch, std::size_t seq_len, std::size_t channels,
+                            int num_threads = 0);
+void embedding_backward_rows(float* dwte_rows /*[rows,C]*/, std::size_t row_begin, std::size_t rows,
+                             float* dwpe /*[maxT,C] or null*/, const float* dout /*[B,T,C]*/,
+                             const std::int32_t* tokens /*[B,T]*/, std::size_t batch, std::size_t seq_len,
+                             std::size_t channels, int num_threads = 0);
 
 // One instruction-set variant on purpose, for tests and benchmarks. Precondition: isa_supported(isa).
 void embedding_forward(Isa isa, float* out /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/,
@@ -56,4 +72,14 @@ LaunchStatus embedding_backward(Elem elem, float* dwte /*[V,C]*/, float* dwpe /*
                                 const void* dout /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/, std::int64_t batch,
                                 std::int64_t seq_len, std::int64_t channels, std::int64_t vocab, void* scratch,
                                 std::size_t scratch_bytes, Stream stream);
+// Row-range variants (see above); `vocab` is the whole table's V (the sort's key range).
+LaunchStatus embedding_forward_rows(Elem elem, void* out /*[B,T,C]*/, const std::int32_t* tokens /*[B,T]*/,
+                                    const void* wte_rows /*[rows,C]*/, std::int64_t row_begin, std::int64_t rows,
+                                    const void* wpe /*[maxT,C]*/, std::int64_t batch, std::int64_t seq_len,
+                                    std::int64_t channels, Stream stream);
+LaunchStatus embedding_backward_rows(Elem elem, float* dwte_rows /*[rows,C]*/, std::int64_t row_begin,
+                                     std::int64_t rows, float* dwpe /*[maxT,C] or null*/, const void* dout /*[B,T,C]*/,
+                                     const std::int32_t* tokens /*[B,T]*/, std::int64_t batch, std::int64_t seq_len,
+                                     std::int64_t channels, std::int64_t vocab, void* scratch,
+                                     std::size_t scratch_bytes, Stream stream);
 }  // namespace zinf::kernels::cuda

@@ -257,6 +257,14 @@ Status TrainCommand::run(const Io& io) {
   run.device_description = device.describe();
   run.engine.description = session->states().describe();
   run.engine.zero = spec::to_json(session->zero());
+  run.engine.checkpoints = model.checkpoints().count();
+  run.engine.host_checkpoints = model.checkpoints().host_checkpoints();
+  run.engine.checkpoint_device_slots = model.checkpoints().device_slots();
+  run.engine.checkpoint_bytes = model.checkpoints().checkpoint_bytes();
+  run.engine.tiling = {
+      {"auto", scenario.tiling_auto},
+      {"per_operator", spec::to_json(scenario.operator_tiling)},
+      {"choice", spec::describe_choice(scenario.operator_tiling, scenario.tiling_auto, scenario.zero)}};
   run.threads = kernels::cpu::compute_threads();
   const spec::ModelShape& shape = scenario.shape;
   run.model_shape = {{"layers", shape.layers},
@@ -285,6 +293,15 @@ Status TrainCommand::run(const Io& io) {
                           format_count(static_cast<double>(run.params)), run.device_description, run.threads,
                           run.data_description);
     io.err << fmt::format("engine: {}\n", run.engine.description);
+    if (scenario.tiling_auto || scenario.tiling > 1) {
+      io.err << fmt::format("tiling: {}\n", run.engine.tiling.at("choice").get<std::string>());
+    }
+    if (run.engine.host_checkpoints > 0) {
+      io.err << fmt::format("activation checkpoints: {} of {} in host memory ({} each), {} device slots\n",
+                            run.engine.host_checkpoints, run.engine.checkpoints,
+                            format_bytes(static_cast<double>(run.engine.checkpoint_bytes)),
+                            run.engine.checkpoint_device_slots);
+    }
   }
   if (!quiet &&
       data.eval_overlaps_training(static_cast<std::uint64_t>(scenario.steps),

@@ -78,7 +78,9 @@ json engine_step_json(const train::StepMetrics& step) {
           {"comm_busy_ms", e.comm_busy_seconds * 1e3},
           {"comm_wait_ms", e.comm_wait_seconds * 1e3},
           {"comm_calls", e.comm_calls},
-          {"comm_send_bytes", e.comm_send_bytes}};
+          {"comm_send_bytes", e.comm_send_bytes},
+          {"checkpoint_to_host_bytes", step.checkpoints.to_host_bytes},
+          {"checkpoint_to_device_bytes", step.checkpoints.to_device_bytes}};
 }
 
 json make_engine_record(const EngineRun& run, const std::vector<train::StepMetrics>& steps, std::int64_t warmup) {
@@ -88,6 +90,7 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
   std::vector<double> stall_fraction;
   std::vector<double> comm_busy_ms, comm_wait_ms, comm_hidden_ms;
   double comm_calls = 0, comm_send_bytes = 0;
+  double checkpoint_to_host = 0, checkpoint_to_device = 0;
   std::size_t measured = 0;
   double optimizer_elements = 0, overlapped_elements = 0, thread_seconds = 0, overlapped_thread_seconds = 0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -101,6 +104,8 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
     add(nvme_write, e.nvme_write);
     add(h2d, e.host_to_device);
     add(d2h, e.device_to_host);
+    checkpoint_to_host += static_cast<double>(steps[i].checkpoints.to_host_bytes);
+    checkpoint_to_device += static_cast<double>(steps[i].checkpoints.to_device_bytes);
     fb_seconds += steps[i].forward_backward_seconds;
     optimizer_seconds += steps[i].optimizer_seconds;
     acquires += e.acquires;
@@ -155,6 +160,20 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
         {"optimizer_phase_ms_per_step", optimizer_seconds * 1e3 / n}};
   }
   engine["comm"] = comm_json(comm_busy_ms, comm_wait_ms, comm_hidden_ms, comm_calls, comm_send_bytes, measured);
+  const double n = measured > 0 ? static_cast<double>(measured) : 1.0;
+  const auto rate = [&](double bytes) {
+    return fb_seconds > 0 && bytes > 0 ? json(bytes / fb_seconds / 1e9) : json(nullptr);
+  };
+  engine["activation_checkpoints"] = {{"tier", run.host_checkpoints > 0 ? "cpu" : "gpu"},
+                                      {"count", run.checkpoints},
+                                      {"in_host_memory", run.host_checkpoints},
+                                      {"device_slots", run.checkpoint_device_slots},
+                                      {"bytes_each", run.checkpoint_bytes},
+                                      {"to_host_bytes_per_step", checkpoint_to_host / n},
+                                      {"to_device_bytes_per_step", checkpoint_to_device / n},
+                                      {"to_host_gbps", rate(checkpoint_to_host)},
+                                      {"to_device_gbps", rate(checkpoint_to_device)}};
+  engine["tiling"] = run.tiling;
   return engine;
 }
 
@@ -206,6 +225,19 @@ reports::Section render_engine_section(const json& engine) {
                     format_bytes(comm->at("send_bytes_per_step").get<double>()),
                     comm->at("wait_ms_median").get<double>(),
                     hidden.is_null() ? std::string("-") : fmt::format("{:.0f}%", hidden.get<double>() * 100.0)));
+  }
+  if (engine.at("tiling").is_object())
+    section.fields.emplace_back("tiling", engine.at("tiling").at("choice").get<std::string>());
+  const json& checkpoints = engine.at("activation_checkpoints");
+  if (checkpoints.at("in_host_memory").get<std::int64_t>() > 0) {
+    section.fields.emplace_back(
+        "activation checkpoints",
+        fmt::format("{} of {} in host memory ({} each, {} device slots); {} out and {} back per step",
+                    checkpoints.at("in_host_memory").get<std::int64_t>(), checkpoints.at("count").get<std::int64_t>(),
+                    format_bytes(checkpoints.at("bytes_each").get<double>()),
+                    checkpoints.at("device_slots").get<std::int64_t>(),
+                    format_bytes(checkpoints.at("to_host_bytes_per_step").get<double>()),
+                    format_bytes(checkpoints.at("to_device_bytes_per_step").get<double>())));
   }
   section.table.columns = {{"link"},
                            {"fwd+bwd / step", reports::Align::kRight},

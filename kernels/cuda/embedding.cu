@@ -47,13 +47,17 @@ int threads_for(std::int64_t items, int max_threads) {
 // ---- Forward -------------------------------------------------------------------------------------
 
 // kVec elements per access: 16 bytes' worth, or 1 when C or an array's alignment does not allow it.
+// wte holds table rows [row_begin, row_begin + rows); positions whose token lies outside are skipped.
 template <typename T, int kVec>
 __global__ void embedding_forward_kernel(T* __restrict__ out, const std::int32_t* __restrict__ tokens,
-                                         const T* __restrict__ wte, const T* __restrict__ wpe, std::int64_t positions,
-                                         std::int64_t seq_len, std::int64_t channels) {
+                                         const T* __restrict__ wte, std::int64_t row_begin, std::int64_t rows,
+                                         const T* __restrict__ wpe, std::int64_t positions, std::int64_t seq_len,
+                                         std::int64_t channels) {
   const std::int64_t vectors = channels / kVec;
   for (std::int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
-    const T* token_row = wte + static_cast<std::int64_t>(tokens[i]) * channels;
+    const std::int64_t row = static_cast<std::int64_t>(tokens[i]) - row_begin;
+    if (row < 0 || row >= rows) continue;
+    const T* token_row = wte + row * channels;
     const T* position_row = wpe + (i % seq_len) * channels;
     T* y = out + i * channels;
     for (std::int64_t j = threadIdx.x; j < vectors; j += blockDim.x) {
@@ -68,19 +72,20 @@ __global__ void embedding_forward_kernel(T* __restrict__ out, const std::int32_t
 }
 
 template <typename T>
-LaunchStatus launch_forward(void* out, const std::int32_t* tokens, const void* wte, const void* wpe,
-                            std::int64_t positions, std::int64_t seq_len, std::int64_t channels, cudaStream_t stream) {
+LaunchStatus launch_forward(void* out, const std::int32_t* tokens, const void* wte, std::int64_t row_begin,
+                            std::int64_t rows, const void* wpe, std::int64_t positions, std::int64_t seq_len,
+                            std::int64_t channels, cudaStream_t stream) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   const bool vector = channels % kVec == 0 && aligned(out, 16) && aligned(wte, 16) && aligned(wpe, 16);
   const unsigned int blocks = detail::blocks_for(positions, 1);
   if (vector) {
     embedding_forward_kernel<T, kVec><<<blocks, threads_for(channels / kVec, kForwardMaxThreads), 0, stream>>>(
-        static_cast<T*>(out), tokens, static_cast<const T*>(wte), static_cast<const T*>(wpe), positions, seq_len,
-        channels);
+        static_cast<T*>(out), tokens, static_cast<const T*>(wte), row_begin, rows, static_cast<const T*>(wpe),
+        positions, seq_len, channels);
   } else {
     embedding_forward_kernel<T, 1><<<blocks, threads_for(channels, kForwardMaxThreads), 0, stream>>>(
-        static_cast<T*>(out), tokens, static_cast<const T*>(wte), static_cast<const T*>(wpe), positions, seq_len,
-        channels);
+        static_cast<T*>(out), tokens, static_cast<const T*>(wte), row_begin, rows, static_cast<const T*>(wpe),
+        positions, seq_len, channels);
   }
   return detail::last_launch_status();
 }
@@ -191,17 +196,19 @@ __device__ __forceinline__ void add_rows_in_order(float* grad, std::int64_t coun
 // the arrays are aligned for it, else 1.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kDwteThreads)
-    embedding_dwte_kernel(float* __restrict__ dwte, const T* __restrict__ dout,
-                          const std::int32_t* __restrict__ sorted_tokens,
+    embedding_dwte_kernel(float* __restrict__ dwte, std::int64_t row_begin, std::int64_t rows,
+                          const T* __restrict__ dout, const std::int32_t* __restrict__ sorted_tokens,
                           const std::int32_t* __restrict__ sorted_positions, std::int64_t count,
                           std::int64_t channels) {
   const std::int64_t begin = blockIdx.x;
   const std::int32_t token = sorted_tokens[begin];
   if (begin > 0 && sorted_tokens[begin - 1] == token) return;  // not the first entry of its run
+  const std::int64_t row = static_cast<std::int64_t>(token) - row_begin;
+  if (row < 0 || row >= rows) return;  // a row of another tile
   const std::int64_t c = (static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * kVec;
   if (c >= channels) return;
   const std::int64_t end = run_end(sorted_tokens, count, begin, token);
-  add_rows_in_order<T, kVec>(dwte + static_cast<std::int64_t>(token) * channels + c, end - begin, [&](std::int64_t i) {
+  add_rows_in_order<T, kVec>(dwte + row * channels + c, end - begin, [&](std::int64_t i) {
     return dout + static_cast<std::int64_t>(sorted_positions[begin + i]) * channels + c;
   });
 }
@@ -223,16 +230,17 @@ __global__ void __launch_bounds__(kDwpeThreads)
 }
 
 template <typename T, int kVec>
-LaunchStatus launch_gradients(float* dwte, float* dwpe, const T* dout, const std::int32_t* sorted_tokens,
-                              const std::int32_t* sorted_positions, std::int64_t batch, std::int64_t seq_len,
-                              std::int64_t channels, cudaStream_t stream) {
+LaunchStatus launch_gradients(float* dwte, std::int64_t row_begin, std::int64_t rows, float* dwpe, const T* dout,
+                              const std::int32_t* sorted_tokens, const std::int32_t* sorted_positions,
+                              std::int64_t batch, std::int64_t seq_len, std::int64_t channels, cudaStream_t stream) {
   const std::int64_t count = batch * seq_len;
   const std::int64_t slices = (channels / kVec + kDwteThreads - 1) / kDwteThreads;
   const dim3 grid(static_cast<unsigned int>(count), static_cast<unsigned int>(slices));
-  embedding_dwte_kernel<T, kVec>
-      <<<grid, kDwteThreads, 0, stream>>>(dwte, dout, sorted_tokens, sorted_positions, count, channels);
+  embedding_dwte_kernel<T, kVec><<<grid, kDwteThreads, 0, stream>>>(dwte, row_begin, rows, dout, sorted_tokens,
+                                                                    sorted_positions, count, channels);
   const LaunchStatus status = detail::last_launch_status();
   if (status != 0) return status;
+  if (dwpe == nullptr) return 0;
   embedding_dwpe_kernel<T, kVec>
       <<<detail::blocks_for(seq_len * (channels / kVec), kDwpeThreads), kDwpeThreads, 0, stream>>>(dwpe, dout, batch,
                                                                                                    seq_len, channels);
@@ -250,25 +258,40 @@ std::size_t embedding_backward_scratch_bytes(std::int64_t batch, std::int64_t se
   return scratch_layout(batch * seq_len, cub_bytes).total_bytes;
 }
 
+LaunchStatus embedding_forward_rows(Elem elem, void* out, const std::int32_t* tokens, const void* wte_rows,
+                                    std::int64_t row_begin, std::int64_t rows, const void* wpe, std::int64_t batch,
+                                    std::int64_t seq_len, std::int64_t channels, Stream stream) {
+  if (batch < 0 || seq_len < 0 || channels < 0 || row_begin < 0 || rows < 0) return detail::invalid_argument();
+  if (batch == 0 || seq_len == 0 || channels == 0) return 0;
+  if (out == nullptr || tokens == nullptr || wte_rows == nullptr || wpe == nullptr) return detail::invalid_argument();
+  return detail::dispatch_elem(elem, [&](auto tag) -> LaunchStatus {
+    return launch_forward<decltype(tag)>(out, tokens, wte_rows, row_begin, rows, wpe, batch * seq_len, seq_len,
+                                         channels, detail::native(stream));
+  });
+}
+
 LaunchStatus embedding_forward(Elem elem, void* out, const std::int32_t* tokens, const void* wte, const void* wpe,
                                std::int64_t batch, std::int64_t seq_len, std::int64_t channels, Stream stream) {
-  if (batch < 0 || seq_len < 0 || channels < 0) return detail::invalid_argument();
-  if (batch == 0 || seq_len == 0 || channels == 0) return 0;
-  if (out == nullptr || tokens == nullptr || wte == nullptr || wpe == nullptr) return detail::invalid_argument();
-  return detail::dispatch_elem(elem, [&](auto tag) -> LaunchStatus {
-    return launch_forward<decltype(tag)>(out, tokens, wte, wpe, batch * seq_len, seq_len, channels,
-                                         detail::native(stream));
-  });
+  return embedding_forward_rows(elem, out, tokens, wte, 0, INT32_MAX, wpe, batch, seq_len, channels, stream);
 }
 
 LaunchStatus embedding_backward(Elem elem, float* dwte, float* dwpe, const void* dout, const std::int32_t* tokens,
                                 std::int64_t batch, std::int64_t seq_len, std::int64_t channels, std::int64_t vocab,
                                 void* scratch, std::size_t scratch_bytes, Stream stream) {
-  if (batch < 0 || seq_len < 0 || channels < 0) return detail::invalid_argument();
+  if (dwpe == nullptr) return detail::invalid_argument();
+  return embedding_backward_rows(elem, dwte, 0, vocab, dwpe, dout, tokens, batch, seq_len, channels, vocab, scratch,
+                                 scratch_bytes, stream);
+}
+
+LaunchStatus embedding_backward_rows(Elem elem, float* dwte, std::int64_t row_begin, std::int64_t rows, float* dwpe,
+                                     const void* dout, const std::int32_t* tokens, std::int64_t batch,
+                                     std::int64_t seq_len, std::int64_t channels, std::int64_t vocab, void* scratch,
+                                     std::size_t scratch_bytes, Stream stream) {
+  if (batch < 0 || seq_len < 0 || channels < 0 || row_begin < 0 || rows < 0) return detail::invalid_argument();
   if (batch == 0 || seq_len == 0 || channels == 0) return 0;
   const std::int64_t count = batch * seq_len;
   // The dwte grid's y dimension (channel slices, at most 65535) bounds C.
-  if (dwte == nullptr || dwpe == nullptr || dout == nullptr || tokens == nullptr || scratch == nullptr || vocab <= 0 ||
+  if (dwte == nullptr || dout == nullptr || tokens == nullptr || scratch == nullptr || vocab <= 0 ||
       count > INT32_MAX || (channels + kDwteThreads - 1) / kDwteThreads > 65535) {
     return detail::invalid_argument();
   }
@@ -298,14 +321,15 @@ LaunchStatus embedding_backward(Elem elem, float* dwte, float* dwpe, const void*
 
   return detail::dispatch_elem(elem, [&](auto tag) -> LaunchStatus {
     using T = decltype(tag);
-    const bool vector = channels % kBackwardVec == 0 && aligned(dwte, 16) && aligned(dwpe, 16) &&
+    const bool vector = channels % kBackwardVec == 0 && aligned(dwte, 16) && (dwpe == nullptr || aligned(dwpe, 16)) &&
                         aligned(dout, sizeof(T) * kBackwardVec);
     const auto* d = static_cast<const T*>(dout);
     if (vector) {
-      return launch_gradients<T, kBackwardVec>(dwte, dwpe, d, sorted_tokens, sorted_positions, batch, seq_len, channels,
-                                               native);
+      return launch_gradients<T, kBackwardVec>(dwte, row_begin, rows, dwpe, d, sorted_tokens, sorted_positions, batch,
+                                               seq_len, channels, native);
     }
-    return launch_gradients<T, 1>(dwte, dwpe, d, sorted_tokens, sorted_positions, batch, seq_len, channels, native);
+    return launch_gradients<T, 1>(dwte, row_begin, rows, dwpe, d, sorted_tokens, sorted_positions, batch, seq_len,
+                                  channels, native);
   });
 }
 

@@ -188,21 +188,36 @@ void CpuOps::residual_backward(Tensor da, Tensor db, Tensor dout) {
 }
 
 void CpuOps::embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) {
-  ZINF_CHECK(out.shape().rank() == 3, "embedding_forward: out is not [B,T,C]");
-  const auto b = static_cast<std::size_t>(out.dim(0)), t = static_cast<std::size_t>(out.dim(1)), c = cols(out);
-  ZINF_CHECK(tokens.size() == b * t, "embedding_forward: tokens are not B*T ids");
-  ZINF_CHECK(cols(wte) == c && cols(wpe) == c, "embedding_forward: wte/wpe's last dimension is not C");
-  ZINF_CHECK(rows(wpe) >= t, "embedding_forward: wpe has fewer than T positions");
-  k::embedding_forward(out.f32(), tokens.data(), wte.f32(), wpe.f32(), b, t, c);
+  embedding_forward_rows(out, tokens, wte, 0, wpe);
 }
 
 void CpuOps::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) {
-  ZINF_CHECK(dout.shape().rank() == 3, "embedding_backward: dout is not [B,T,C]");
+  embedding_backward_rows(dwte, 0, dwpe, dout, tokens, static_cast<std::int64_t>(rows(dwte)));
+}
+
+void CpuOps::embedding_forward_rows(Tensor out, std::span<const std::int32_t> tokens, Tensor wte_rows,
+                                    std::int64_t row_begin, Tensor wpe) {
+  ZINF_CHECK(out.shape().rank() == 3, "embedding_forward_rows: out is not [B,T,C]");
+  const auto b = static_cast<std::size_t>(out.dim(0)), t = static_cast<std::size_t>(out.dim(1)), c = cols(out);
+  ZINF_CHECK(tokens.size() == b * t, "embedding_forward_rows: tokens are not B*T ids");
+  ZINF_CHECK(cols(wte_rows) == c && cols(wpe) == c, "embedding_forward_rows: wte/wpe's last dimension is not C");
+  ZINF_CHECK(rows(wpe) >= t && row_begin >= 0, "embedding_forward_rows: wpe has fewer than T positions");
+  k::embedding_forward_rows(out.f32(), tokens.data(), wte_rows.f32(), static_cast<std::size_t>(row_begin),
+                            rows(wte_rows), wpe.f32(), b, t, c);
+}
+
+void CpuOps::embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, Tensor dwpe, Tensor dout,
+                                     std::span<const std::int32_t> tokens, std::int64_t vocab) {
+  ZINF_CHECK(dout.shape().rank() == 3, "embedding_backward_rows: dout is not [B,T,C]");
   const auto b = static_cast<std::size_t>(dout.dim(0)), t = static_cast<std::size_t>(dout.dim(1)), c = cols(dout);
-  ZINF_CHECK(tokens.size() == b * t, "embedding_backward: tokens are not B*T ids");
-  ZINF_CHECK(cols(dwte) == c && cols(dwpe) == c, "embedding_backward: dwte/dwpe's last dimension is not C");
-  ZINF_CHECK(rows(dwpe) >= t, "embedding_backward: dwpe has fewer than T positions");
-  k::embedding_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.data(), b, t, c);
+  ZINF_CHECK(tokens.size() == b * t, "embedding_backward_rows: tokens are not B*T ids");
+  ZINF_CHECK(cols(dwte_rows) == c, "embedding_backward_rows: dwte's last dimension is not C");
+  ZINF_CHECK(row_begin >= 0 && row_begin + static_cast<std::int64_t>(rows(dwte_rows)) <= vocab,
+             "embedding_backward_rows: the rows lie outside the vocabulary");
+  const bool positions = dwpe.data() != nullptr;
+  ZINF_CHECK(!positions || (cols(dwpe) == c && rows(dwpe) >= t), "embedding_backward_rows: dwpe is not [>=T,C]");
+  k::embedding_backward_rows(dwte_rows.f32(), static_cast<std::size_t>(row_begin), rows(dwte_rows),
+                             positions ? dwpe.f32() : nullptr, dout.f32(), tokens.data(), b, t, c);
 }
 
 namespace {

@@ -355,34 +355,48 @@ void CudaOps::residual_backward(Tensor da, Tensor db, Tensor dout) {
 }
 
 void CudaOps::embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) {
-  ZINF_CHECK(out.shape().rank() == 3, "embedding_forward: out is not [B,T,C]");
-  const std::int64_t b = out.dim(0);
-  const std::int64_t t = out.dim(1);
-  const std::int64_t c = cols(out);
-  ZINF_CHECK(static_cast<std::int64_t>(tokens.size()) == b * t, "embedding_forward: tokens are not B*T ids");
-  ZINF_CHECK(cols(wte) == c && cols(wpe) == c, "embedding_forward: wte/wpe's last dimension is not C");
-  ZINF_CHECK(rows(wpe) >= t, "embedding_forward: wpe has fewer than T positions");
-  ZINF_CHECK(wte.dtype() == out.dtype() && wpe.dtype() == out.dtype(),
-             "embedding_forward: out, wte and wpe differ in dtype (all are the compute dtype)");
-  if (out.numel() == 0 || !activate()) return;
-  ZINF_LAUNCH(embedding_forward, elem_of(out.dtype()), out.data(), tokens.data(), wte.data(), wpe.data(), b, t, c,
-              stream());
+  embedding_forward_rows(out, tokens, wte, 0, wpe);
 }
 
 void CudaOps::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) {
-  ZINF_CHECK(dout.shape().rank() == 3, "embedding_backward: dout is not [B,T,C]");
+  embedding_backward_rows(dwte, 0, dwpe, dout, tokens, static_cast<std::int64_t>(rows(dwte)));
+}
+
+void CudaOps::embedding_forward_rows(Tensor out, std::span<const std::int32_t> tokens, Tensor wte_rows,
+                                     std::int64_t row_begin, Tensor wpe) {
+  ZINF_CHECK(out.shape().rank() == 3, "embedding_forward_rows: out is not [B,T,C]");
+  const std::int64_t b = out.dim(0);
+  const std::int64_t t = out.dim(1);
+  const std::int64_t c = cols(out);
+  ZINF_CHECK(static_cast<std::int64_t>(tokens.size()) == b * t, "embedding_forward_rows: tokens are not B*T ids");
+  ZINF_CHECK(cols(wte_rows) == c && cols(wpe) == c, "embedding_forward_rows: wte/wpe's last dimension is not C");
+  ZINF_CHECK(rows(wpe) >= t && row_begin >= 0, "embedding_forward_rows: wpe has fewer than T positions");
+  ZINF_CHECK(wte_rows.dtype() == out.dtype() && wpe.dtype() == out.dtype(),
+             "embedding_forward_rows: out, wte and wpe differ in dtype (all are the compute dtype)");
+  if (out.numel() == 0 || !activate()) return;
+  ZINF_LAUNCH(embedding_forward_rows, elem_of(out.dtype()), out.data(), tokens.data(), wte_rows.data(), row_begin,
+              rows(wte_rows), wpe.data(), b, t, c, stream());
+}
+
+void CudaOps::embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, Tensor dwpe, Tensor dout,
+                                      std::span<const std::int32_t> tokens, std::int64_t vocab) {
+  ZINF_CHECK(dout.shape().rank() == 3, "embedding_backward_rows: dout is not [B,T,C]");
   const std::int64_t b = dout.dim(0);
   const std::int64_t t = dout.dim(1);
   const std::int64_t c = cols(dout);
-  ZINF_CHECK(static_cast<std::int64_t>(tokens.size()) == b * t, "embedding_backward: tokens are not B*T ids");
-  ZINF_CHECK(cols(dwte) == c && cols(dwpe) == c, "embedding_backward: dwte/dwpe's last dimension is not C");
-  ZINF_CHECK(rows(dwpe) >= t, "embedding_backward: dwpe has fewer than T positions");
-  ZINF_CHECK(dwte.dtype() == DType::kF32 && dwpe.dtype() == DType::kF32, "embedding_backward: dwte/dwpe are not fp32");
+  ZINF_CHECK(static_cast<std::int64_t>(tokens.size()) == b * t, "embedding_backward_rows: tokens are not B*T ids");
+  ZINF_CHECK(cols(dwte_rows) == c && dwte_rows.dtype() == DType::kF32,
+             "embedding_backward_rows: dwte is not fp32 [rows,C]");
+  ZINF_CHECK(row_begin >= 0 && row_begin + rows(dwte_rows) <= vocab,
+             "embedding_backward_rows: the rows lie outside the vocabulary");
+  const bool positions = dwpe.data() != nullptr;
+  ZINF_CHECK(!positions || (cols(dwpe) == c && rows(dwpe) >= t && dwpe.dtype() == DType::kF32),
+             "embedding_backward_rows: dwpe is not fp32 [>=T,C]");
   if (dout.numel() == 0 || !activate()) return;
-  const std::int64_t vocab = rows(dwte);
   if (!ensure_scratch(k::embedding_backward_scratch_bytes(b, t, c, vocab))) return;
-  ZINF_LAUNCH(embedding_backward, elem_of(dout.dtype()), dwte.f32(), dwpe.f32(), dout.data(), tokens.data(), b, t, c,
-              vocab, scratch_.data(), scratch_.bytes(), stream());
+  ZINF_LAUNCH(embedding_backward_rows, elem_of(dout.dtype()), dwte_rows.f32(), row_begin, rows(dwte_rows),
+              positions ? dwpe.f32() : nullptr, dout.data(), tokens.data(), b, t, c, vocab, scratch_.data(),
+              scratch_.bytes(), stream());
 }
 
 void CudaOps::attention_forward(Tensor out, Tensor lse, Tensor qkv) {

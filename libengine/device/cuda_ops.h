@@ -63,6 +63,10 @@ class CudaOps final : public Ops {
   void residual_backward(Tensor da, Tensor db, Tensor dout) override;
   void embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) override;
+  void embedding_forward_rows(Tensor out, std::span<const std::int32_t> tokens, Tensor wte_rows, std::int64_t row_begin,
+                              Tensor wpe) override;
+  void embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, Tensor dwpe, Tensor dout,
+                               std::span<const std::int32_t> tokens, std::int64_t vocab) override;
   void attention_forward(Tensor out, Tensor lse, Tensor qkv) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) override;
   double cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) override;

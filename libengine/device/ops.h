@@ -95,6 +95,15 @@ class Ops {
   virtual void embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) = 0;
   // dwte [V,C] and dwpe [maxT,C] accumulated (+=) from dout [B,T,C].
   virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) = 0;
+  // The same over a token table tiled along the vocabulary (kernels/embedding.h): wte_rows [rows,C]
+  // holds table rows [row_begin, row_begin + rows). The forward writes only the positions whose
+  // token lies in that range (tiles covering [0, V) write each position once, with the whole-table
+  // bits); the backward adds those positions into dwte_rows, and every position into dwpe unless
+  // dwpe has no data. vocab: the whole table's V.
+  virtual void embedding_forward_rows(Tensor out, std::span<const std::int32_t> tokens, Tensor wte_rows,
+                                      std::int64_t row_begin, Tensor wpe) = 0;
+  virtual void embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, Tensor dwpe, Tensor dout,
+                                       std::span<const std::int32_t> tokens, std::int64_t vocab) = 0;
 
   // Causal multi-head attention over fused qkv [B,T,3C]: out [B,T,C], lse [B,NH,T] (NH is read
   // from lse's shape).

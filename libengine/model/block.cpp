@@ -17,13 +17,13 @@ float residual_init_std(const spec::ModelShape& shape) {
 
 }  // namespace
 
-Block::Block(ParamTable& table, std::int64_t index, const spec::ModelShape& shape, std::int64_t tiling)
+Block::Block(ParamTable& table, std::int64_t index, const spec::ModelShape& shape, const spec::OperatorTiling& tiling)
     : ln1_(table, block_prefix(index) + ".ln1", shape.hidden, static_cast<std::int32_t>(index + 1)),
       attn_(table, block_prefix(index) + ".attn", shape.hidden, shape.qkv_bias, shape.attn_out_bias,
             static_cast<std::int32_t>(index + 1), residual_init_std(shape)),
       ln2_(table, block_prefix(index) + ".ln2", shape.hidden, static_cast<std::int32_t>(index + 1)),
       mlp_(table, block_prefix(index) + ".mlp", shape.hidden, shape.ffn_hidden, shape.mlp_bias,
-           static_cast<std::int32_t>(index + 1), residual_init_std(shape), tiling) {}
+           static_cast<std::int32_t>(index + 1), residual_init_std(shape), tiling.mlp_fc, tiling.mlp_proj) {}
 
 BlockActivations Block::carve_activations(TensorCarver& carver, const spec::ModelShape& shape, std::int64_t batch,
                                           std::int64_t seq) {

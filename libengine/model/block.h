@@ -20,6 +20,7 @@
 #include "libengine/model/param_table.h"
 #include "libengine/model/tensor_carver.h"
 #include "libengine/spec/model_shape.h"
+#include "libengine/spec/operator_tiling.h"
 
 namespace zinf::model {
 
@@ -45,7 +46,7 @@ struct BlockScratch {
 class Block {
  public:
   // index: the block's position (0-based); shape must pass Gpt's validate().
-  Block(ParamTable& table, std::int64_t index, const spec::ModelShape& shape, std::int64_t tiling);
+  Block(ParamTable& table, std::int64_t index, const spec::ModelShape& shape, const spec::OperatorTiling& tiling);
 
   // Lays out one block's activations / the scratch for batch B and sequence T (see TensorCarver).
   static BlockActivations carve_activations(TensorCarver& carver, const spec::ModelShape& shape, std::int64_t batch,

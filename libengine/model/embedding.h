@@ -1,11 +1,15 @@
 // Embedding: GPT-2's input layer, token embedding plus learned position embedding
 // (out[b, t] = wte[tokens[b, t]] + wpe[t]). Owns the parameters `wte` [V,C] and `wpe` [maxT,C];
 // with tied embeddings the output head reads `wte` too, and this module commits its gradient last.
-// Not the head: see Gpt.
+// With `tiles` > 1 the token table is split along the vocabulary (memory-centric tiling) into
+// `wte.tile{k}` [V_k, C] covering rows [k·V/tiles, (k+1)·V/tiles), acquired one at a time; every
+// position is written once by the tile holding its token, so the output and the gradients are
+// bit-identical to the untiled table's. Not the head: see Gpt.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "libengine/core/status.h"
 #include "libengine/device/ops.h"
@@ -16,10 +20,14 @@ namespace zinf::model {
 
 class Embedding {
  public:
-  // Adds wte [vocab, channels] and wpe [max_positions, channels] (N(0, 0.02), weight decay, group 0).
-  Embedding(ParamTable& table, std::int64_t vocab, std::int64_t max_positions, std::int64_t channels);
+  // Adds wte [vocab, channels] (or its `tiles` tiles, 1 <= tiles <= vocab) and wpe
+  // [max_positions, channels] (N(0, 0.02), weight decay, group 0).
+  Embedding(ParamTable& table, std::int64_t vocab, std::int64_t max_positions, std::int64_t channels,
+            std::int64_t tiles = 1);
 
-  ParamId wte() const { return wte_; }
+  // The token table's tiles in vocabulary order (one: `wte`) and the first row of each.
+  const std::vector<ParamId>& wte_tiles() const { return wte_; }
+  const std::vector<std::int64_t>& tile_begins() const { return begins_; }
   ParamId wpe() const { return wpe_; }
 
   // out [B,T,C] = wte[tokens] + wpe[0:T]. tokens: B*T ids < vocab in device memory. Acquires and
@@ -31,7 +39,9 @@ class Embedding {
   Status backward(device::Ops& ops, GradSink& grads, Tensor dout, std::span<const std::int32_t> tokens) const;
 
  private:
-  ParamId wte_;
+  std::int64_t vocab_;
+  std::vector<ParamId> wte_;
+  std::vector<std::int64_t> begins_;
   ParamId wpe_;
 };
 

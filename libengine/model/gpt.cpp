@@ -11,7 +11,8 @@ namespace {
 std::vector<Block> make_blocks(ParamTable& table, const GptConfig& config) {
   std::vector<Block> blocks;
   blocks.reserve(static_cast<std::size_t>(config.shape.layers));
-  for (std::int64_t i = 0; i < config.shape.layers; ++i) blocks.emplace_back(table, i, config.shape, config.tiling);
+  const spec::OperatorTiling tiles = tiles_of(config);
+  for (std::int64_t i = 0; i < config.shape.layers; ++i) blocks.emplace_back(table, i, config.shape, tiles);
   return blocks;
 }
 
@@ -74,6 +75,11 @@ Status validate(const GptConfig& config) {
   if (widest > kMaxDim) {
     return Status::invalid_argument(fmt::format("model: a matrix dimension of {} exceeds {}", widest, kMaxDim));
   }
+  if (config.offload_checkpoints && !config.activation_checkpointing) {
+    return Status::invalid_argument(
+        "offload_checkpoints: needs activation_checkpointing (only checkpointed block inputs can live in host memory)");
+  }
+  if (config.operator_tiling) return spec::validate_tiling(*config.operator_tiling, s, "operator_tiling");
   // Every tiled linear needs at least one output feature per tile.
   const std::int64_t max_tiling = spec::max_tiling(s);
   if (config.tiling < 1 || config.tiling > max_tiling) {
@@ -84,18 +90,24 @@ Status validate(const GptConfig& config) {
   return Status::ok();
 }
 
+spec::OperatorTiling tiles_of(const GptConfig& config) {
+  if (config.operator_tiling) return *config.operator_tiling;
+  return spec::OperatorTiling::uniform(config.tiling, config.shape.tied_embeddings);
+}
+
 Gpt::Gpt(const GptConfig& config, device::Device& device)
     : config_(config),
       device_(device),
-      embedding_(table_, config.shape.vocab, config.shape.max_positions, config.shape.hidden),
+      embedding_(table_, config.shape.vocab, config.shape.max_positions, config.shape.hidden,
+                 tiles_of(config).embedding),
       blocks_(make_blocks(table_, config)),
       lnf_(table_, "lnf", config.shape.hidden, static_cast<std::int32_t>(config.shape.layers + 1)) {
   const spec::ModelShape& s = config.shape;
   if (s.tied_embeddings) {
-    tied_head_ = Linear::shared(embedding_.wte(), s.hidden, s.vocab);
+    head_ = TiledLinear::shared(embedding_.wte_tiles(), embedding_.tile_begins(), s.hidden, s.vocab);
   } else {
     head_.emplace(table_, "head", s.hidden, s.vocab, /*bias=*/false, static_cast<std::int32_t>(s.layers + 1), 0.02f,
-                  config.tiling);
+                  tiles_of(config).head);
   }
 }
 
@@ -133,10 +145,9 @@ Status Gpt::allocate() {
     activation_bytes_ += bytes;
     buffers_.push_back(std::move(ids));
   }
-  ZINF_RETURN_IF_ERROR(carve("block inputs", [&](TensorCarver& carver) {
-    inputs_.clear();
-    for (std::int64_t i = 0; i <= s.layers; ++i) inputs_.push_back(carver.take({b, t, c}));
-  }));
+  ZINF_ASSIGN_OR_RETURN(checkpoints_, CheckpointStore::create(device_, config_.compute_dtype, {b, t, c}, s.layers + 1,
+                                                              config_.offload_checkpoints));
+  activation_bytes_ += checkpoints_->device_bytes();
   const std::int64_t kept = config_.activation_checkpointing ? 1 : s.layers;
   acts_.resize(static_cast<std::size_t>(kept));
   for (std::int64_t i = 0; i < kept; ++i) {
@@ -172,25 +183,30 @@ Status Gpt::upload(std::span<const std::int32_t> tokens, std::span<const std::in
   return Status::ok();
 }
 
-Status Gpt::run_forward(ParamSource& params) {
+Status Gpt::run_forward(ParamSource& params, bool for_backward) {
   const device::ProfilerRange range(device_, "forward");
   params.begin_phase(Phase::kForward);
   device::Ops& ops = device_.ops();
+  CheckpointStore& store = *checkpoints_;
   const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
-  ZINF_RETURN_IF_ERROR(embedding_.forward(ops, params, inputs_[0], {tokens_, r}));
-  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+  store.before_write(0);
+  ZINF_RETURN_IF_ERROR(embedding_.forward(ops, params, store.at(0), {tokens_, r}));
+  store.written(0, for_backward);
+  const auto layers = static_cast<std::int64_t>(blocks_.size());
+  for (std::int64_t i = 0; i < layers; ++i) {
+    store.before_write(i + 1);
     ZINF_RETURN_IF_ERROR(
-        blocks_[i].forward(ops, params, inputs_[i], activations_of(static_cast<std::int64_t>(i)), inputs_[i + 1]));
+        blocks_[static_cast<std::size_t>(i)].forward(ops, params, store.at(i), activations_of(i), store.at(i + 1)));
+    store.written(i + 1, for_backward);
   }
-  ZINF_RETURN_IF_ERROR(lnf_.forward(ops, params, lnf_out_, lnf_mean_, lnf_rstd_, inputs_.back()));
-  if (head_) return head_->forward(ops, params, logits_, lnf_out_);
-  return tied_head_->forward(ops, params, logits_, 0, lnf_out_);
+  ZINF_RETURN_IF_ERROR(lnf_.forward(ops, params, lnf_out_, lnf_mean_, lnf_rstd_, store.at(layers)));
+  return head_->forward(ops, params, logits_, lnf_out_);
 }
 
 Result<double> Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
                             ParamSource& params) {
   ZINF_RETURN_IF_ERROR(upload(tokens, targets));
-  ZINF_RETURN_IF_ERROR(run_forward(params));
+  ZINF_RETURN_IF_ERROR(run_forward(params, /*for_backward=*/false));
   const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
   return device_.ops().cross_entropy_forward(logits_, {targets_, r});
 }
@@ -198,7 +214,7 @@ Result<double> Gpt::forward(std::span<const std::int32_t> tokens, std::span<cons
 Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
                                      ParamSource& params, GradSink& grads, float loss_scale) {
   ZINF_RETURN_IF_ERROR(upload(tokens, targets));
-  ZINF_RETURN_IF_ERROR(run_forward(params));
+  ZINF_RETURN_IF_ERROR(run_forward(params, /*for_backward=*/true));
   device::Ops& ops = device_.ops();
   const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
   const std::span<const std::int32_t> targets_on_device(targets_, r);
@@ -209,26 +225,25 @@ Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::
   ops.cross_entropy_backward(logits_, logits_, targets_on_device, loss_scale);
 
   // Head, then the final LayerNorm: its input gradient starts the residual stream's (dres = 0 +).
-  if (head_) {
-    ZINF_RETURN_IF_ERROR(
-        head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_, lnf_out_));
-  } else {
-    ZINF_RETURN_IF_ERROR(
-        tied_head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_, 0, lnf_out_));
-  }
+  ZINF_RETURN_IF_ERROR(
+      head_->backward(ops, params, grads, scratch_.dln, device::GradMode::kOverwrite, logits_, lnf_out_));
   ops.zero(dres_);
-  ZINF_RETURN_IF_ERROR(lnf_.backward(ops, params, grads, dres_, scratch_.dln, inputs_.back(), lnf_mean_, lnf_rstd_));
-
+  CheckpointStore& store = *checkpoints_;
   const auto layers = static_cast<std::int64_t>(blocks_.size());
+  ZINF_RETURN_IF_ERROR(lnf_.backward(ops, params, grads, dres_, scratch_.dln, store.at(layers), lnf_mean_, lnf_rstd_));
+  store.released(layers);
+
   for (std::int64_t i = layers - 1; i >= 0; --i) {
     const auto index = static_cast<std::size_t>(i);
     const BlockActivations& acts = activations_of(i);
+    store.before_read(i);
     // With checkpointing the shared buffer still holds the last block's activations from the
     // forward pass; every earlier block is recomputed from its saved input (output not needed).
     if (config_.activation_checkpointing && i != layers - 1) {
-      ZINF_RETURN_IF_ERROR(blocks_[index].forward(ops, params, inputs_[index], acts, Tensor()));
+      ZINF_RETURN_IF_ERROR(blocks_[index].forward(ops, params, store.at(i), acts, Tensor()));
     }
-    ZINF_RETURN_IF_ERROR(blocks_[index].backward(ops, params, grads, inputs_[index], acts, scratch_, dres_));
+    ZINF_RETURN_IF_ERROR(blocks_[index].backward(ops, params, grads, store.at(i), acts, scratch_, dres_));
+    store.released(i);
   }
   ZINF_RETURN_IF_ERROR(embedding_.backward(ops, grads, dres_, {tokens_, r}));
   return loss;

@@ -9,6 +9,8 @@
 // against the device's budget; a step allocates nothing. With activation checkpointing only the
 // L+1 block inputs and one block's internal activations are kept; the backward pass recomputes
 // each block's forward from its input (the last block's are still there and are not recomputed).
+// With offload_checkpoints the block inputs live in host memory instead, copied out and back on the
+// transfer streams ahead of their use (CheckpointStore), bit-identical to keeping them on the device.
 // Every kernel runs through device.ops(), so the same code runs on any backend.
 //
 // Precision: activations and the parameters it reads are in config.compute_dtype (fp32, or bf16/fp16
@@ -28,6 +30,7 @@
 #include "libengine/core/status.h"
 #include "libengine/device/device.h"
 #include "libengine/model/block.h"
+#include "libengine/model/checkpoint_store.h"
 #include "libengine/model/embedding.h"
 #include "libengine/model/layer_norm.h"
 #include "libengine/model/linear.h"
@@ -43,7 +46,11 @@ struct GptConfig {
   std::int64_t batch = 1;                 // B
   std::int64_t seq = 0;                   // T, 1..shape.max_positions
   bool activation_checkpointing = false;  // keep block inputs only; recompute each block's forward in backward
-  std::int64_t tiling = 1;                // TiledLinear split of the MLP linears (and the untied head)
+  // Block inputs in host memory (CheckpointStore); needs activation_checkpointing.
+  bool offload_checkpoints = false;
+  std::int64_t tiling = 1;  // TiledLinear split of the MLP linears (and the untied head)
+  // Per-operator tiles (spec/operator_tiling.h); when set it replaces `tiling`.
+  std::optional<spec::OperatorTiling> operator_tiling;
   // Element type of the activations and of the parameters the model reads (the ParamSource must
   // hand them out in it): fp32 on every device, bf16/fp16 where the device's Ops support it (CUDA).
   // Parameter gradients, LayerNorm statistics and the attention log-sum-exp stay fp32.
@@ -52,6 +59,9 @@ struct GptConfig {
 
 // Field-named errors: "model.heads: 7 does not divide hidden 1024", "seq: 0 is not in 1..1024".
 Status validate(const GptConfig& config);
+// The tiles each operator is split into: operator_tiling, or `tiling` for the MLP linears and the
+// untied head (the tied head is never tiled).
+spec::OperatorTiling tiles_of(const GptConfig& config);
 
 class Gpt {
  public:
@@ -77,6 +87,8 @@ class Gpt {
 
   // Bytes create() allocated on the device for activations, workspace and token ids.
   std::uint64_t activation_bytes() const { return activation_bytes_; }
+  // Where the block inputs live and what their copies moved.
+  const CheckpointStore& checkpoints() const { return *checkpoints_; }
   // Model FLOPs of one forward+backward (2 per MAC, ×3 for fwd+bwd, of every matmul incl. the head,
   // plus causal attention's QKᵀ and PV counted causally (halved)), without checkpoint recompute.
   double flops_per_step() const;
@@ -85,7 +97,7 @@ class Gpt {
   Gpt(const GptConfig& config, device::Device& device);
   Status allocate();
   Status upload(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
-  Status run_forward(ParamSource& params);
+  Status run_forward(ParamSource& params, bool for_backward);
   const BlockActivations& activations_of(std::int64_t block) const;
 
   GptConfig config_;
@@ -94,15 +106,14 @@ class Gpt {
   Embedding embedding_;
   std::vector<Block> blocks_;
   LayerNorm lnf_;
-  std::optional<TiledLinear> head_;  // untied
-  std::optional<Linear> tied_head_;  // tied: reads wte
+  std::optional<TiledLinear> head_;  // untied: owns head.weight (or its tiles); tied: reads wte's tiles
 
   std::vector<device::DeviceBuffer> buffers_;
   std::uint64_t activation_bytes_ = 0;
-  std::int32_t* tokens_ = nullptr;      // [B*T] on the device
-  std::int32_t* targets_ = nullptr;     // [B*T] on the device
-  std::vector<Tensor> inputs_;          // L+1 block inputs [B,T,C]; inputs_[L] feeds lnf
-  std::vector<BlockActivations> acts_;  // L, or 1 with checkpointing
+  std::int32_t* tokens_ = nullptr;                // [B*T] on the device
+  std::int32_t* targets_ = nullptr;               // [B*T] on the device
+  std::unique_ptr<CheckpointStore> checkpoints_;  // L+1 block inputs [B,T,C]; the last feeds lnf
+  std::vector<BlockActivations> acts_;            // L, or 1 with checkpointing
   Tensor lnf_out_, lnf_mean_, lnf_rstd_;
   Tensor logits_;  // [B,T,V]; overwritten by its gradient in the backward pass
   Tensor dres_;    // [B,T,C] the residual stream's gradient

@@ -3,9 +3,9 @@
 namespace zinf::model {
 
 Mlp::Mlp(ParamTable& table, const std::string& prefix, std::int64_t channels, std::int64_t ffn_hidden, bool bias,
-         std::int32_t group, float proj_init_std, std::int64_t tiling)
-    : fc_(table, prefix + ".fc", channels, ffn_hidden, bias, group, 0.02f, tiling),
-      proj_(table, prefix + ".proj", ffn_hidden, channels, bias, group, proj_init_std, tiling) {}
+         std::int32_t group, float proj_init_std, std::int64_t fc_tiles, std::int64_t proj_tiles)
+    : fc_(table, prefix + ".fc", channels, ffn_hidden, bias, group, 0.02f, fc_tiles),
+      proj_(table, prefix + ".proj", ffn_hidden, channels, bias, group, proj_init_std, proj_tiles) {}
 
 Status Mlp::forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor fc, Tensor act, Tensor inp) const {
   ZINF_RETURN_IF_ERROR(fc_.forward(ops, params, fc, inp));

@@ -1,5 +1,5 @@
 // Mlp: GPT-2's feed-forward half of a block — `<prefix>.fc` [F,C] → GELU (tanh) → `<prefix>.proj`
-// [C,F], F the MLP width (4C for GPT-2). Both linears are TiledLinear, so with tiling > 1 their
+// [C,F], F the MLP width (4C for GPT-2). Both linears are TiledLinear, so with more than one tile their
 // weights are split along the output features into separately acquired tiles. It keeps no
 // activations itself: the block hands in where to save them.
 #pragma once
@@ -18,7 +18,7 @@ namespace zinf::model {
 class Mlp {
  public:
   Mlp(ParamTable& table, const std::string& prefix, std::int64_t channels, std::int64_t ffn_hidden, bool bias,
-      std::int32_t group, float proj_init_std, std::int64_t tiling);
+      std::int32_t group, float proj_init_std, std::int64_t fc_tiles, std::int64_t proj_tiles);
 
   // Saves fc [B,T,F] (pre-activation) and act [B,T,F] = gelu(fc). When `out` is given (defined
   // data), also writes out [B,T,C] = proj(act); a backward-pass recompute leaves it undefined,

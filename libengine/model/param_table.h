@@ -28,6 +28,12 @@ struct ParamInfo {
   ParamInit init = ParamInit::kNormal;
   float init_std = 0.02f;
   bool weight_decay = true;  // false for biases and norm weights (GPT-2/nanoGPT convention)
+  // Set by ParamTable::add. A tile of a tiled tensor ("<whole>.tile{k}", tiles added in order) is
+  // initialised as elements [whole_offset, +numel) of the whole tensor, whose untiled table
+  // position is whole_id: a tiled model starts from the untiled model's values. Untiled, whole_id
+  // is the parameter's own id and whole_offset 0.
+  ParamId whole_id = 0;
+  std::int64_t whole_offset = 0;
 };
 
 class ParamTable {
@@ -39,11 +45,17 @@ class ParamTable {
   std::int64_t total_numel() const { return total_numel_; }
 
   // Initial values of elements [begin, begin + out.size()) of parameter `id`, a pure function of
-  // (seed, id, element index) so partitioned owners agree with a whole copy.
+  // (seed, whole_id, element index in the whole tensor) so partitioned owners agree with a whole
+  // copy, and tiles with the untiled tensor.
   void init_values(std::uint64_t seed, ParamId id, std::int64_t begin, std::span<float> out) const;
 
  private:
+  struct Whole {
+    std::string name;
+    std::int64_t next_offset;
+  };
   std::vector<ParamInfo> params_;
+  std::vector<Whole> wholes_;  // whole tensors in first-appearance order: their untiled ids
   std::int64_t total_numel_ = 0;
 };
 

@@ -21,6 +21,17 @@ TiledLinear::TiledLinear(ParamTable& table, const std::string& prefix, std::int6
   }
 }
 
+TiledLinear TiledLinear::shared(const std::vector<ParamId>& weights, const std::vector<std::int64_t>& col_begins,
+                                std::int64_t in_features, std::int64_t out_features) {
+  ZINF_CHECK(!weights.empty() && weights.size() == col_begins.size(), "TiledLinear::shared: one begin per tile");
+  TiledLinear layer(out_features);
+  for (std::size_t k = 0; k < weights.size(); ++k) {
+    const std::int64_t end = k + 1 < weights.size() ? col_begins[k + 1] : out_features;
+    layer.tiles_.push_back({Linear::shared(weights[k], in_features, end - col_begins[k]), col_begins[k]});
+  }
+  return layer;
+}
+
 Status TiledLinear::forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor inp) const {
   for (const Tile& tile : tiles_) ZINF_RETURN_IF_ERROR(tile.linear.forward(ops, params, out, tile.col_begin, inp));
   return Status::ok();

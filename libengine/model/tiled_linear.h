@@ -27,6 +27,12 @@ class TiledLinear {
   TiledLinear(ParamTable& table, const std::string& prefix, std::int64_t in_features, std::int64_t out_features,
               bool bias, std::int32_t group, float init_std, std::int64_t tiling);
 
+  // A bias-free layer over weight tiles another module owns (the tied head over the token table's
+  // tiles): tile k is `weights[k]` [rows, in_features] covering output features from
+  // `col_begins[k]`; it adds to their gradients and never commits them.
+  static TiledLinear shared(const std::vector<ParamId>& weights, const std::vector<std::int64_t>& col_begins,
+                            std::int64_t in_features, std::int64_t out_features);
+
   std::int64_t tiling() const { return static_cast<std::int64_t>(tiles_.size()); }
   std::int64_t out_features() const { return out_features_; }
 
@@ -42,6 +48,7 @@ class TiledLinear {
     Linear linear;
     std::int64_t col_begin;
   };
+  explicit TiledLinear(std::int64_t out_features) : out_features_(out_features) {}
   std::vector<Tile> tiles_;
   std::int64_t out_features_;
 };

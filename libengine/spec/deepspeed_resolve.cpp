@@ -164,13 +164,11 @@ Result<ResolvedDeepSpeed> resolve_deepspeed(const DeepSpeedConfig& config, const
 Result<ZeroConfig> zero_config_from_deepspeed(const ResolvedDeepSpeed& resolved, std::size_t bytes_per_param,
                                               std::uint64_t model_params, const std::string& root) {
   const DeepSpeedConfig& c = resolved.config;
-  if (resolved.activations_tier() == Tier::kCpu) {
-    return Status::invalid_argument(fmt::format(
-        "{}: true moves activation checkpoints to CPU memory, which zinf's trainer does not do (the planner "
-        "models it); remove the key or set it to false",
-        key_path(root, "activation_checkpointing.cpu_checkpointing")));
-  }
+  (void)root;
   ZeroConfig zero;
+  // partition_activations + cpu_checkpointing: checkpoints in (pinned) CPU memory, as zinf's
+  // zero.activations "cpu" keeps them.
+  zero.activations = resolved.activations_tier() == Tier::kCpu ? Tier::kCpu : Tier::kDevice;
   zero.stage = c.stage;
   zero.params = resolved.params_tier();
   zero.optimizer = resolved.optimizer_tier();

@@ -397,6 +397,30 @@ json loss_scale_json(const LossScaleConfig& l) {
   return json{{"initial", l.initial}, {"growth_interval", l.growth_interval}};
 }
 
+// Sets out.operator_tiling: the uniform factor, or auto's choice against the device budget of
+// gathered parameters (spec/operator_tiling.h). Needs out.zero and out.precision parsed.
+Status resolve_tiling(const JsonObject& root, Scenario& out) {
+  if (!out.tiling_auto) {
+    out.operator_tiling = OperatorTiling::uniform(out.tiling, out.shape.tied_embeddings);
+    return Status::ok();
+  }
+  const std::string field = root.field_path("tiling");
+  // Resident parameters: the whole model is on the device, tiles would not shrink the working set.
+  if (out.zero.stage < 3 || out.zero.params == Tier::kDevice) {
+    out.operator_tiling = OperatorTiling{};
+    return Status::ok();
+  }
+  if (out.zero.max_live_bytes == 0) {
+    return Status::invalid_argument(fmt::format(
+        "{}: \"auto\" sizes the tiles against zero.max_live_bytes (the device bytes of gathered parameters); give "
+        "zero.max_live_bytes or a tiling factor",
+        field));
+  }
+  ZINF_ASSIGN_OR_RETURN(out.operator_tiling,
+                        choose_tiling(out.shape, dtype_size_bytes(out.precision), out.zero.max_live_bytes, field));
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string_view data_source_name(DataSource source) { return source == DataSource::kFile ? "file" : "markov"; }
@@ -427,7 +451,8 @@ bool operator==(const Scenario& a, const Scenario& b) {
          a.batch == b.batch && a.seq == b.seq && a.steps == b.steps && a.precision == b.precision &&
          a.optimizer == b.optimizer && a.loss_scale == b.loss_scale && a.seed == b.seed && a.device == b.device &&
          a.device_memory_bytes == b.device_memory_bytes && a.threads == b.threads &&
-         a.activation_checkpointing == b.activation_checkpointing && a.tiling == b.tiling && a.eval == b.eval &&
+         a.activation_checkpointing == b.activation_checkpointing && a.tiling == b.tiling &&
+         a.tiling_auto == b.tiling_auto && a.operator_tiling == b.operator_tiling && a.eval == b.eval &&
          a.checkpoint == b.checkpoint && a.output == b.output && a.zero == b.zero;
 }
 
@@ -473,7 +498,14 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
   }
   ZINF_ASSIGN_OR_RETURN(out.threads, non_negative_int(root, "threads", 0, kMaxThreads));
   ZINF_ASSIGN_OR_RETURN(out.activation_checkpointing, boolean(root, "activation_checkpointing", false));
-  ZINF_ASSIGN_OR_RETURN(out.tiling, positive_int(root, "tiling", 1, kMaxDim));
+  out.tiling_auto = given(root, "tiling") && root.raw().at("tiling") == "auto";
+  if (given(root, "tiling") && root.raw().at("tiling").is_string() && !out.tiling_auto) {
+    return Status::invalid_argument(fmt::format("{}: expected a positive integer or \"auto\", found {}",
+                                                root.field_path("tiling"), shown(root.raw().at("tiling"))));
+  }
+  if (!out.tiling_auto) {
+    ZINF_ASSIGN_OR_RETURN(out.tiling, positive_int(root, "tiling", 1, kMaxDim));
+  }
   if (out.tiling > max_tiling(out.shape)) {
     return Status::invalid_argument(fmt::format(
         "{}: {} is more than {}, the output features of the smallest tiled linear (each tile needs at least one)",
@@ -489,6 +521,13 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
     ZINF_ASSIGN_OR_RETURN(out.zero, parse_zero_config(zero));
   }
   if (given(root, "deepspeed")) ZINF_RETURN_IF_ERROR(apply_scenario_deepspeed(root, out));
+  ZINF_RETURN_IF_ERROR(resolve_tiling(root, out));
+  if (out.zero.activations != Tier::kDevice && !out.activation_checkpointing) {
+    return Status::invalid_argument(
+        fmt::format("{}.activations: \"cpu\" needs activation_checkpointing true (only the checkpointed block inputs "
+                    "can live in host memory); set activation_checkpointing or remove zero.activations",
+                    root.field_path("zero")));
+  }
 
   if (out.device_memory_bytes) {
     const OneLayerDeviceBytes need = one_layer_device_bytes_breakdown(out);
@@ -535,7 +574,7 @@ nlohmann::json to_json(const Scenario& s) {
            {"device", device_kind_name(s.device)},
            {"threads", s.threads},
            {"activation_checkpointing", s.activation_checkpointing},
-           {"tiling", s.tiling},
+           {"tiling", s.tiling_auto ? json("auto") : json(s.tiling)},
            {"eval", json{{"every", s.eval.every}, {"batches", s.eval.batches}}}};
   if (s.precision == DType::kF16) out["loss_scale"] = loss_scale_json(s.loss_scale);
   if (s.device_memory_bytes) out["device_memory"] = *s.device_memory_bytes;

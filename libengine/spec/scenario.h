@@ -22,6 +22,7 @@
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 #include "libengine/spec/model_shape.h"
+#include "libengine/spec/operator_tiling.h"
 #include "libengine/spec/zero_config.h"
 
 namespace zinf::spec {
@@ -128,9 +129,13 @@ struct Scenario {
   std::optional<std::uint64_t> device_memory_bytes;  // budget of the device tier; nullopt = no budget
   std::int64_t threads = 0;                          // compute threads; 0 = all cores
   bool activation_checkpointing = false;
-  std::int64_t tiling = 1;  // memory-centric tiling factor; divides shape.ffn_hidden
-  ZeroConfig zero;          // the engine: ZeRO stage and where each kind of state lives ("zero" section,
-                            // or built from the DeepSpeed config named by "deepspeed")
+  std::int64_t tiling = 1;   // memory-centric tiling factor; divides shape.ffn_hidden (1 with "auto")
+  bool tiling_auto = false;  // "tiling": "auto": operator_tiling chosen per operator (spec/operator_tiling.h)
+  // The tiles of each operator the model is built with: `tiling` for the MLP linears and the
+  // untied head, or auto's choice.
+  OperatorTiling operator_tiling;
+  ZeroConfig zero;  // the engine: ZeRO stage and where each kind of state lives ("zero" section,
+                    // or built from the DeepSpeed config named by "deepspeed")
   EvalConfig eval;
   CheckpointConfig checkpoint;
   OutputConfig output;

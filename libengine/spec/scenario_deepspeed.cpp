@@ -153,6 +153,11 @@ Status apply_scenario_deepspeed(const JsonObject& root, Scenario& out) {
       zero_config_from_deepspeed(*resolved, bytes_per_param, count_parameters(out.shape).total, "ds_config");
   if (!zero.is_ok()) return zero.status().with_context(path).with_context(root.field_path("deepspeed"));
   out.zero = std::move(zero).value();
+  if (out.zero.activations == Tier::kCpu && !out.activation_checkpointing) {
+    return filler.refuse("activation_checkpointing.cpu_checkpointing",
+                         "true keeps activation checkpoints in CPU memory, but the scenario does not checkpoint; set "
+                         "scenario.activation_checkpointing true or cpu_checkpointing false");
+  }
   if (!resolved->config.unused_keys.empty()) {
     std::string keys;
     for (const std::string& key : resolved->config.unused_keys)

@@ -17,7 +17,7 @@ const std::vector<std::string_view> kZeroKeys{"stage",
                                               "max_live_bytes",
                                               "persistence_threshold",
                                               "overlap_optimizer",
-                                              "reduce_bucket_bytes"};
+                                              "reduce_bucket_bytes", "activations"};
 
 std::string_view tier_word(Tier tier) { return tier == Tier::kDevice ? "device" : tier_name(tier); }
 
@@ -57,7 +57,7 @@ StatePlacement ZeroConfig::placement() const {
   placement[StateKind::kParams] = params;
   placement[StateKind::kGrads] = grads;
   placement[StateKind::kOptimizer] = optimizer;
-  placement[StateKind::kActivations] = Tier::kDevice;
+  placement[StateKind::kActivations] = activations;
   return placement;
 }
 
@@ -148,6 +148,16 @@ Result<ZeroConfig> parse_zero_config(const JsonObject& zero) {
   }
   ZINF_ASSIGN_OR_RETURN(const std::optional<bool> overlap, zero.optional_bool("overlap_optimizer"));
   if (overlap) out.overlap_optimizer = *overlap;
+  if (given(zero, "activations")) {
+    const nlohmann::json& value = zero.raw().at("activations");
+    const std::string text = value.is_string() ? value.get<std::string>() : std::string();
+    if (text != "device" && text != "cpu") {
+      return Status::invalid_argument(
+          fmt::format("{}: expected \"device\" or \"cpu\" (where activation checkpoints live), found {}",
+                      zero.field_path("activations"), shown(value)));
+    }
+    out.activations = text == "cpu" ? Tier::kCpu : Tier::kDevice;
+  }
   return out;
 }
 
@@ -161,7 +171,8 @@ nlohmann::json to_json(const ZeroConfig& config) {
                      {"max_live_bytes", config.max_live_bytes},
                      {"reduce_bucket_bytes", config.reduce_bucket_bytes},
                      {"persistence_threshold", config.persistence_threshold},
-                     {"overlap_optimizer", config.overlap_optimizer}};
+                     {"overlap_optimizer", config.overlap_optimizer},
+                     {"activations", tier_word(config.activations)}};
   if (!config.nvme_paths.empty()) out["nvme_paths"] = config.nvme_paths;
   return out;
 }

@@ -40,6 +40,10 @@ struct ZeroConfig {
   // backward pass is still running, as soon as its gradients are final. Bit-identical either way;
   // false runs DeepSpeed's order (the whole step after the backward pass).
   bool overlap_optimizer = true;
+  // Activation checkpoints (the block inputs kept by activation checkpointing): kDevice, or kCpu to
+  // keep them in host memory and copy each back ahead of its recompute. kCpu needs the scenario's
+  // activation_checkpointing (checked by parse_scenario, which sees both).
+  Tier activations = Tier::kDevice;
   bool operator==(const ZeroConfig&) const = default;
 
   bool partitioned() const { return stage > 0; }

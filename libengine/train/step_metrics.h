@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "libengine/model/checkpoint_store.h"
 #include "libengine/zero/engine_stats.h"
 
 namespace zinf::train {
@@ -26,6 +27,8 @@ struct StepMetrics {
   double backward_seconds = 0;  // on CUDA these split when the host enqueued the work, not when it ran)
   double optimizer_seconds = 0;
   zero::EngineStats engine;  // this step's traffic per link, stalls and prefetch hits (levels: now)
+  // This step's activation-checkpoint copies (zero.activations "cpu"; zero otherwise).
+  model::CheckpointTraffic checkpoints;
   double tokens_per_s() const { return step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0.0; }
 };
 

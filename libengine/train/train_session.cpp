@@ -28,7 +28,10 @@ Status as_budget_error(const Status& status, const spec::Scenario& scenario) {
                                  ? format_bytes(static_cast<double>(*scenario.device_memory_bytes))
                                  : std::string("unbounded");
   const char* hint = scenario.activation_checkpointing
-                         ? "raise device_memory or lower batch/seq"
+                         ? (scenario.zero.activations == spec::Tier::kDevice
+                                ? "raise device_memory, lower batch/seq, or set zero.activations \"cpu\" (block inputs "
+                                  "in host memory)"
+                                : "raise device_memory or lower batch/seq")
                          : "raise device_memory, lower batch/seq, or set activation_checkpointing (one block's "
                            "activations instead of every block's)";
   return Status::invalid_argument(
@@ -135,7 +138,9 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   model_config.batch = scenario.batch / world_size;
   model_config.seq = scenario.seq;
   model_config.activation_checkpointing = scenario.activation_checkpointing;
+  model_config.offload_checkpoints = scenario.zero.activations == spec::Tier::kCpu;
   model_config.tiling = scenario.tiling;
+  model_config.operator_tiling = scenario.operator_tiling;
   model_config.compute_dtype = compute_dtype;
   Result<std::unique_ptr<model::Gpt>> model = model::Gpt::create(model_config, *session->device_);
   if (!model.is_ok()) return as_budget_error(model.status(), scenario);

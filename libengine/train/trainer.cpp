@@ -276,6 +276,7 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     metrics.data_seconds = seconds_since(step_start);
 
     const zero::EngineStats before = with_comm(states_.stats(), options_.comm_timing, states_.device());
+    const model::CheckpointTraffic checkpoints_before = model_.checkpoints().traffic();
     const Clock::time_point fb_start = Clock::now();
     ZINF_RETURN_IF_ERROR(states_.zero_grads());
     metrics.loss_scale = scaler_.scale();
@@ -306,6 +307,7 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
     metrics.optimizer_seconds = seconds_since(opt_start);
     metrics.engine = difference(with_comm(states_.stats(), options_.comm_timing, states_.device()), before);
+    metrics.checkpoints = model_.checkpoints().traffic() - checkpoints_before;
     metrics.grad_norm = report.grad_norm;
     metrics.clip_coef = report.clip_coef;
     metrics.skipped = report.skipped;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/zinf/cli.h"
 #include "tests/catch.h"
 
@@ -51,6 +53,13 @@ inline std::string read_text(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The loss of every step of a `zinf train` run record.
+inline std::vector<double> losses_of(const nlohmann::json& record) {
+  std::vector<double> losses;
+  for (const nlohmann::json& step : record.at("steps")) losses.push_back(step.at("loss").get<double>());
+  return losses;
 }
 
 inline std::string fixture(const std::string& name) { return std::string(ZINF_FIXTURES_DIR) + "/" + name; }

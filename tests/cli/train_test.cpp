@@ -19,6 +19,7 @@ namespace {
 
 using nlohmann::json;
 using zinf::cli::test_support::check_usage_error;
+using zinf::cli::test_support::losses_of;
 using zinf::cli::test_support::read_text;
 using zinf::cli::test_support::run_zinf;
 using zinf::testing::TempDir;
@@ -32,12 +33,6 @@ json tiny_scenario() {
               {"seed", 3},
               {"threads", 1},
               {"optimizer", {{"lr", 3e-3}, {"schedule", {{"kind", "cosine"}, {"warmup_steps", 2}}}}}};
-}
-
-std::vector<double> losses_of(const json& record) {
-  std::vector<double> losses;
-  for (const json& step : record.at("steps")) losses.push_back(step.at("loss").get<double>());
-  return losses;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// cuda::embedding_forward/backward against the CPU kernels (kernels/embedding.h), bit for bit.
+// cuda::embedding_forward/backward (and their row-range variants over vocabulary tiles) against the
+// CPU kernels (kernels/embedding.h), bit for bit.
 //
 // Why exact: the forward is one fp32 addition rounded once to `elem` on both sides (the CPU result
 // rounded with round_to is what the GPU must store); the backward adds the same fp32 values (dout
@@ -140,6 +141,54 @@ TEST_CASE("cuda embedding: forward and backward match the CPU bit for bit", "[cu
     for (const Shape& s : shapes) check_embedding(elem, s, 0.5);
   }
   check_embedding(Elem::kBF16, {16, 128, 64, 1000, 128}, 0.98);  // runs of thousands
+}
+
+// The row-range variants over three tiles of the vocabulary give the whole-table CPU bits.
+void check_embedding_rows(Elem elem, const Shape& s) {
+  INFO("rows, elem " << static_cast<int>(elem) << ", C " << s.channels << " V " << s.vocab);
+  const auto positions = static_cast<std::size_t>(s.batch * s.seq_len);
+  const auto c = static_cast<std::size_t>(s.channels);
+  const auto b = static_cast<std::size_t>(s.batch), t = static_cast<std::size_t>(s.seq_len);
+  const std::vector<std::int32_t> tokens = make_tokens(positions, s.vocab, 0.3, 23);
+  const std::vector<float> wte = round_to(elem, random_values(static_cast<std::size_t>(s.vocab) * c, 6, 1.0f));
+  const std::vector<float> wpe = round_to(elem, random_values(static_cast<std::size_t>(s.max_positions) * c, 7, 0.5f));
+  const std::vector<float> dout = round_to(elem, random_values(positions * c, 8, 1.0f));
+  const std::vector<float> dwte_start = random_values(static_cast<std::size_t>(s.vocab) * c, 9, 1.0f);
+  const std::vector<float> dwpe_start = random_values(static_cast<std::size_t>(s.max_positions) * c, 10, 1.0f);
+  std::vector<float> out(positions * c), dwte = dwte_start, dwpe = dwpe_start;
+  kernels::cpu::embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), b, t, c, 1);
+  kernels::cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), b, t, c, 1);
+
+  const DeviceTokens tokens_d(tokens);
+  DeviceArray wpe_d(wpe, elem);
+  DeviceArray dout_d(dout, elem);
+  DeviceArray out_d(elem, positions * c);
+  DeviceArray dwpe_d(dwpe_start);
+  const std::size_t scratch_bytes =
+      kernels::cuda::embedding_backward_scratch_bytes(s.batch, s.seq_len, s.channels, s.vocab);
+  DeviceArray scratch(Elem::kF32, scratch_bytes / 4 + 1);
+  const std::int64_t begins[] = {0, s.vocab / 3, 2 * s.vocab / 3, s.vocab};
+  for (int k = 0; k < 3; ++k) {
+    const auto first = static_cast<std::size_t>(begins[k]) * c, last = static_cast<std::size_t>(begins[k + 1]) * c;
+    const std::int64_t rows = begins[k + 1] - begins[k];
+    DeviceArray wte_d(std::vector<float>(wte.begin() + first, wte.begin() + last), elem);
+    DeviceArray dwte_d(std::vector<float>(dwte_start.begin() + first, dwte_start.begin() + last));
+    REQUIRE(kernels::cuda::embedding_forward_rows(elem, out_d.data(), tokens_d.data(), wte_d.data(), begins[k], rows,
+                                                  wpe_d.data(), s.batch, s.seq_len, s.channels, nullptr) == 0);
+    REQUIRE(kernels::cuda::embedding_backward_rows(elem, dwte_d.f32(), begins[k], rows, k == 2 ? dwpe_d.f32() : nullptr,
+                                                   dout_d.data(), tokens_d.data(), s.batch, s.seq_len, s.channels,
+                                                   s.vocab, scratch.data(), scratch_bytes, nullptr) == 0);
+    require_same_bits(dwte_d.download(), std::vector<float>(dwte.begin() + first, dwte.begin() + last), "dwte tile");
+  }
+  require_same_bits(out_d.download(), round_to(elem, out), "out");
+  require_same_bits(dwpe_d.download(), dwpe, "dwpe");
+}
+
+TEST_CASE("cuda embedding rows: three vocabulary tiles match the whole-table CPU bits", "[cuda][embedding]") {
+  for (Elem elem : {Elem::kF32, Elem::kBF16}) {
+    check_embedding_rows(elem, {2, 17, 64, 37, 20});
+    check_embedding_rows(elem, {3, 11, 7, 50, 16});
+  }
 }
 
 TEST_CASE("cuda embedding: no positions does nothing", "[cuda][embedding]") {

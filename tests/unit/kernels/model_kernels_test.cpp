@@ -492,6 +492,42 @@ TEST_CASE("embedding: every variant and thread count gives the same bits", "[mod
   }
 }
 
+TEST_CASE("embedding rows: tiles over the vocabulary give the whole table's bits", "[model][embedding]") {
+  // Tiles of 3, 4 and 4 rows over an 11-token vocabulary (the split TiledEmbedding makes for 3).
+  const std::size_t batch = 3, seq_len = 29, vocab = 11, channels = 37;
+  std::mt19937_64 rng(44);
+  const auto tokens = random_targets(batch * seq_len, vocab, rng);
+  const auto wte = uniform_values(vocab * channels, -1.0f, 1.0f, rng);
+  const auto wpe = uniform_values(seq_len * channels, -1.0f, 1.0f, rng);
+  const auto dout = uniform_values(batch * seq_len * channels, -1.0f, 1.0f, rng);
+  std::vector<float> out(batch * seq_len * channels), dwte(vocab * channels, 0.25f), dwpe(seq_len * channels, 0.5f);
+  cpu::embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), batch, seq_len, channels);
+  cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), batch, seq_len, channels);
+
+  const std::size_t begins[] = {0, 3, 7, vocab};
+  std::vector<float> tiled_out(out.size(), -7.0f), tiled_dwte(dwte.size(), 0.25f), tiled_dwpe(dwpe.size(), 0.5f);
+  for (std::size_t k = 0; k < 3; ++k) {
+    const std::size_t rows = begins[k + 1] - begins[k];
+    cpu::embedding_forward_rows(tiled_out.data(), tokens.data(), wte.data() + begins[k] * channels, begins[k], rows,
+                                wpe.data(), batch, seq_len, channels, 2);
+    cpu::embedding_backward_rows(tiled_dwte.data() + begins[k] * channels, begins[k], rows,
+                                 k == 2 ? tiled_dwpe.data() : nullptr, dout.data(), tokens.data(), batch, seq_len,
+                                 channels, 2);
+  }
+  CHECK(tiled_out == out);  // every position written once (none left at -7)
+  CHECK(tiled_dwte == dwte);
+  CHECK(tiled_dwpe == dwpe);
+  // A tile writes only its own tokens' positions and rows.
+  std::vector<float> one(out.size(), -7.0f);
+  cpu::embedding_forward_rows(one.data(), tokens.data(), wte.data() + 3 * channels, 3, 4, wpe.data(), batch, seq_len,
+                              channels);
+  for (std::size_t i = 0; i < batch * seq_len; ++i) {
+    const bool mine = tokens[i] >= 3 && tokens[i] < 7;
+    INFO("position " << i << " token " << tokens[i]);
+    CHECK((one[i * channels] == -7.0f) == !mine);
+  }
+}
+
 // ---- Residual ------------------------------------------------------------------------------------
 
 TEST_CASE("residual: forward adds, backward accumulates dout into both inputs", "[model][residual]") {

@@ -215,6 +215,21 @@ TEST_CASE("the engine's zero section from a config: tiers, paths once, budgets i
   CHECK(cpu->persistence_threshold == 100'000);
 }
 
+TEST_CASE("cpu_checkpointing with partition_activations keeps the checkpoints in CPU memory (zero.activations)") {
+  const Result<DeepSpeedConfig> config = parse_deepspeed_config(
+      nlohmann::json::parse(
+          R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}},
+              "activation_checkpointing": {"partition_activations": true, "cpu_checkpointing": true}})"),
+      "ds_config");
+  REQUIRE(config.is_ok());
+  DsAutoSources sources;
+  sources.hidden = 64;
+  const Result<ZeroConfig> zero = zero_config_from_deepspeed(resolve(config.value(), sources), 2, 100'000, "ds_config");
+  REQUIRE(zero.is_ok());
+  CHECK(zero->activations == Tier::kCpu);
+  CHECK(zero->placement()[StateKind::kActivations] == Tier::kCpu);
+}
+
 TEST_CASE("a scenario's deepspeed field builds its zero section and fills what the scenario leaves out") {
   nlohmann::json doc = nlohmann::json::parse(
       R"({"model": {"layers": 2, "hidden": 64, "heads": 2, "vocab": 128, "max_positions": 32}, "seq": 32,
