@@ -17,7 +17,8 @@ const std::vector<std::string_view> kZeroKeys{"stage",
                                               "max_live_bytes",
                                               "persistence_threshold",
                                               "overlap_optimizer",
-                                              "reduce_bucket_bytes", "activations"};
+                                              "reduce_bucket_bytes",
+                                              "activations"};
 
 std::string_view tier_word(Tier tier) { return tier == Tier::kDevice ? "device" : tier_name(tier); }
 
