@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "libengine/core/dtype.h"
+#include "libengine/spec/optimizer_pipeline_shape.h"
 
 namespace zinf::planner {
 namespace {
@@ -15,9 +16,6 @@ constexpr double kMiB = 1048576.0;
 constexpr double kCarveAlign = 64.0;                  // TensorCarver rounds every tensor up to 64 bytes
 constexpr double kAdamBytesPerElement = 28;           // CPU Adam: read master, m, v, grad; write master, m, v
 constexpr double kOptimizerNvmeBytesPerElement = 12;  // master, m, v in fp32
-constexpr int kPipelineSets = 3;
-constexpr std::int64_t kMinSubGroups = 8;
-constexpr double kMaxSubGroupElements = 256.0 * kMiB;
 
 double aligned(double bytes) { return std::ceil(bytes / kCarveAlign) * kCarveAlign; }
 
@@ -160,36 +158,26 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   }
 
   // Host tier: the optimizer pipeline and NVMe read staging; NVMe: what lives there.
-  double pipeline_elements = 0;
-  if (partitioned && optimizer_tier == Tier::kNvme) {
-    const double per_element = 12.0 + (mixed ? half : 0.0);
-    double target = 16.0 * kMiB;
+  const bool host_optimizer_tier = partitioned && optimizer_tier != Tier::kDevice;
+  if (host_optimizer_tier) {
+    // The engine's own cut (spec/optimizer_pipeline_shape.h) over its padded slices at one rank.
+    std::vector<std::int64_t> slices;
+    for (std::int64_t n : numels)
+      slices.push_back((n + spec::kSliceAlignElements - 1) / spec::kSliceAlignElements * spec::kSliceAlignElements);
+    spec::OptimizerPipelineInput input{slices, optimizer_tier, mixed ? dtype_size_bytes(scenario.precision) : 0};
+    input.sub_group_size = zero.sub_group_size;
     if (scenario.zero.host_memory_bytes > 0) {
       const double capacity = static_cast<double>(scenario.zero.host_memory_bytes);
       const double slack = std::min(64 * kMiB, std::floor(capacity / 16));
-      const double left =
-          std::max(0.0, capacity - (out.host_peak_bytes + static_cast<double>(out.prefetch_bytes) + slack));
-      target = std::min(kMaxSubGroupElements, std::floor(left / (kPipelineSets * per_element)));
+      input.budgeted = true;
+      input.host_left_bytes = static_cast<std::uint64_t>(
+          std::max(0.0, capacity - (out.host_peak_bytes + static_cast<double>(out.prefetch_bytes) + slack)));
     }
-    target = std::min(target, std::ceil(elements / static_cast<double>(kMinSubGroups)));
-    target = std::max(target, static_cast<double>(largest));
-    // Whole parameters packed in table order, as the engine cuts its sub-groups.
-    double widest = 0, width = 0;
-    std::int64_t groups = 0;
-    for (std::size_t i = 0; i < numels.size(); ++i) {
-      const double n = static_cast<double>(numels[i]);
-      if (i > 0 && width > 0 && width + n > target) {
-        widest = std::max(widest, width);
-        ++groups;
-        width = 0;
-      }
-      width += n;
-    }
-    widest = std::max(widest, width);
-    ++groups;
-    out.sub_groups = groups;
-    pipeline_elements = widest * static_cast<double>(std::min<std::int64_t>(kPipelineSets, groups));
-    add(out.host_items, out.host_peak_bytes, "optimizer pipeline", pipeline_elements * per_element);
+    const spec::OptimizerPipelineShape shape = spec::shape_optimizer_pipeline(input);
+    out.sub_groups = static_cast<std::int64_t>(shape.groups.size());
+    add(out.host_items, out.host_peak_bytes, "optimizer pipeline", static_cast<double>(shape.host_bytes));
+  }
+  if (partitioned && optimizer_tier == Tier::kNvme) {
     add(out.nvme_items, out.nvme_peak_bytes, "master params, Adam m and v", elements * kOptimizerNvmeBytesPerElement);
   }
   if (partitioned && params_tier == Tier::kNvme) {
@@ -246,7 +234,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   options.schedule = zero.overlap_optimizer ? Schedule::kZinf : Schedule::kDeepSpeed;
   options.norm_before_step = scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16;
   options.optimizer_on_host = host_optimizer;
-  options.sub_groups = out.sub_groups > 0 ? static_cast<double>(out.sub_groups) : kMinSubGroups;
+  options.sub_groups = out.sub_groups > 0 ? static_cast<double>(out.sub_groups) : 8.0;
   out.step = schedule_step(loads, options);
   return out;
 }

@@ -18,6 +18,7 @@ const std::vector<std::string_view> kZeroKeys{"stage",
                                               "persistence_threshold",
                                               "overlap_optimizer",
                                               "reduce_bucket_bytes",
+                                              "sub_group_size",
                                               "activations"};
 
 std::string_view tier_word(Tier tier) { return tier == Tier::kDevice ? "device" : tier_name(tier); }
@@ -49,6 +50,17 @@ Result<Tier> tier_field(const JsonObject& zero, std::string_view key, Tier fallb
   }
   return Status::invalid_argument(
       fmt::format("{}: expected {}, found {}", zero.field_path(key), allowed, shown(value)));
+}
+
+// A count of elements in 0..2^40 (`zero_means`: what 0 stands for, for the error line).
+Result<std::int64_t> element_count_field(const JsonObject& zero, std::string_view key, std::string_view zero_means) {
+  const nlohmann::json& value = zero.raw().at(key);
+  if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<std::int64_t>() < 0) ||
+      (value.is_number_unsigned() && value.get<std::uint64_t>() > (std::uint64_t{1} << 40))) {
+    return Status::invalid_argument(fmt::format("{}: expected a number of elements in 0..2^40 (0: {}), found {}",
+                                                zero.field_path(key), zero_means, shown(value)));
+  }
+  return value.get<std::int64_t>();
 }
 
 }  // namespace
@@ -138,14 +150,11 @@ Result<ZeroConfig> parse_zero_config(const JsonObject& zero) {
     ZINF_ASSIGN_OR_RETURN(out.reduce_bucket_bytes, zero.bytes("reduce_bucket_bytes", true));
   }
   if (given(zero, "persistence_threshold")) {
-    const nlohmann::json& value = zero.raw().at("persistence_threshold");
-    if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<std::int64_t>() < 0) ||
-        (value.is_number_unsigned() && value.get<std::uint64_t>() > (std::uint64_t{1} << 40))) {
-      return Status::invalid_argument(
-          fmt::format("{}: expected a number of elements in 0..2^40 (0: no parameter stays resident), found {}",
-                      zero.field_path("persistence_threshold"), shown(value)));
-    }
-    out.persistence_threshold = value.get<std::int64_t>();
+    ZINF_ASSIGN_OR_RETURN(out.persistence_threshold,
+                          element_count_field(zero, "persistence_threshold", "no parameter stays resident"));
+  }
+  if (given(zero, "sub_group_size")) {
+    ZINF_ASSIGN_OR_RETURN(out.sub_group_size, element_count_field(zero, "sub_group_size", "derived"));
   }
   ZINF_ASSIGN_OR_RETURN(const std::optional<bool> overlap, zero.optional_bool("overlap_optimizer"));
   if (overlap) out.overlap_optimizer = *overlap;
@@ -172,6 +181,7 @@ nlohmann::json to_json(const ZeroConfig& config) {
                      {"max_live_bytes", config.max_live_bytes},
                      {"reduce_bucket_bytes", config.reduce_bucket_bytes},
                      {"persistence_threshold", config.persistence_threshold},
+                     {"sub_group_size", config.sub_group_size},
                      {"overlap_optimizer", config.overlap_optimizer},
                      {"activations", tier_word(config.activations)}};
   if (!config.nvme_paths.empty()) out["nvme_paths"] = config.nvme_paths;

@@ -36,6 +36,10 @@ struct ZeroConfig {
   std::uint64_t reduce_bucket_bytes = 0;  // across ranks: gradients reduced per collective; 0: derived
   std::int64_t persistence_threshold =
       kDefaultPersistenceThreshold;  // params with at most this many elements stay on the device
+  // Optimizer on the CPU or NVMe: the most elements of optimizer states stepped (and moved to and
+  // from NVMe) as one sub-group; a parameter larger than that is split into pieces. 0: derived from
+  // the host budget (at least 8 sub-groups, pieces of at least 1M elements).
+  std::int64_t sub_group_size = 0;
   // Optimizer on the CPU or NVMe: step each sub-group (and read its states from NVMe) while the
   // backward pass is still running, as soon as its gradients are final. Bit-identical either way;
   // false runs DeepSpeed's order (the whole step after the backward pass).

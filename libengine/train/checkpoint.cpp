@@ -122,8 +122,6 @@ std::optional<std::int64_t> parse_step(const std::string& name, std::string_view
   return step;
 }
 
-std::uint32_t crc_of(std::span<const float> values) { return io::crc32c(std::as_bytes(values)); }
-
 void put_u32(char* out, std::uint32_t value) { std::memcpy(out, &value, 4); }
 void put_u64(char* out, std::uint64_t value) { std::memcpy(out, &value, 8); }
 
@@ -230,7 +228,7 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::create(const fs::pat
   writer->tmp_path_ = writer->final_path_;
   writer->tmp_path_ += ".tmp";
   writer->crcs_.assign(writer->layout_.size(), 0);
-  writer->written_.assign(writer->layout_.size(), false);
+  writer->written_.assign(writer->layout_.size(), 0);
   // The header records every array's CRC, known only once the array is written: reserve room for
   // the widest CRC now and pad the real header to that length with spaces (JSON whitespace) at
   // commit, so the data offsets fixed here hold.
@@ -273,19 +271,26 @@ std::string CheckpointWriter::header_text(std::span<const std::uint32_t> crcs, s
   return header.dump();
 }
 
-Status CheckpointWriter::write(std::size_t index, std::span<const float> values) {
+Status CheckpointWriter::write(std::size_t index, std::size_t offset, std::span<const float> values) {
   ZINF_CHECK(index < layout_.size(), "checkpoint write: array index out of range");
   ZINF_CHECK(!committed_ && fd_ >= 0, "checkpoint write after commit");
-  if (written_[index]) {
-    return Status::invalid_argument(fmt::format("checkpoint: array '{}' written twice", layout_[index].name));
+  const zero::CheckpointArrayInfo& array = layout_[index];
+  if (offset != written_[index] || (written_[index] == array.numel && array.numel > 0)) {
+    return Status::invalid_argument(
+        written_[index] == array.numel
+            ? fmt::format("checkpoint: array '{}' written twice", array.name)
+            : fmt::format("checkpoint: array '{}' written at element {} after {} of its {} elements; ranges go back "
+                          "to back from element 0",
+                          array.name, offset, written_[index], array.numel));
   }
-  if (values.size() != layout_[index].numel) {
-    return Status::invalid_argument(fmt::format("checkpoint: array '{}' has {} elements, the layout says {}",
-                                                layout_[index].name, values.size(), layout_[index].numel));
+  if (offset + values.size() > array.numel) {
+    return Status::invalid_argument(fmt::format("checkpoint: array '{}' has {} elements, {} written at element {}",
+                                                array.name, array.numel, values.size(), offset));
   }
-  ZINF_RETURN_IF_ERROR(pwrite_all(fd_, values.data(), values.size_bytes(), data_start_ + offsets_[index], tmp_path_));
-  crcs_[index] = crc_of(values);
-  written_[index] = true;
+  ZINF_RETURN_IF_ERROR(pwrite_all(fd_, values.data(), values.size_bytes(),
+                                  data_start_ + offsets_[index] + offset * sizeof(float), tmp_path_));
+  crcs_[index] = io::crc32c(std::as_bytes(values), crcs_[index]);
+  written_[index] += values.size();
   return Status::ok();
 }
 
@@ -295,8 +300,9 @@ Result<fs::path> CheckpointWriter::commit(int keep_last) {
         fmt::format("checkpoint.keep_last: {} is negative; expected 0 (keep all) or a count", keep_last));
   }
   for (std::size_t i = 0; i < layout_.size(); ++i) {
-    if (!written_[i]) {
-      return Status::invalid_argument(fmt::format("checkpoint: array '{}' was never written", layout_[i].name));
+    if (written_[i] != layout_[i].numel) {
+      return Status::invalid_argument(fmt::format("checkpoint: array '{}' was never written whole ({} of {} elements)",
+                                                  layout_[i].name, written_[i], layout_[i].numel));
     }
   }
   std::string text = header_text(crcs_, file_bytes_);
@@ -446,6 +452,7 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
     }
     reader->entries_.push_back(Entry{it->second.numel, begin, it->second.crc});
   }
+  reader->progress_.assign(reader->entries_.size(), Progress{});
   if (entries.size() != reader->layout_.size()) {
     for (const auto& named_entry : entries) {
       const std::string& name = named_entry.first;  // not a structured binding: Clang 14 cannot capture one
@@ -465,22 +472,27 @@ CheckpointReader::~CheckpointReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status CheckpointReader::read(std::size_t index, std::span<float> into) {
+Status CheckpointReader::read(std::size_t index, std::size_t offset, std::span<float> into) {
   ZINF_CHECK(index < layout_.size(), "checkpoint read: array index out of range");
   const zero::CheckpointArrayInfo& array = layout_[index];
   const Entry& entry = entries_[index];
-  if (into.size() != entry.numel) {
-    return Status::invalid_argument(fmt::format("checkpoint {}: array '{}' holds {} elements, {} asked for",
-                                                path_.string(), array.name, entry.numel, into.size()));
+  Progress& progress = progress_[index];
+  if (offset == 0) progress = Progress{};  // (re)starts the array
+  if (offset != progress.next || offset + into.size() > entry.numel) {
+    return Status::invalid_argument(
+        fmt::format("checkpoint {}: array '{}' of {} elements read at elements [{}, {}) after {}; ranges go back to "
+                    "back from element 0",
+                    path_.string(), array.name, entry.numel, offset, offset + into.size(), progress.next));
   }
-  ZINF_RETURN_IF_ERROR(
-      read_all(fd_, into.data(), into.size_bytes(), entry.offset, path_, fmt::format("array '{}'", array.name)));
-  const std::uint32_t crc = crc_of(into);
-  if (crc != entry.crc) {
+  ZINF_RETURN_IF_ERROR(read_all(fd_, into.data(), into.size_bytes(), entry.offset + offset * sizeof(float), path_,
+                                fmt::format("array '{}'", array.name)));
+  progress.crc = io::crc32c(std::as_bytes(into), progress.crc);
+  progress.next += into.size();
+  if (progress.next == entry.numel && progress.crc != entry.crc) {
     return Status::io_error(
         fmt::format("checkpoint {}: array '{}' failed its CRC-32C check (stored {}, computed {}); "
                     "the file is corrupt",
-                    path_.string(), array.name, hex32(entry.crc), hex32(crc)));
+                    path_.string(), array.name, hex32(entry.crc), hex32(progress.crc)));
   }
   return Status::ok();
 }

@@ -66,8 +66,10 @@ class CheckpointWriter final : public zero::CheckpointSink {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Writes array `index` (any order, each once, of the layout's size) at its place in the file.
-  Status write(std::size_t index, std::span<const float> values) override;
+  // Writes elements [offset, offset + values.size()) of array `index` at their place in the file
+  // (zero::CheckpointSink: each array once, in ranges back to back; arrays in any order).
+  Status write(std::size_t index, std::size_t offset, std::span<const float> values) override;
+  using zero::CheckpointSink::write;
   // Every array written: writes the header, fsyncs, renames over the final name, fsyncs the
   // directory and prunes as save_checkpoint() does. Returns the final path. On failure before the
   // rename the .tmp file is removed (by the destructor) and earlier checkpoints are untouched.
@@ -84,8 +86,8 @@ class CheckpointWriter final : public zero::CheckpointSink {
   std::vector<zero::CheckpointArrayInfo> layout_;
   std::vector<std::uint64_t> offsets_;  // bytes from the data section, per array
   std::vector<std::uint32_t> crcs_;
-  std::vector<bool> written_;
-  std::uint64_t header_bytes_ = 0;  // reserved JSON header length
+  std::vector<std::uint64_t> written_;  // elements of each array written so far
+  std::uint64_t header_bytes_ = 0;      // reserved JSON header length
   std::uint64_t data_start_ = 0;
   std::uint64_t file_bytes_ = 0;
   int fd_ = -1;
@@ -103,8 +105,11 @@ class CheckpointReader final : public zero::CheckpointSource {
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
   const CheckpointMeta& meta() const { return meta_; }
-  // Reads array `index` of the layout and verifies its CRC-32C (IoError naming the file and array).
-  Status read(std::size_t index, std::span<float> into) override;
+  // Reads elements [offset, offset + into.size()) of array `index` of the layout (ranges back to
+  // back from 0, zero::CheckpointSource) and verifies its CRC-32C once the range that ends it has
+  // been read (IoError naming the file and array).
+  Status read(std::size_t index, std::size_t offset, std::span<float> into) override;
+  using zero::CheckpointSource::read;
 
  private:
   struct Entry {
@@ -116,6 +121,11 @@ class CheckpointReader final : public zero::CheckpointSource {
   std::filesystem::path path_;
   std::vector<zero::CheckpointArrayInfo> layout_;
   std::vector<Entry> entries_;  // by layout index
+  struct Progress {
+    std::uint64_t next = 0;  // the element the next range starts at
+    std::uint32_t crc = 0;   // of the elements before it
+  };
+  std::vector<Progress> progress_;  // by layout index
   CheckpointMeta meta_;
   int fd_ = -1;
 };

@@ -198,25 +198,52 @@ Result<CheckpointReader*> ShardedCheckpointSource::shard(int rank) {
   return reader.get();
 }
 
-Status ShardedCheckpointSource::read(std::size_t index, std::span<float> into) {
+Status ShardedCheckpointSource::read(std::size_t index, std::size_t offset, std::span<float> into) {
   // Layout: master, m, v, each over the parameters in table order.
   const auto count = static_cast<std::size_t>(table_.size());
   const auto id = static_cast<model::ParamId>(index % count);
   const zero::ParamSlice& mine = partition_[id];
-  ZINF_CHECK(into.size() == static_cast<std::size_t>(mine.owned), "ShardedCheckpointSource::read: size mismatch");
+  ZINF_CHECK(offset + into.size() <= static_cast<std::size_t>(mine.owned),
+             "ShardedCheckpointSource::read: range past the slice");
   const std::int64_t begin = mine.begin;
   const std::int64_t end = mine.begin + mine.owned;
-  for (int rank = 0; rank < set_.world_size && begin < end; ++rank) {
+  // The same slice as an old rank's: its ranges straight from that shard.
+  for (int rank = 0; rank < set_.world_size; ++rank) {
     const zero::ParamSlice& old = old_partitions_[static_cast<std::size_t>(rank)][id];
-    const std::int64_t from = std::max(begin, old.begin);
-    const std::int64_t to = std::min(end, old.begin + old.owned);
-    if (from >= to) continue;
+    if (old.begin != begin || old.owned != mine.owned || mine.owned == 0) continue;
     ZINF_ASSIGN_OR_RETURN(CheckpointReader * reader, shard(rank));
-    if (old.begin == begin && old.owned == mine.owned) return reader->read(index, into);  // same slice: no copy
-    buffer_.resize(static_cast<std::size_t>(old.owned));
-    ZINF_RETURN_IF_ERROR(reader->read(index, buffer_));
-    std::copy(buffer_.begin() + (from - old.begin), buffer_.begin() + (to - old.begin), into.begin() + (from - begin));
+    return reader->read(index, offset, into);
   }
+  // Resharded: the slice is assembled from every old slice it overlaps (each read whole, its CRC
+  // verified) when its first range is asked for; later ranges come from the assembled copy.
+  const bool whole = offset == 0 && into.size() == static_cast<std::size_t>(mine.owned);
+  if (offset == 0) {
+    std::vector<float>* assembled = nullptr;
+    if (!whole) {
+      assembled = &assembled_[index];
+      assembled->resize(static_cast<std::size_t>(mine.owned));
+    }
+    const std::span<float> target = whole ? into : std::span<float>(*assembled);
+    for (int rank = 0; rank < set_.world_size && begin < end; ++rank) {
+      const zero::ParamSlice& old = old_partitions_[static_cast<std::size_t>(rank)][id];
+      const std::int64_t from = std::max(begin, old.begin);
+      const std::int64_t to = std::min(end, old.begin + old.owned);
+      if (from >= to) continue;
+      ZINF_ASSIGN_OR_RETURN(CheckpointReader * reader, shard(rank));
+      buffer_.resize(static_cast<std::size_t>(old.owned));
+      ZINF_RETURN_IF_ERROR(reader->read(index, buffer_));
+      std::copy(buffer_.begin() + (from - old.begin), buffer_.begin() + (to - old.begin),
+                target.begin() + (from - begin));
+    }
+    if (whole) return Status::ok();
+  }
+  const auto found = assembled_.find(index);
+  if (found == assembled_.end()) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: array {} read from element {} before element 0",
+                                                set_.shards.front().string(), index, offset));
+  }
+  std::copy_n(found->second.begin() + static_cast<std::ptrdiff_t>(offset), into.size(), into.begin());
+  if (offset + into.size() == found->second.size()) assembled_.erase(found);  // its last range
   return Status::ok();
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,7 +69,11 @@ class ShardedCheckpointSource final : public zero::CheckpointSource {
   static Result<std::unique_ptr<ShardedCheckpointSource>> open(const CheckpointSet& set, const model::ParamTable& table,
                                                                const zero::Partition& partition);
   const CheckpointMeta& meta() const { return meta_; }
-  Status read(std::size_t index, std::span<float> into) override;
+  // Ranges back to back from element 0 (zero::CheckpointSource). A slice that is an old rank's
+  // comes range by range from its shard; a resharded one is assembled whole at its first range and
+  // kept until its last (in host memory: the arrays being read in ranges, of this rank's slice).
+  Status read(std::size_t index, std::size_t offset, std::span<float> into) override;
+  using zero::CheckpointSource::read;
 
  private:
   ShardedCheckpointSource(const CheckpointSet& set, const model::ParamTable& table, const zero::Partition& partition)
@@ -81,7 +86,8 @@ class ShardedCheckpointSource final : public zero::CheckpointSource {
   std::vector<zero::Partition> old_partitions_;  // by old rank
   std::vector<std::unique_ptr<CheckpointReader>> readers_;
   CheckpointMeta meta_;
-  std::vector<float> buffer_;
+  std::vector<float> buffer_;                            // one old slice
+  std::map<std::size_t, std::vector<float>> assembled_;  // resharded arrays read in ranges, by index
 };
 
 }  // namespace zinf::train

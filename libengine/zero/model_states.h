@@ -40,18 +40,27 @@ struct CheckpointArrayInfo {
 class CheckpointSink {
  public:
   virtual ~CheckpointSink() = default;
-  // Writes array `index` of the layout, whole; every array exactly once, in any order. `values`
-  // may be reused by the caller once this returns. IoError names the file and the OS error.
-  virtual Status write(std::size_t index, std::span<const float> values) = 0;
+  // Writes elements [offset, offset + values.size()) of array `index` of the layout. An array
+  // arrives in ranges back to back from element 0 to its end (one range: the whole array), each
+  // array exactly once; the ranges of different arrays may interleave (a state owner that streams
+  // a parameter's states in pieces writes its master, m and v piece by piece). `values` may be
+  // reused by the caller once this returns. InvalidArgument for a range out of order or past the
+  // end; IoError names the file and the OS error.
+  virtual Status write(std::size_t index, std::size_t offset, std::span<const float> values) = 0;
+  Status write(std::size_t index, std::span<const float> values) { return write(index, 0, values); }
 };
 
 // Where a load streams arrays from.
 class CheckpointSource {
  public:
   virtual ~CheckpointSource() = default;
-  // Reads array `index` of the layout, whole, into `into` (its size must be the array's) and
-  // verifies its checksum. IoError names the file and the array.
-  virtual Status read(std::size_t index, std::span<float> into) = 0;
+  // Reads elements [offset, offset + into.size()) of array `index` into `into`. An array is read in
+  // ranges back to back from element 0 to its end (one range: the whole array; offset 0 starts it
+  // over), ranges of different arrays may interleave; its checksum is verified when the range that
+  // ends it has been read. InvalidArgument for a range out of order or past the end; IoError names
+  // the file and the array.
+  virtual Status read(std::size_t index, std::size_t offset, std::span<float> into) = 0;
+  Status read(std::size_t index, std::span<float> into) { return read(index, 0, into); }
 };
 
 // Bytes of one kind of state on one tier ("params", "grads", "master_params", "adam_m", "adam_v",

@@ -15,6 +15,7 @@
 // only runs the arithmetic of one sub-group at a time. Nothing here issues a collective during the
 // backward pass: persistent copies' gathers wait for optimizer_step(), in the pipeline's order.
 #include <algorithm>
+#include <cstring>
 #include <span>
 #include <utility>
 
@@ -25,26 +26,31 @@
 
 namespace zinf::zero {
 
-void PartitionedStates::build_groups(std::int64_t target) {
-  SubGroup group;
-  for (model::ParamId id = 0; id < table_.size(); ++id) {
-    const ParamSlice& slice = partition_[id];
-    if (id > group.first && slice.flat_offset + slice.slice_numel - group.flat_begin > target) {
-      groups_.push_back(group);
-      group = SubGroup{id, id, slice.flat_offset, slice.flat_offset, 0};
-    }
-    group.last = id;
-    group.flat_end = slice.flat_offset + slice.slice_numel;
-  }
-  groups_.push_back(group);
-  group_of_.assign(static_cast<std::size_t>(table_.size()), 0);
+void PartitionedStates::adopt_groups(const std::vector<spec::SubGroupRange>& ranges) {
+  for (const spec::SubGroupRange& r : ranges) groups_.push_back(SubGroup{r.first, r.last, r.flat_begin, r.flat_end, 0});
+  group_first_.assign(static_cast<std::size_t>(table_.size()), 0);
+  group_last_.assign(static_cast<std::size_t>(table_.size()), 0);
+  pieces_left_.assign(static_cast<std::size_t>(table_.size()), 0);
   runs_.resize(groups_.size());
+  for (std::size_t g = groups_.size(); g-- > 0;) {
+    for (model::ParamId id = groups_[g].first; id <= groups_[g].last; ++id)
+      group_first_[static_cast<std::size_t>(id)] = g;
+  }
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    for (model::ParamId id = groups_[g].first; id <= groups_[g].last; ++id) group_of_[static_cast<std::size_t>(id)] = g;
+    for (model::ParamId id = groups_[g].first; id <= groups_[g].last; ++id)
+      group_last_[static_cast<std::size_t>(id)] = g;
     runs_[g].grads_ready = device_.create_event();
     // The backward pass commits gradients from the last parameters to the first.
     overlap_order_.push_back(groups_.size() - 1 - g);
   }
+}
+
+PartitionedStates::Piece PartitionedStates::piece_of(std::size_t group, model::ParamId id) const {
+  const SubGroup& g = groups_[group];
+  const ParamSlice& slice = partition_[id];
+  const std::int64_t begin = std::max(g.flat_begin, slice.flat_offset) - slice.flat_offset;
+  const std::int64_t end = std::min(g.flat_end, slice.flat_offset + slice.owned) - slice.flat_offset;
+  return {begin, std::max<std::int64_t>(0, end - begin)};
 }
 
 void PartitionedStates::start_pipeline(const std::vector<std::size_t>& order, bool overlapped) {
@@ -62,6 +68,12 @@ void PartitionedStates::start_pipeline(const std::vector<std::size_t>& order, bo
     runs_[g].uncommitted = groups_[g].last - groups_[g].first + 1;
     runs_[g].grads_recorded = false;
   }
+  for (model::ParamId id = 0; id < table_.size(); ++id) {
+    const auto index = static_cast<std::size_t>(id);
+    pieces_left_[index] = static_cast<int>(group_last_[index] - group_first_[index] + 1);
+  }
+  // The last step's split parameter was published and its writes waited for (after_step()).
+  split_out_param_ = -1;
 }
 
 bool PartitionedStates::set_settled(PipelineSet& set) {
@@ -86,15 +98,17 @@ bool PartitionedStates::grads_final(std::size_t group, bool block) {
 
 Status PartitionedStates::note_committed(model::ParamId id) {
   if (pipeline_order_ == nullptr || !overlapped_) return Status::ok();
-  GroupRun& run = runs_[group_of_[static_cast<std::size_t>(id)]];
-  if (--run.uncommitted == 0) {
+  const auto index = static_cast<std::size_t>(id);
+  for (std::size_t g = group_first_[index]; g <= group_last_[index]; ++g) {
+    GroupRun& run = runs_[g];
+    if (--run.uncommitted > 0) continue;
     // The gradients' copies to the host are in order on this stream: after them, the sub-group's
     // are final. Across ranks the last ones may still wait in the open gradient bucket.
     if (bucket_.ids.empty()) {
       device_.stream(device::StreamRole::kDeviceToHost).record(*run.grads_ready);
       run.grads_recorded = true;
     } else {
-      groups_awaiting_flush_.push_back(group_of_[static_cast<std::size_t>(id)]);
+      groups_awaiting_flush_.push_back(g);
     }
   }
   return advance_pipeline(false);
@@ -102,44 +116,83 @@ Status PartitionedStates::note_committed(model::ParamId id) {
 
 Status PartitionedStates::check_not_stepped(model::ParamId id, std::string_view what) const {
   if (pipeline_order_ == nullptr || !overlapped_) return Status::ok();
-  const GroupRun::Stage stage = runs_[group_of_[static_cast<std::size_t>(id)]].stage;
-  if (stage == GroupRun::Stage::kWaiting || stage == GroupRun::Stage::kReading) return Status::ok();
-  return Status::internal(fmt::format(
-      "{} of {} after its optimizer step began in this step: the model used a parameter again after committing its "
-      "gradient, which zero.overlap_optimizer cannot allow; set it to false",
-      what, table_[id].name));
+  const auto index = static_cast<std::size_t>(id);
+  for (std::size_t g = group_first_[index]; g <= group_last_[index]; ++g) {
+    const GroupRun::Stage stage = runs_[g].stage;
+    if (stage == GroupRun::Stage::kWaiting || stage == GroupRun::Stage::kReading) continue;
+    return Status::internal(fmt::format(
+        "{} of {} after its optimizer step began in this step: the model used a parameter again after committing its "
+        "gradient, which zero.overlap_optimizer cannot allow; set it to false",
+        what, table_[id].name));
+  }
+  return Status::ok();
 }
 
-void PartitionedStates::submit_group(std::size_t position) {
+Status PartitionedStates::submit_group(std::size_t position) {
   const std::size_t g = (*pipeline_order_)[position];
   const SubGroup& group = groups_[g];
   const bool streamed = zero_.optimizer == spec::Tier::kNvme;
   const PipelineSet* set = streamed ? &sets_[position % sets_.size()] : nullptr;
+  const std::size_t half = dtype_size_bytes(precision_);
   struct Slice {
     HostStates states;
     Tensor grad;
-    Tensor out;  // mixed precision: the new storage-precision parameters
+    Tensor out;            // mixed precision: the new storage-precision parameters
+    void* copy = nullptr;  // fp32, a split parameter's piece on NVMe: where its new master values go too
     bool decays = false;
+  };
+  const auto piece_view = [](const Tensor& whole, Piece piece) {
+    return whole.slice(piece.begin, piece.begin + piece.count);
   };
   std::vector<Slice> slices;
   publishing_.clear();
   for (model::ParamId id = group.first; id <= group.last; ++id) {
+    const auto index = static_cast<std::size_t>(id);
+    const Piece piece = piece_of(g, id);
+    // A split parameter's new values gather, piece by piece, in split_out_ (NVMe optimizer: its
+    // pieces pass through different sets); that buffer's last copies must be done first.
+    const bool gathered = streamed && split(id);
+    if (gathered && pieces_left_[index] == static_cast<int>(group_last_[index] - group_first_[index] + 1)) {
+      ZINF_CHECK(split_out_param_ < 0 || split_out_param_ == id ||
+                     pieces_left_[static_cast<std::size_t>(split_out_param_)] == 0,
+                 "optimizer pipeline: a split parameter's pieces are not consecutive in the order");
+      ZINF_RETURN_IF_ERROR(split_out_copied_->synchronize());
+      if (split_out_param_ >= 0 && !param_extents_.empty()) {
+        ZINF_RETURN_IF_ERROR(nvme_->wait(param_extents_[static_cast<std::size_t>(split_out_param_)]));
+      }
+      split_out_param_ = id;
+    }
     Slice slice{streamed ? set_states(*set, id) : host_states(id),
-                view(grads_.data(), precision_, id, false),
+                piece_view(view(grads_.data(), precision_, id, false), piece),
                 {},
+                nullptr,
                 table_[id].weight_decay};
+    if (!streamed) {
+      slice.states = {piece_view(slice.states.master, piece), piece_view(slice.states.exp_avg, piece),
+                      piece_view(slice.states.exp_avg_sq, piece)};
+    }
+    const void* source = nullptr;  // the whole parameter's new values, once its last piece is stepped
     if (mixed()) {
-      if (streamed) {
+      Tensor whole_out;
+      if (gathered) {
+        whole_out = Tensor(split_out_.data(), precision_, Shape{partition_[id].owned});
+      } else if (streamed) {
         const std::int64_t at = partition_[id].flat_offset - group.flat_begin;
-        slice.out = Tensor(static_cast<std::byte*>(set->params_out.data()) +
-                               static_cast<std::size_t>(at) * dtype_size_bytes(precision_),
+        whole_out = Tensor(static_cast<std::byte*>(set->params_out.data()) + static_cast<std::size_t>(at) * half,
                            precision_, Shape{partition_[id].owned});
       } else {
-        slice.out = view(zero_.params == spec::Tier::kCpu ? params_.data() : params_out_.data(), precision_, id, false);
+        whole_out = view(zero_.params == spec::Tier::kCpu ? params_.data() : params_out_.data(), precision_, id, false);
       }
+      slice.out = piece_view(whole_out, piece);
+      source = whole_out.data();
+    } else if (gathered) {
+      slice.copy = static_cast<float*>(split_out_.data()) + piece.begin;
+      source = split_out_.data();
+    } else {
+      source = streamed ? slice.states.master.data() : host_states(id).master.data();
     }
-    publishing_.push_back({id, mixed() ? slice.out.data() : slice.states.master.data()});
-    slices.push_back(std::move(slice));
+    if (--pieces_left_[index] == 0) publishing_.push_back({id, source});
+    if (piece.count > 0) slices.push_back(std::move(slice));
   }
   const std::uint64_t elements = static_cast<std::uint64_t>(group.flat_end - group.flat_begin);
   elements_stepped_ += elements;
@@ -152,8 +205,10 @@ void PartitionedStates::submit_group(std::size_t position) {
     for (Slice& s : slices) {
       optimizer->step_slice(worker_ops_, plan, s.decays, s.states.master, s.states.exp_avg, s.states.exp_avg_sq, s.grad,
                             mixed() ? &s.out : nullptr);
+      if (s.copy != nullptr) std::memcpy(s.copy, s.states.master.data(), s.states.master.bytes());
     }
   });
+  return Status::ok();
 }
 
 Status PartitionedStates::finish_group(std::size_t position) {
@@ -163,7 +218,12 @@ Status PartitionedStates::finish_group(std::size_t position) {
   worker_seconds_seen_ = worker_seconds;
   const std::size_t g = (*pipeline_order_)[position];
   // Gathering, the persistent copies' collectives wait for optimizer_step(): the same order on every rank.
-  for (const PublishItem& item : publishing_) ZINF_RETURN_IF_ERROR(publish(item.id, item.source, gathering()));
+  for (const PublishItem& item : publishing_) {
+    ZINF_RETURN_IF_ERROR(publish(item.id, item.source, gathering()));
+    if (item.source == split_out_.data() && !split_out_.empty()) {
+      device_.stream(device::StreamRole::kHostToDevice).record(*split_out_copied_);
+    }
+  }
   if (zero_.optimizer != spec::Tier::kNvme) {
     runs_[g].stage = GroupRun::Stage::kDone;
     return Status::ok();
@@ -189,12 +249,15 @@ Status PartitionedStates::advance_pipeline(bool block) {
       ZINF_RETURN_IF_ERROR(finish_group(stepping_));
       moved = true;
     }
-    // Reads ahead, each into the set whose last sub-group is on its way out.
+    // Reads ahead, each into the set whose last sub-group is on its way out (this step's, or the
+    // last step's write-behind).
     while (streamed && read_position_ < count) {
       PipelineSet& set = sets_[read_position_ % sets_.size()];
       if (set.group >= 0) {
-        const GroupRun::Stage stage = runs_[static_cast<std::size_t>(set.group)].stage;
-        if (stage != GroupRun::Stage::kWriting && stage != GroupRun::Stage::kDone) break;
+        if (!set.carried) {
+          const GroupRun::Stage stage = runs_[static_cast<std::size_t>(set.group)].stage;
+          if (stage != GroupRun::Stage::kWriting && stage != GroupRun::Stage::kDone) break;
+        }
         if (!block && !set_settled(set)) break;
       }
       const std::size_t g = order[read_position_];
@@ -217,7 +280,7 @@ Status PartitionedStates::advance_pipeline(bool block) {
         }
       }
       if (ready && grads_final(g, block)) {
-        submit_group(step_position_);
+        ZINF_RETURN_IF_ERROR(submit_group(step_position_));
         ++step_position_;
         moved = true;
       }
@@ -234,18 +297,25 @@ Status PartitionedStates::advance_pipeline(bool block) {
       worker_->wait();
     }
   }
-  // Every sub-group is stepped: the sets' writes (and the copies out of them) finish before they
-  // are reused, and the persistent copies' gathers go out in the pipeline's order.
+  // Every sub-group is stepped. The last sub-groups' states are still being written behind: those
+  // writes go on into the next forward pass (the drives stay busy while compute starts), and a set
+  // is waited for when it is next read into (read_group) or drained (finish_sets). The new
+  // parameters' writes and copies are waited for by after_step(). The persistent copies' gathers
+  // go out in the pipeline's order.
+  for (PipelineSet& set : sets_) set.carried = set.group >= 0;
+  for (model::ParamId id : deferred_gathers_) coordinator_->gather_persistent(id);
+  deferred_gathers_.clear();
+  pipeline_order_ = nullptr;
+  return Status::ok();
+}
+
+Status PartitionedStates::finish_sets() {
   Status first;
   for (PipelineSet& set : sets_) {
     Status status = finish_set(set);
     if (!status.is_ok() && first.is_ok()) first = std::move(status);
   }
-  ZINF_RETURN_IF_ERROR(first);
-  for (model::ParamId id : deferred_gathers_) coordinator_->gather_persistent(id);
-  deferred_gathers_.clear();
-  pipeline_order_ = nullptr;
-  return Status::ok();
+  return first;
 }
 
 Status PartitionedStates::abort_pipeline(Status status) {
@@ -253,7 +323,7 @@ Status PartitionedStates::abort_pipeline(Status status) {
     worker_->wait();
     worker_busy_ = false;
   }
-  for (PipelineSet& set : sets_) (void)finish_set(set);
+  (void)finish_sets();
   pipeline_order_ = nullptr;
   deferred_gathers_.clear();
   return status;

@@ -11,10 +11,11 @@
 #include <vector>
 
 #include "libengine/model/param_table.h"
+#include "libengine/spec/optimizer_pipeline_shape.h"
 
 namespace zinf::zero {
 
-inline constexpr std::int64_t kSliceAlignElements = 32;  // 128 B of fp32, 64 B of bf16: vector and DMA friendly
+using spec::kSliceAlignElements;  // 32: 128 B of fp32, 64 B of bf16, vector and DMA friendly
 
 struct ParamSlice {
   std::int64_t numel = 0;        // of the whole parameter

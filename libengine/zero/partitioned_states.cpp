@@ -8,16 +8,12 @@
 
 #include "libengine/core/check.h"
 #include "libengine/core/units.h"
+#include "libengine/spec/optimizer_pipeline_shape.h"
 
 namespace zinf::zero {
 namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
-constexpr int kPipelineSets = 3;  // read ahead, step, write behind
-constexpr std::int64_t kMinSubGroups = 8;
-// Sub-group size without a host budget: large enough that one NVMe extent keeps every drive busy,
-// small enough that three of them stay well under a machine's memory.
-constexpr std::int64_t kDefaultSubGroupElements = std::int64_t{16} << 20;
 // Host memory the pipeline leaves for what else the engine allocates on the host tier later
 // (checkpoint and staging buffers): a sixteenth of the budget, at most 64 MiB.
 std::uint64_t host_slack_bytes(std::uint64_t capacity) { return std::min<std::uint64_t>(64 * kMiB, capacity / 16); }
@@ -141,62 +137,62 @@ Status PartitionedStates::plan_and_allocate() {
     ZINF_ASSIGN_OR_RETURN(params_out_, allocate_on(Tier::kCpu, flat_bytes(half), "new params after the step"));
   }
 
-  if (zero_.optimizer == Tier::kNvme) {
-    // Sub-groups sized so that three pipeline sets fit what the host budget leaves.
-    const std::uint64_t per_element = 12 + (mixed() ? half : 0);
-    std::int64_t target = kDefaultSubGroupElements;
+  if (host_optimizer()) {
+    // Sub-groups and pipeline buffers: spec/optimizer_pipeline_shape.h (the planner uses the same).
+    std::vector<std::int64_t> slices;
+    for (model::ParamId id = 0; id < table_.size(); ++id) slices.push_back(partition_[id].slice_numel);
+    spec::OptimizerPipelineInput input{slices, zero_.optimizer, mixed() ? half : 0};
+    input.sub_group_size = zero_.sub_group_size;
     const memory::TierUsage host = device_.host_memory().usage();
-    if (host.capacity_bytes > 0) {
-      const std::uint64_t slack = host_slack_bytes(host.capacity_bytes);
-      const std::uint64_t reserved = host.current_bytes + zero_.prefetch_bytes + slack;
-      const std::uint64_t left = host.capacity_bytes > reserved ? host.capacity_bytes - reserved : 0;
-      const std::uint64_t need = kPipelineSets * per_element * static_cast<std::uint64_t>(largest_slice);
-      if (left < need) {
-        return Status::invalid_argument(fmt::format(
-            "scenario.zero.host_memory: {} leaves {} for the optimizer's NVMe pipeline after {} of host-resident "
-            "states, {} of prefetch staging and {} of slack; its {} buffers of the largest parameter ({} elements) "
-            "need {}; raise host_memory to at least {}",
-            bytes_text(host.capacity_bytes), bytes_text(left), bytes_text(host.current_bytes),
-            bytes_text(zero_.prefetch_bytes), bytes_text(slack), kPipelineSets, largest_slice, bytes_text(need),
-            bytes_text(host.capacity_bytes + need - left)));
-      }
-      target = std::min<std::int64_t>(std::int64_t{256} << 20,
-                                      static_cast<std::int64_t>(left / (kPipelineSets * per_element)));
+    const std::uint64_t slack = host_slack_bytes(host.capacity_bytes);
+    const std::uint64_t reserved = host.current_bytes + zero_.prefetch_bytes + slack;
+    input.budgeted = host.capacity_bytes > 0;
+    input.host_left_bytes = host.capacity_bytes > reserved ? host.capacity_bytes - reserved : 0;
+    const spec::OptimizerPipelineShape shape = spec::shape_optimizer_pipeline(input);
+    if (!shape.fits()) {
+      return Status::invalid_argument(fmt::format(
+          "scenario.zero.host_memory: {} leaves {} for the optimizer's NVMe pipeline after {} of host-resident "
+          "states, {} of prefetch staging and {} of slack; its 3 buffers of sub-groups of {} elements and the "
+          "new values of the largest parameter ({} elements) need {}; raise host_memory to at least {}",
+          bytes_text(host.capacity_bytes), bytes_text(input.host_left_bytes), bytes_text(host.current_bytes),
+          bytes_text(zero_.prefetch_bytes), bytes_text(slack), shape.smallest, largest_slice,
+          bytes_text(shape.needed_bytes),
+          bytes_text(host.capacity_bytes + shape.needed_bytes - input.host_left_bytes)));
     }
-    // At least kMinSubGroups of them where the budget allows: the pipeline exposes one sub-group's
-    // read at its start and one's write at its end, so smaller sub-groups hide more.
-    target = std::min<std::int64_t>(target, (partition_.flat_numel() + kMinSubGroups - 1) / kMinSubGroups);
-    target = std::max(target, largest_slice);
-    build_groups(target);
-    std::int64_t widest = 0;
-    std::size_t widest_group = 0;
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      if (groups_[g].flat_end - groups_[g].flat_begin > widest) {
-        widest = groups_[g].flat_end - groups_[g].flat_begin;
-        widest_group = g;
+    adopt_groups(shape.groups);
+    if (zero_.optimizer == Tier::kNvme) {
+      std::size_t widest_group = 0;
+      for (std::size_t g = 0; g < groups_.size(); ++g) {
+        if (groups_[g].flat_end - groups_[g].flat_begin >
+            groups_[widest_group].flat_end - groups_[widest_group].flat_begin) {
+          widest_group = g;
+        }
+      }
+      // Adam is elementwise, so the sub-groups may be stepped in any order: the widest one goes to
+      // the middle, so the exposed first read and last write are small ones. The pieces of a split
+      // parameter stay consecutive: the order starts at a parameter's first.
+      const std::size_t count = groups_.size();
+      const std::size_t start =
+          group_first_[static_cast<std::size_t>(groups_[(widest_group + count - count / 2) % count].first)];
+      for (std::size_t i = 0; i < count; ++i) group_order_.push_back((start + i) % count);
+      sets_.resize(shape.buffers);
+      for (PipelineSet& set : sets_) {
+        ZINF_ASSIGN_OR_RETURN(set.states, allocate_on(Tier::kCpu, static_cast<std::size_t>(shape.widest) * 12,
+                                                      "optimizer pipeline buffer (master, m, v)"));
+        if (mixed()) {
+          ZINF_ASSIGN_OR_RETURN(set.params_out, allocate_on(Tier::kCpu, static_cast<std::size_t>(shape.widest) * half,
+                                                            "optimizer pipeline buffer (new params)"));
+        }
+        set.copies_done = device_.create_event();
+      }
+      split_out_copied_ = device_.create_event();
+      if (shape.split_out_elements > 0) {
+        ZINF_ASSIGN_OR_RETURN(
+            split_out_,
+            allocate_on(Tier::kCpu, static_cast<std::size_t>(shape.split_out_elements) * (mixed() ? half : 4),
+                        "optimizer pipeline buffer (new values of a split parameter)"));
       }
     }
-    // Adam is elementwise, so the sub-groups may be stepped in any order: the widest one (usually
-    // the embedding) goes to the middle, so the exposed first read and last write are small ones.
-    const std::size_t count = groups_.size();
-    const std::size_t start = (widest_group + count - count / 2) % count;
-    for (std::size_t i = 0; i < count; ++i) group_order_.push_back((start + i) % count);
-    sets_.resize(std::min<std::size_t>(kPipelineSets, groups_.size()));
-    for (PipelineSet& set : sets_) {
-      ZINF_ASSIGN_OR_RETURN(set.states, allocate_on(Tier::kCpu, static_cast<std::size_t>(widest) * 12,
-                                                    "optimizer pipeline buffer (master, m, v)"));
-      if (mixed()) {
-        ZINF_ASSIGN_OR_RETURN(set.params_out, allocate_on(Tier::kCpu, static_cast<std::size_t>(widest) * half,
-                                                          "optimizer pipeline buffer (new params)"));
-      }
-      set.copies_done = device_.create_event();
-    }
-  }
-
-  if (zero_.optimizer == Tier::kCpu) {
-    // Sub-groups only pace the pipeline here (the states stay in place): small enough that the
-    // backward pass finishes the first ones early.
-    build_groups(std::max<std::int64_t>(1, (partition_.flat_numel() + kMinSubGroups - 1) / kMinSubGroups));
   }
   if (host_optimizer()) worker_ = std::make_unique<OptimizerWorker>();
 
@@ -290,7 +286,6 @@ Status PartitionedStates::initialise() {
   if (nvme_) nvme_->set_phase(TrafficPhase::kOther);
   std::vector<float> values;
   std::vector<std::byte> stored;
-  std::size_t group = 0;
   PipelineSet* set = sets_.empty() ? nullptr : &sets_[0];
   for (model::ParamId id = 0; id < table_.size(); ++id) {
     const ParamSlice& slice = partition_[id];
@@ -299,11 +294,28 @@ Status PartitionedStates::initialise() {
     const Tensor fp32(values.data(), DType::kF32, Shape{slice.owned});
     // The master weights.
     if (zero_.optimizer == Tier::kNvme) {
-      if (id == groups_[group].first) {
-        std::memset(set->states.data(), 0, set->states.bytes());
-        set->group = static_cast<int>(group);
+      // Into each of its sub-groups (several: a split parameter); a sub-group complete with this
+      // parameter goes to NVMe.
+      const auto index = static_cast<std::size_t>(id);
+      for (std::size_t group = group_first_[index]; group <= group_last_[index]; ++group) {
+        if (set->group != static_cast<int>(group)) {
+          std::memset(set->states.data(), 0, set->states.bytes());
+          set->group = static_cast<int>(group);
+        }
+        const Piece piece = piece_of(group, id);
+        std::memcpy(set_states(*set, id).master.data(), values.data() + piece.begin,
+                    static_cast<std::size_t>(piece.count) * sizeof(float));
+        if (id != groups_[group].last) continue;
+        const SubGroup& g = groups_[group];
+        ZINF_ASSIGN_OR_RETURN(
+            groups_[group].extent,
+            nvme_->create(split(id) ? fmt::format("optimizer states of sub-group {} ({} elements {}..{})", group,
+                                                  table_[id].name, piece.begin, piece.begin + piece.count)
+                                    : fmt::format("optimizer states of sub-group {} ({}..{})", group,
+                                                  table_[g.first].name, table_[g.last].name),
+                          std::span<const std::byte>(static_cast<const std::byte*>(set->states.data()),
+                                                     static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12)));
       }
-      std::memcpy(set_states(*set, id).master.data(), values.data(), fp32.bytes());
     } else if (zero_.optimizer == Tier::kDevice) {
       device_.copy(view(master_.data(), DType::kF32, id, true).data(), values.data(), fp32.bytes(),
                    device::CopyKind::kHostToDevice, compute);
@@ -335,16 +347,6 @@ Status PartitionedStates::initialise() {
     // The host vectors are reused for the next parameter: wait for these copies first.
     ZINF_RETURN_IF_ERROR(compute.synchronize());
     ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
-    if (zero_.optimizer == Tier::kNvme && id == groups_[group].last) {
-      const SubGroup& g = groups_[group];
-      ZINF_ASSIGN_OR_RETURN(
-          groups_[group].extent,
-          nvme_->create(fmt::format("optimizer states of sub-group {} ({}..{})", group, table_[g.first].name,
-                                    table_[g.last].name),
-                        std::span<const std::byte>(static_cast<const std::byte*>(set->states.data()),
-                                                   static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12)));
-      ++group;
-    }
   }
   if (set != nullptr) set->group = -1;
   if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
@@ -352,11 +354,13 @@ Status PartitionedStates::initialise() {
 }
 
 PartitionedStates::HostStates PartitionedStates::set_states(const PipelineSet& set, model::ParamId id) const {
-  const SubGroup& group = groups_[static_cast<std::size_t>(set.group < 0 ? 0 : set.group)];
+  const auto g = static_cast<std::size_t>(set.group < 0 ? 0 : set.group);
+  const SubGroup& group = groups_[g];
+  const Piece piece = piece_of(g, id);
   const std::int64_t width = group.flat_end - group.flat_begin;
-  const std::int64_t at = partition_[id].flat_offset - group.flat_begin;
+  const std::int64_t at = partition_[id].flat_offset + piece.begin - group.flat_begin;
   auto* base = static_cast<float*>(set.states.data());
-  const Shape shape{partition_[id].owned};
+  const Shape shape{piece.count};
   return {Tensor(base + at, DType::kF32, shape), Tensor(base + width + at, DType::kF32, shape),
           Tensor(base + 2 * width + at, DType::kF32, shape)};
 }
@@ -512,6 +516,7 @@ std::vector<StateBytes> PartitionedStates::state_bytes() const {
   if (!params_out_.empty()) out.push_back({"params_staging", Tier::kCpu, params_out_.bytes()});
   std::uint64_t pipeline = 0;
   for (const PipelineSet& set : sets_) pipeline += set.states.bytes() + set.params_out.bytes();
+  pipeline += split_out_.bytes();
   if (pipeline > 0) out.push_back({"optimizer_pipeline", Tier::kCpu, pipeline});
   if (coordinator_->persistent_bytes() > 0)
     out.push_back({"persistent_params", Tier::kDevice, coordinator_->persistent_bytes()});

@@ -14,6 +14,9 @@
 // - The optimizer step runs where the optimizer states live: the device's Ops on the device tier,
 //   CPU Adam over host memory otherwise; NVMe-resident states stream through a three-buffer
 //   pipeline of sub-groups (read ahead, step, write behind) whose size comes from the host budget.
+//   A parameter larger than a sub-group is split into several (element ranges of its slice): its
+//   read, step and write-behind pipeline like any others', and the host budget needs room for
+//   three pieces and one copy of its new values, not three copies of its states.
 //   New parameter values go back to their tier (and to resident device copies) after the step.
 // - Checkpoints stream array by array (at most one sub-group of NVMe states in host memory).
 //
@@ -39,6 +42,7 @@
 #include "libengine/device/cpu_ops.h"
 #include "libengine/device/device.h"
 #include "libengine/io/io_engine.h"
+#include "libengine/spec/optimizer_pipeline_shape.h"
 #include "libengine/spec/zero_config.h"
 #include "libengine/zero/buffer_pool.h"
 #include "libengine/zero/model_states.h"
@@ -106,7 +110,9 @@ class PartitionedStates final : public ModelStates {
   std::string describe() const override;
 
  private:
-  // A run of whole parameters [first, last] whose optimizer states move as one NVMe extent.
+  // The optimizer states of the flat element range [flat_begin, flat_end), moved as one NVMe extent:
+  // either a run of whole parameters [first, last], or one piece of a parameter larger than a
+  // sub-group (first == last; see piece_of()).
   struct SubGroup {
     model::ParamId first = 0;
     model::ParamId last = 0;
@@ -121,6 +127,7 @@ class PartitionedStates final : public ModelStates {
     device::DeviceBuffer params_out;
     std::unique_ptr<device::Event> copies_done;  // host→device copies out of this set
     int group = -1;                              // the sub-group it holds, -1: none
+    bool carried = false;                        // group is the last step's, its write behind maybe in flight
   };
 
   PartitionedStates(const model::ParamTable& table, device::Device& device, PartitionedStatesOptions& options);
@@ -170,14 +177,14 @@ class PartitionedStates final : public ModelStates {
     const void* source = nullptr;  // host memory: the new storage-precision values
   };
   bool host_optimizer() const { return zero_.optimizer != spec::Tier::kDevice; }
-  // Splits the parameters into sub-groups of whole parameters of about `target` elements.
-  void build_groups(std::int64_t target);
+  // Takes the sub-groups spec::shape_optimizer_pipeline() cut (their flat ranges are this rank's).
+  void adopt_groups(const std::vector<spec::SubGroupRange>& ranges);
   void start_pipeline(const std::vector<std::size_t>& order, bool overlapped);
   // Moves every sub-group as far as it can go without blocking (block false: called from the
   // backward pass), or to the end (block true: the step's plan is known and the backward is over).
   Status advance_pipeline(bool block);
   // Sets the worker on the sub-group at position `position` of the order.
-  void submit_group(std::size_t position);
+  Status submit_group(std::size_t position);
   // The worker finished the sub-group at `position`: its parameters go to their tier, its states
   // back to NVMe.
   Status finish_group(std::size_t position);
@@ -186,6 +193,8 @@ class PartitionedStates final : public ModelStates {
   // Stops the pipeline after a failure or a skipped step: the worker and every I/O into the sets
   // finish first. Returns `status`.
   Status abort_pipeline(Status status);
+  // Waits for every set's writes and copies; the sets hold nothing afterwards. The first error.
+  Status finish_sets();
   Status note_committed(model::ParamId id);
   // commit() without the pipeline's bookkeeping: the gradient rounded, reduced and sent to its tier.
   Status store_gradient(model::ParamId id);
@@ -194,11 +203,27 @@ class PartitionedStates final : public ModelStates {
   struct HostStates {
     Tensor master, exp_avg, exp_avg_sq;
   };
+  // The elements [begin, begin + count) of parameter id's slice that sub-group `group` holds.
+  struct Piece {
+    std::int64_t begin = 0;
+    std::int64_t count = 0;
+  };
+  Piece piece_of(std::size_t group, model::ParamId id) const;
+  bool split(model::ParamId id) const {
+    return group_first_[static_cast<std::size_t>(id)] != group_last_[static_cast<std::size_t>(id)];
+  }
+  // Views of parameter id's piece in the sub-group a set holds.
   HostStates set_states(const PipelineSet& set, model::ParamId id) const;
   HostStates host_states(model::ParamId id) const;  // optimizer on the cpu tier
-  // Parameter id's three checkpoint arrays: (index in the layout, its values in `s`).
-  std::array<std::pair<std::size_t, std::span<float>>, 3> checkpoint_arrays_of(model::ParamId id,
-                                                                               const HostStates& s) const;
+  // Parameter id's three checkpoint arrays: the index in the layout, and `s` holding its elements
+  // from `offset` on.
+  struct CheckpointRange {
+    std::size_t index = 0;
+    std::size_t offset = 0;
+    std::span<float> values;
+  };
+  std::array<CheckpointRange, 3> checkpoint_arrays_of(model::ParamId id, const HostStates& s,
+                                                      std::int64_t offset = 0) const;
   Status after_step();
   Status track_d2h(std::size_t bytes);
 
@@ -229,7 +254,15 @@ class PartitionedStates final : public ModelStates {
 
   // The optimizer pipeline's state for the step in progress (host_optimizer() only).
   std::vector<std::size_t> overlap_order_;  // sub-groups in the order the backward pass finishes them
-  std::vector<std::size_t> group_of_;       // parameter id -> its sub-group
+  std::vector<std::size_t> group_first_;    // parameter id -> its first sub-group
+  std::vector<std::size_t> group_last_;     // ... and its last (several: a split parameter)
+  // NVMe optimizer, parameters split over several sub-groups: the new values of the split parameter
+  // being stepped, whole (each piece lands at its place; published with the last one), and the
+  // host-to-device copies out of it. Reused by the next split parameter once those are done.
+  device::DeviceBuffer split_out_;
+  std::unique_ptr<device::Event> split_out_copied_;
+  model::ParamId split_out_param_ = -1;
+  std::vector<int> pieces_left_;  // per parameter: its sub-groups not yet stepped this step
   std::vector<GroupRun> runs_;
   std::vector<PublishItem> publishing_;  // the parameters of the sub-group the worker steps
   std::vector<model::ParamId> deferred_gathers_;

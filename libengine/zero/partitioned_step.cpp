@@ -199,6 +199,7 @@ Status PartitionedStates::finish_set(PipelineSet& set) {
     if (status.is_ok()) status = std::move(written);
   }
   set.group = -1;
+  set.carried = false;
   return status;
 }
 
@@ -206,19 +207,24 @@ std::vector<CheckpointArrayInfo> PartitionedStates::checkpoint_layout() const {
   return partitioned_checkpoint_layout(table_, partition_);
 }
 
-std::array<std::pair<std::size_t, std::span<float>>, 3> PartitionedStates::checkpoint_arrays_of(
-    model::ParamId id, const HostStates& s) const {
+std::array<PartitionedStates::CheckpointRange, 3> PartitionedStates::checkpoint_arrays_of(model::ParamId id,
+                                                                                          const HostStates& s,
+                                                                                          std::int64_t offset) const {
   // standard_checkpoint_layout(): every master, then every m, then every v.
   const auto count = static_cast<std::size_t>(table_.size());
   const auto index = static_cast<std::size_t>(id);
+  const auto at = static_cast<std::size_t>(offset);
   const auto span_of = [](const Tensor& t) { return std::span<float>(t.f32(), static_cast<std::size_t>(t.numel())); };
-  return {
-      {{index, span_of(s.master)}, {count + index, span_of(s.exp_avg)}, {2 * count + index, span_of(s.exp_avg_sq)}}};
+  return {{{index, at, span_of(s.master)},
+           {count + index, at, span_of(s.exp_avg)},
+           {2 * count + index, at, span_of(s.exp_avg_sq)}}};
 }
 
 Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
-  const auto write_param = [&](model::ParamId id, const HostStates& s) -> Status {
-    for (const auto& [index, values] : checkpoint_arrays_of(id, s)) ZINF_RETURN_IF_ERROR(sink.write(index, values));
+  const auto write_param = [&](model::ParamId id, const HostStates& s, std::int64_t offset = 0) -> Status {
+    for (const CheckpointRange& range : checkpoint_arrays_of(id, s, offset)) {
+      ZINF_RETURN_IF_ERROR(sink.write(range.index, range.offset, range.values));
+    }
     return Status::ok();
   };
   switch (zero_.optimizer) {
@@ -228,12 +234,14 @@ Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
     case spec::Tier::kNvme: {
       if (nvme_) nvme_->set_phase(TrafficPhase::kOther);
       PipelineSet& set = sets_[0];
-      Status status;
+      // The last step's writes behind land first.
+      Status status = finish_sets();
       for (std::size_t g = 0; g < groups_.size() && status.is_ok(); ++g) {
         status = read_group(g, set);
         if (status.is_ok()) status = nvme_->wait(groups_[g].extent);
+        // A split parameter's arrays go piece by piece, in order.
         for (model::ParamId id = groups_[g].first; id <= groups_[g].last && status.is_ok(); ++id) {
-          status = write_param(id, set_states(set, id));
+          status = write_param(id, set_states(set, id), piece_of(g, id).begin);
         }
       }
       Status finished = finish_set(set);
@@ -266,8 +274,10 @@ Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
 }
 
 Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
-  const auto read_param = [&](model::ParamId id, const HostStates& s) -> Status {
-    for (const auto& [index, values] : checkpoint_arrays_of(id, s)) ZINF_RETURN_IF_ERROR(source.read(index, values));
+  const auto read_param = [&](model::ParamId id, const HostStates& s, std::int64_t offset = 0) -> Status {
+    for (const CheckpointRange& range : checkpoint_arrays_of(id, s, offset)) {
+      ZINF_RETURN_IF_ERROR(source.read(range.index, range.offset, range.values));
+    }
     return Status::ok();
   };
   coordinator_->invalidate();
@@ -292,12 +302,30 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
     case spec::Tier::kNvme: {
       nvme_->set_phase(TrafficPhase::kOther);
       PipelineSet& set = sets_[0];
-      Status status = finish_set(set);
+      // The last step's writes behind land before these writes of the same extents.
+      Status status = finish_sets();
+      std::vector<float> whole;  // a split parameter's master weights, gathered piece by piece
       for (std::size_t g = 0; g < groups_.size() && status.is_ok(); ++g) {
         set.group = static_cast<int>(g);
         for (model::ParamId id = groups_[g].first; id <= groups_[g].last && status.is_ok(); ++id) {
-          status = read_param(id, set_states(set, id));
-          if (status.is_ok()) status = republish(id, set_states(set, id).master);
+          const Piece piece = piece_of(g, id);
+          status = read_param(id, set_states(set, id), piece.begin);
+          if (!status.is_ok()) break;
+          if (!split(id)) {
+            status = republish(id, set_states(set, id).master);
+            continue;
+          }
+          whole.resize(static_cast<std::size_t>(partition_[id].owned));
+          std::memcpy(whole.data() + piece.begin, set_states(set, id).master.data(),
+                      static_cast<std::size_t>(piece.count) * sizeof(float));
+          if (g == group_last_[static_cast<std::size_t>(id)]) {
+            status = republish(id, Tensor(whole.data(), DType::kF32, Shape{partition_[id].owned}));
+            // `whole` is reused by the next split parameter: its copies and writes must be done.
+            if (status.is_ok()) status = coordinator_->wait_published();
+            if (status.is_ok() && !param_extents_.empty()) {
+              status = nvme_->wait(param_extents_[static_cast<std::size_t>(id)]);
+            }
+          }
         }
         const auto bytes = static_cast<std::size_t>(groups_[g].flat_end - groups_[g].flat_begin) * 12;
         if (status.is_ok()) {

@@ -372,7 +372,8 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
                  {"host_memory", "8GiB"},
                  {"max_live_bytes", "1GiB"},
                  {"prefetch_bytes", 1 << 20},
-                 {"persistence_threshold", 500}};
+                 {"persistence_threshold", 500},
+                 {"sub_group_size", 1 << 24}};
   const Scenario offloaded = parse_scenario(doc, "s.json", test_resolver).value();
   CHECK(offloaded.zero.stage == 3);  // a zero section without a stage is the partitioned engine
   CHECK(offloaded.zero.params == Tier::kNvme);
@@ -383,6 +384,7 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
   CHECK(offloaded.zero.max_live_bytes == (1ull << 30));
   CHECK(offloaded.zero.prefetch_bytes == (1ull << 20));
   CHECK(offloaded.zero.persistence_threshold == 500);
+  CHECK(offloaded.zero.sub_group_size == (1 << 24));
   CHECK(parse_scenario(to_json(offloaded), "echo.json", test_resolver).value() == offloaded);
   // The placement is not part of the fingerprint: a checkpoint resumes under another placement.
   CHECK(fingerprint(offloaded) == fingerprint(plain));
@@ -421,6 +423,8 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
       {{{"host_memory", "lots"}}, "scenario.zero.host_memory: 'lots'"},
       {{{"max_live_bytes", -5}}, "scenario.zero.max_live_bytes:"},
       {{{"persistence_threshold", -1}}, "scenario.zero.persistence_threshold: expected a number of elements"},
+      {{{"sub_group_size", 1.5}},
+       "scenario.zero.sub_group_size: expected a number of elements in 0..2^40 (0: derived), found 1.5 (number)"},
       {{{"prefetch", 1}}, "scenario.zero.prefetch: unknown field"},
   };
   for (const Case& c : cases) {

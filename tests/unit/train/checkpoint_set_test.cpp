@@ -31,7 +31,10 @@ float expected(std::size_t index, std::int64_t element) {
 }
 
 // Writes a complete set of `world` shards (or a plain file at world 1) of step `step` into `dir`.
-void write_set(const fs::path& dir, const model::ParamTable& table, int world, std::int64_t step, int keep_last) {
+// `piece` > 0: each parameter's master, m and v go in ranges of `piece` elements, interleaved (as
+// the engine writes a parameter split over several optimizer sub-groups).
+void write_set(const fs::path& dir, const model::ParamTable& table, int world, std::int64_t step, int keep_last,
+               std::int64_t piece = 0) {
   CheckpointMeta meta;
   meta.step = step;
   meta.fingerprint = "fp";
@@ -41,19 +44,27 @@ void write_set(const fs::path& dir, const model::ParamTable& table, int world, s
     const std::vector<zero::CheckpointArrayInfo> layout = zero::partitioned_checkpoint_layout(table, partition);
     auto writer = CheckpointWriter::create(dir, meta, layout, world > 1 ? shard_file_name(step, rank, world) : "");
     REQUIRE(writer.is_ok());
-    for (std::size_t index = 0; index < layout.size(); ++index) {
-      const zero::ParamSlice& slice = partition[static_cast<model::ParamId>(index % count)];
-      std::vector<float> values(static_cast<std::size_t>(slice.owned));
-      for (std::int64_t i = 0; i < slice.owned; ++i)
-        values[static_cast<std::size_t>(i)] = expected(index, slice.begin + i);
-      REQUIRE(writer.value()->write(index, values).is_ok());
+    for (std::size_t id = 0; id < count; ++id) {
+      const zero::ParamSlice& slice = partition[static_cast<model::ParamId>(id)];
+      const std::int64_t step_size = piece > 0 ? piece : std::max<std::int64_t>(1, slice.owned);
+      for (std::int64_t begin = 0; begin < std::max<std::int64_t>(1, slice.owned); begin += step_size) {
+        const std::int64_t n = std::min(step_size, slice.owned - begin);
+        for (std::size_t index = id; index < layout.size(); index += count) {
+          std::vector<float> values(static_cast<std::size_t>(std::max<std::int64_t>(0, n)));
+          for (std::int64_t i = 0; i < n; ++i)
+            values[static_cast<std::size_t>(i)] = expected(index, slice.begin + begin + i);
+          REQUIRE(writer.value()->write(index, static_cast<std::size_t>(begin), values).is_ok());
+        }
+      }
     }
     REQUIRE(writer.value()->commit(world > 1 ? 0 : keep_last).is_ok());
   }
   if (world > 1) REQUIRE(commit_checkpoint_set(dir, step, world, "fp", keep_last).is_ok());
 }
 
-void check_reads(const fs::path& dir, const model::ParamTable& table, int written_world, int read_world) {
+// `piece` > 0: read as write_set() writes with it, in interleaved ranges.
+void check_reads(const fs::path& dir, const model::ParamTable& table, int written_world, int read_world,
+                 std::int64_t piece = 0) {
   auto set = latest_checkpoint_set(dir);
   REQUIRE(set.is_ok());
   REQUIRE(set.value().has_value());
@@ -64,14 +75,20 @@ void check_reads(const fs::path& dir, const model::ParamTable& table, int writte
     auto source = ShardedCheckpointSource::open(*set.value(), table, partition);
     REQUIRE(source.is_ok());
     CHECK(source.value()->meta().fingerprint == "fp");
-    for (std::size_t index = 0; index < 3 * count; ++index) {
-      const zero::ParamSlice& slice = partition[static_cast<model::ParamId>(index % count)];
-      std::vector<float> values(static_cast<std::size_t>(slice.owned), -1.0f);
-      REQUIRE(source.value()->read(index, values).is_ok());
-      for (std::int64_t i = 0; i < slice.owned; ++i) {
-        INFO("written at " << written_world << ", read at " << read_world << " rank " << rank << ", array " << index
-                           << ", element " << slice.begin + i);
-        REQUIRE(values[static_cast<std::size_t>(i)] == expected(index, slice.begin + i));
+    for (std::size_t id = 0; id < count; ++id) {
+      const zero::ParamSlice& slice = partition[static_cast<model::ParamId>(id)];
+      const std::int64_t step_size = piece > 0 ? piece : std::max<std::int64_t>(1, slice.owned);
+      for (std::int64_t begin = 0; begin < std::max<std::int64_t>(1, slice.owned); begin += step_size) {
+        const std::int64_t n = std::max<std::int64_t>(0, std::min(step_size, slice.owned - begin));
+        for (std::size_t index = id; index < 3 * count; index += count) {
+          std::vector<float> values(static_cast<std::size_t>(n), -1.0f);
+          REQUIRE(source.value()->read(index, static_cast<std::size_t>(begin), values).is_ok());
+          for (std::int64_t i = 0; i < n; ++i) {
+            INFO("written at " << written_world << ", read at " << read_world << " rank " << rank << ", array " << index
+                               << ", element " << slice.begin + begin + i);
+            REQUIRE(values[static_cast<std::size_t>(i)] == expected(index, slice.begin + begin + i));
+          }
+        }
       }
     }
   }
@@ -81,9 +98,13 @@ TEST_CASE("checkpoint sets: written at 1, 2, 3 or 4 ranks, read back at every ot
   const model::ParamTable table = make_table();
   for (const int written : {1, 2, 3, 4}) {
     for (const int read : {1, 2, 3, 4, 8}) {
-      TempDir dir;
-      write_set(dir.path(), table, written, 5, 2);
-      check_reads(dir.path(), table, written, read);
+      // Whole arrays, and arrays in interleaved ranges of 7 written and of 13 read (split parameters).
+      for (const auto& [write_piece, read_piece] : {std::pair{0, 0}, std::pair{7, 13}, std::pair{0, 13}}) {
+        INFO("ranges written " << write_piece << ", read " << read_piece);
+        TempDir dir;
+        write_set(dir.path(), table, written, 5, 2, write_piece);
+        check_reads(dir.path(), table, written, read, read_piece);
+      }
     }
   }
 }

@@ -399,3 +399,91 @@ TEST_CASE("bad save arguments are refused before anything is written") {
 
 }  // namespace
 }  // namespace zinf::train
+
+namespace zinf::train {
+namespace {
+
+// Arrays written and read in ranges (a parameter whose optimizer states are split over several
+// sub-groups): the same bytes and CRC as a whole write; ranges out of order are refused; a damaged
+// array is caught when the range that ends it is read.
+TEST_CASE("checkpoint arrays in ranges: back to back from 0, same file as whole writes, CRC checked at the end") {
+  TempDir tmp;
+  const std::vector<float> wte = random_bits(1008, 1);
+  const std::vector<zero::CheckpointArrayInfo> layout = {{"master/wte", 1008}, {"adam_m/wte", 1008}};
+  const auto write_ranged = [&](const fs::path& dir) {
+    auto writer = CheckpointWriter::create(dir, sample_meta(3), layout);
+    REQUIRE(writer.is_ok());
+    // Interleaved: master [0, 300), m [0, 300), master [300, 1000), m [300, 1000).
+    for (const auto& [begin, end] : {std::pair{0, 300}, std::pair{300, 1008}}) {
+      for (std::size_t index : {0, 1}) {
+        const std::span<const float> part(wte.data() + begin, static_cast<std::size_t>(end - begin));
+        REQUIRE(writer.value()->write(index, static_cast<std::size_t>(begin), part).is_ok());
+      }
+    }
+    REQUIRE(writer.value()->commit(0).is_ok());
+  };
+  const fs::path ranged = fs::path(tmp.path()) / "ranged";
+  const fs::path whole = fs::path(tmp.path()) / "whole";
+  write_ranged(ranged);
+  {
+    auto writer = CheckpointWriter::create(whole, sample_meta(3), layout);
+    REQUIRE(writer.is_ok());
+    REQUIRE(writer.value()->write(0, wte).is_ok());
+    REQUIRE(writer.value()->write(1, wte).is_ok());
+    REQUIRE(writer.value()->commit(0).is_ok());
+  }
+  const auto bytes_of = [](const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  };
+  CHECK(bytes_of(checkpoint_path(ranged, 3)) == bytes_of(checkpoint_path(whole, 3)));
+
+  SECTION("read back in ranges") {
+    auto reader = CheckpointReader::open(checkpoint_path(ranged, 3), layout);
+    REQUIRE(reader.is_ok());
+    std::vector<float> got(1008, -1.0f);
+    REQUIRE(reader.value()->read(0, 0, std::span<float>(got.data(), 1007)).is_ok());
+    REQUIRE(reader.value()->read(0, 1007, std::span<float>(got.data() + 1007, 1)).is_ok());
+    CHECK(std::memcmp(got.data(), wte.data(), 4032) == 0);
+    // Out of order: a gap, and past the end.
+    std::vector<float> part(10);
+    const Status gap = reader.value()->read(1, 10, part);
+    CHECK(gap.code() == ErrorCode::kInvalidArgument);
+    CHECK(gap.message().find("'adam_m/wte'") != std::string::npos);
+    CHECK(reader.value()->read(1, 0, std::span<float>(got.data(), 1008)).is_ok());
+    CHECK(reader.value()->read(1, 1003, part).code() == ErrorCode::kInvalidArgument);
+  }
+  SECTION("a damaged array is caught by the range that ends it") {
+    flip_byte(checkpoint_path(ranged, 3),
+              fs::file_size(checkpoint_path(ranged, 3)) - 1);  // adam_m's last byte (4032 bytes: no padding after it)
+    auto reader = CheckpointReader::open(checkpoint_path(ranged, 3), layout);
+    REQUIRE(reader.is_ok());
+    std::vector<float> got(1008);
+    CHECK(reader.value()->read(1, 0, std::span<float>(got.data(), 500)).is_ok());
+    const Status last = reader.value()->read(1, 500, std::span<float>(got.data() + 500, 508));
+    CHECK(last.code() == ErrorCode::kIoError);
+    CHECK(last.message().find("array 'adam_m/wte' failed its CRC-32C check") != std::string::npos);
+  }
+  SECTION("writes out of order, twice or incomplete are refused") {
+    auto writer = CheckpointWriter::create(fs::path(tmp.path()) / "bad", sample_meta(3), layout);
+    REQUIRE(writer.is_ok());
+    const std::span<const float> first(wte.data(), 100);
+    CHECK(writer.value()->write(0, 100, first).code() == ErrorCode::kInvalidArgument);  // a gap before it
+    REQUIRE(writer.value()->write(0, 0, first).is_ok());
+    // Past the end: 909 elements from element 100 of 1008.
+    CHECK(writer.value()->write(0, 100, std::span<const float>(wte.data() + 99, 909)).code() ==
+          ErrorCode::kInvalidArgument);
+    REQUIRE(writer.value()->write(0, 100, std::span<const float>(wte.data() + 100, 908)).is_ok());
+    const Status twice = writer.value()->write(0, 0, first);
+    CHECK(twice.code() == ErrorCode::kInvalidArgument);
+    CHECK(twice.message().find("written twice") != std::string::npos);
+    REQUIRE(writer.value()->write(1, 0, first).is_ok());
+    const Result<fs::path> committed = writer.value()->commit(0);  // adam_m has 100 of 1008
+    REQUIRE_FALSE(committed.is_ok());
+    CHECK(committed.status().message().find("'adam_m/wte' was never written whole (100 of 1008 elements)") !=
+          std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace zinf::train

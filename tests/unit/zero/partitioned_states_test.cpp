@@ -165,6 +165,55 @@ TEST_CASE("partitioned states: the optimizer overlapped with the backward pass g
   }
 }
 
+// Losses and the engine's sub-group count of one run.
+std::vector<double> train_losses_counting_groups(const json& document, std::size_t& sub_groups) {
+  Result<std::unique_ptr<train::TrainSession>> session = train::TrainSession::create(parse(document), false);
+  INFO(session.status().message());
+  REQUIRE(session.is_ok());
+  const auto* states = dynamic_cast<const zero::PartitionedStates*>(&session.value()->states());
+  REQUIRE(states != nullptr);
+  sub_groups = states->sub_group_count();
+  LossRecorder recorder;
+  Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
+  INFO(outcome.status().message());
+  REQUIRE(outcome.is_ok());
+  return recorder.losses;
+}
+
+TEST_CASE("partitioned states: parameters split over several sub-groups step to the same bits, overlapped or not") {
+  // zero.sub_group_size 1000 cuts every weight matrix of the tiny model (up to 16384 elements) into
+  // pieces: their states move, step and publish piece by piece.
+  const TempDir nvme;
+  for (const std::string precision : {"fp32", "bf16"}) {
+    for (const bool clipping : {true, false}) {
+      json base = tiny_scenario(precision, true, 1);
+      if (!clipping) base["optimizer"]["grad_clip"] = 0.0;
+      const std::vector<double> reference = train_losses(base);
+      REQUIRE(reference.size() == 20);
+      for (const Placement& placement : kPlacements) {
+        if (std::string(placement.optimizer) == "device") continue;
+        for (const bool overlap : {false, true}) {
+          INFO(precision << ", clipping " << clipping << ", overlap " << overlap << ": params " << placement.params
+                         << ", optimizer " << placement.optimizer);
+          json document = with_zero(base, placement, nvme.path());
+          document["zero"]["overlap_optimizer"] = overlap;
+          document["zero"]["sub_group_size"] = 1000;
+          std::size_t sub_groups = 0;
+          const std::vector<double> losses = train_losses_counting_groups(document, sub_groups);
+          // More sub-groups than parameters: some were split.
+          CHECK(sub_groups > 30);
+          REQUIRE(losses.size() == reference.size());
+          for (std::size_t step = 0; step < losses.size(); ++step) {
+            INFO("step " << step);
+            CHECK(std::memcmp(&losses[step], &reference[step], sizeof(double)) == 0);
+          }
+          CHECK(std::filesystem::is_empty(nvme.path()));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("partitioned states: fp16 with dynamic loss scaling skips the same steps and matches ZeRO-0") {
   const TempDir nvme;
   json base = tiny_scenario("fp16", false, 1);
@@ -235,18 +284,26 @@ TEST_CASE("partitioned states: resume from a checkpoint of NVMe-resident states 
 
   base["checkpoint"] = {{"dir", checkpoints.path()}, {"every", 7}, {"keep_last", 2}};
   {
-    auto session = train::TrainSession::create(parse(base), true, /*stop_after=*/7);
+    // Saved piece by piece: split parameters.
+    json split = base;
+    split["zero"]["sub_group_size"] = 1000;
+    auto session = train::TrainSession::create(parse(split), true, /*stop_after=*/7);
     REQUIRE(session.is_ok());
     LossRecorder first;
     REQUIRE(session.value()->trainer().run(first).is_ok());
     REQUIRE(first.losses.size() == 7);
   }
-  // The rest of the run, resumed under another placement: checkpoints are placement-free.
-  for (const Placement& placement : {Placement{"nvme", "nvme"}, Placement{"cpu", "cpu"}}) {
+  // The rest of the run, resumed under another placement: checkpoints are placement-free. With a
+  // small zero.sub_group_size the parameters' states are read piece by piece (and were written
+  // whole): checkpoints do not depend on the sub-groups either.
+  for (const auto& [placement, sub_group_size] :
+       {std::pair{Placement{"nvme", "nvme"}, 0}, std::pair{Placement{"cpu", "cpu"}, 0},
+        std::pair{Placement{"nvme", "nvme"}, 1000}}) {
     // Each resumed run writes its own last checkpoint: it starts from a copy of the step-7 one.
     const TempDir copy;
     std::filesystem::copy(checkpoints.path(), copy.path());
     json resumed = with_zero(tiny_scenario("bf16", false, 1), placement, nvme.path());
+    if (sub_group_size > 0) resumed["zero"]["sub_group_size"] = sub_group_size;
     resumed["checkpoint"] = base["checkpoint"];
     resumed["checkpoint"]["dir"] = copy.path();
     auto session = train::TrainSession::create(parse(resumed), true);
@@ -258,7 +315,7 @@ TEST_CASE("partitioned states: resume from a checkpoint of NVMe-resident states 
     CHECK(outcome.value().first_step == 7);
     REQUIRE(rest.losses.size() == 13);
     for (std::size_t i = 0; i < rest.losses.size(); ++i) {
-      INFO(placement.params << " step " << 7 + i);
+      INFO(placement.params << ", sub_group_size " << sub_group_size << " step " << 7 + i);
       CHECK(std::memcmp(&rest.losses[i], &uninterrupted[7 + i], sizeof(double)) == 0);
     }
   }
