@@ -191,6 +191,12 @@ Result<ZeroConfig> zero_config_from_deepspeed(const ResolvedDeepSpeed& resolved,
     if (zero.params == Tier::kNvme)
       zero.prefetch_bytes = bytes_of(c.offload_param.buffer_count * c.offload_param.buffer_size);
   }
+  // A sub-group size below the model caps zinf's sub-groups (an offloaded optimizer); DeepSpeed's
+  // default 1e9 and anything at least the model leave them derived.
+  if (zero.optimizer != Tier::kDevice && c.sub_group_size.value &&
+      static_cast<std::uint64_t>(*c.sub_group_size.value) < model_params) {
+    zero.sub_group_size = *c.sub_group_size.value;
+  }
   return zero;
 }
 

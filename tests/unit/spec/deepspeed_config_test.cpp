@@ -228,6 +228,26 @@ TEST_CASE("cpu_checkpointing with partition_activations keeps the checkpoints in
   REQUIRE(zero.is_ok());
   CHECK(zero->activations == Tier::kCpu);
   CHECK(zero->placement()[StateKind::kActivations] == Tier::kCpu);
+  CHECK(zero->sub_group_size == 0);  // not given: derived
+}
+
+TEST_CASE("sub_group_size below the model caps zinf's sub-groups; at least the model leaves them derived") {
+  for (const auto& [given, expected] :
+       {std::pair{std::int64_t{5000}, std::int64_t{5000}}, std::pair{std::int64_t{100'000}, std::int64_t{0}},
+        std::pair{std::int64_t{1'000'000'000}, std::int64_t{0}}}) {
+    nlohmann::json doc =
+        nlohmann::json::parse(R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}})");
+    doc["zero_optimization"]["sub_group_size"] = given;
+    const Result<DeepSpeedConfig> config = parse_deepspeed_config(doc, "ds_config");
+    REQUIRE(config.is_ok());
+    DsAutoSources sources;
+    sources.hidden = 64;
+    const Result<ZeroConfig> zero =
+        zero_config_from_deepspeed(resolve(config.value(), sources), 2, 100'000, "ds_config");
+    REQUIRE(zero.is_ok());
+    INFO("sub_group_size " << given);
+    CHECK(zero->sub_group_size == expected);
+  }
 }
 
 TEST_CASE("a scenario's deepspeed field builds its zero section and fills what the scenario leaves out") {
