@@ -61,10 +61,17 @@ spec::Scenario parse(const json& document) {
   return scenario.value();
 }
 
-std::vector<double> train_losses(const json& document, std::vector<zero::EngineStats>* engine = nullptr) {
+// The losses of a run; its engine figures per step and its optimizer sub-group count when asked for.
+std::vector<double> train_losses(const json& document, std::vector<zero::EngineStats>* engine = nullptr,
+                                 std::size_t* sub_groups = nullptr) {
   Result<std::unique_ptr<train::TrainSession>> session = train::TrainSession::create(parse(document), false);
   INFO(session.status().message());
   REQUIRE(session.is_ok());
+  if (sub_groups != nullptr) {
+    const auto* states = dynamic_cast<const zero::PartitionedStates*>(&session.value()->states());
+    REQUIRE(states != nullptr);
+    *sub_groups = states->sub_group_count();
+  }
   LossRecorder recorder;
   Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
   INFO(outcome.status().message());
@@ -118,7 +125,11 @@ TEST_CASE("partitioned states: every placement trains bit for bit like ZeRO-0") 
   }
 }
 
-TEST_CASE("partitioned states: the optimizer overlapped with the backward pass gives the same bits, clipped or not") {
+// zero.sub_group_size 1000 cuts every weight matrix of the tiny model (up to 16384 elements) into
+// pieces: their states move, step, publish and are checkpointed piece by piece.
+TEST_CASE(
+    "partitioned states: the optimizer overlapped with the backward pass gives the same bits, clipped or not, "
+    "whole or split into pieces") {
   const TempDir nvme;
   for (const std::string precision : {"fp32", "bf16"}) {
     for (const bool clipping : {true, false}) {
@@ -128,13 +139,18 @@ TEST_CASE("partitioned states: the optimizer overlapped with the backward pass g
       REQUIRE(reference.size() == 20);
       for (const Placement& placement : kPlacements) {
         if (std::string(placement.optimizer) == "device") continue;  // the overlap is the host optimizer's
-        for (const bool overlap : {false, true}) {
-          INFO(precision << ", clipping " << clipping << ", overlap " << overlap << ": params " << placement.params
-                         << ", optimizer " << placement.optimizer);
+        for (const auto& [overlap, sub_group_size] :
+             {std::pair{false, 0}, std::pair{true, 0}, std::pair{false, 1000}, std::pair{true, 1000}}) {
+          INFO(precision << ", clipping " << clipping << ", overlap " << overlap << ", sub_group_size "
+                         << sub_group_size << ": params " << placement.params << ", optimizer " << placement.optimizer);
           json document = with_zero(base, placement, nvme.path());
           document["zero"]["overlap_optimizer"] = overlap;
+          if (sub_group_size > 0) document["zero"]["sub_group_size"] = sub_group_size;
           std::vector<zero::EngineStats> engine;
-          const std::vector<double> losses = train_losses(document, &engine);
+          std::size_t sub_groups = 0;
+          const std::vector<double> losses = train_losses(document, &engine, &sub_groups);
+          // Split: more sub-groups than the model has parameters (28).
+          if (sub_group_size > 0) CHECK(sub_groups > 30);
           REQUIRE(losses.size() == reference.size());
           for (std::size_t step = 0; step < losses.size(); ++step) {
             INFO("step " << step);
@@ -159,55 +175,6 @@ TEST_CASE("partitioned states: the optimizer overlapped with the backward pass g
           if (std::string(placement.optimizer) == "nvme" && std::string(placement.params) != "nvme") {
             CHECK((states_read_early > 0) == overlap);
           }
-        }
-      }
-    }
-  }
-}
-
-// Losses and the engine's sub-group count of one run.
-std::vector<double> train_losses_counting_groups(const json& document, std::size_t& sub_groups) {
-  Result<std::unique_ptr<train::TrainSession>> session = train::TrainSession::create(parse(document), false);
-  INFO(session.status().message());
-  REQUIRE(session.is_ok());
-  const auto* states = dynamic_cast<const zero::PartitionedStates*>(&session.value()->states());
-  REQUIRE(states != nullptr);
-  sub_groups = states->sub_group_count();
-  LossRecorder recorder;
-  Result<train::TrainOutcome> outcome = session.value()->trainer().run(recorder);
-  INFO(outcome.status().message());
-  REQUIRE(outcome.is_ok());
-  return recorder.losses;
-}
-
-TEST_CASE("partitioned states: parameters split over several sub-groups step to the same bits, overlapped or not") {
-  // zero.sub_group_size 1000 cuts every weight matrix of the tiny model (up to 16384 elements) into
-  // pieces: their states move, step and publish piece by piece.
-  const TempDir nvme;
-  for (const std::string precision : {"fp32", "bf16"}) {
-    for (const bool clipping : {true, false}) {
-      json base = tiny_scenario(precision, true, 1);
-      if (!clipping) base["optimizer"]["grad_clip"] = 0.0;
-      const std::vector<double> reference = train_losses(base);
-      REQUIRE(reference.size() == 20);
-      for (const Placement& placement : kPlacements) {
-        if (std::string(placement.optimizer) == "device") continue;
-        for (const bool overlap : {false, true}) {
-          INFO(precision << ", clipping " << clipping << ", overlap " << overlap << ": params " << placement.params
-                         << ", optimizer " << placement.optimizer);
-          json document = with_zero(base, placement, nvme.path());
-          document["zero"]["overlap_optimizer"] = overlap;
-          document["zero"]["sub_group_size"] = 1000;
-          std::size_t sub_groups = 0;
-          const std::vector<double> losses = train_losses_counting_groups(document, sub_groups);
-          // More sub-groups than parameters: some were split.
-          CHECK(sub_groups > 30);
-          REQUIRE(losses.size() == reference.size());
-          for (std::size_t step = 0; step < losses.size(); ++step) {
-            INFO("step " << step);
-            CHECK(std::memcmp(&losses[step], &reference[step], sizeof(double)) == 0);
-          }
-          CHECK(std::filesystem::is_empty(nvme.path()));
         }
       }
     }
