@@ -174,21 +174,20 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
     target = std::min(target, std::ceil(elements / static_cast<double>(kMinSubGroups)));
     target = std::max(target, static_cast<double>(largest));
     // Whole parameters packed in table order, as the engine cuts its sub-groups.
-    double widest = 0, width = 0;
-    std::int64_t groups = 0;
+    std::vector<double> widths{0.0};
     for (std::size_t i = 0; i < numels.size(); ++i) {
       const double n = static_cast<double>(numels[i]);
-      if (i > 0 && width > 0 && width + n > target) {
-        widest = std::max(widest, width);
-        ++groups;
-        width = 0;
-      }
-      width += n;
+      if (i > 0 && widths.back() > 0 && widths.back() + n > target) widths.push_back(0.0);
+      widths.back() += n;
     }
-    widest = std::max(widest, width);
-    ++groups;
+    const auto groups = static_cast<std::int64_t>(widths.size());
+    const double widest = *std::max_element(widths.begin(), widths.end());
     out.sub_groups = groups;
-    pipeline_elements = widest * static_cast<double>(std::min<std::int64_t>(kPipelineSets, groups));
+    const std::int64_t held = std::min<std::int64_t>(kPipelineSets, groups);
+    pipeline_elements = widest * static_cast<double>(held);
+    // Before the first update the sets hold the first sub-groups of the overlapped order, the last
+    // ones of the table (the backward pass finishes them first); the others are read after it.
+    out.optimizer_read_ahead = std::accumulate(widths.end() - held, widths.end(), 0.0) / elements;
     add(out.host_items, out.host_peak_bytes, "optimizer pipeline", pipeline_elements * per_element);
     add(out.nvme_items, out.nvme_peak_bytes, "master params, Adam m and v", elements * kOptimizerNvmeBytesPerElement);
   }
@@ -247,6 +246,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   options.norm_before_step = scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16;
   options.optimizer_on_host = host_optimizer;
   options.sub_groups = out.sub_groups > 0 ? static_cast<double>(out.sub_groups) : kMinSubGroups;
+  options.read_ahead = out.optimizer_read_ahead;
   out.step = schedule_step(loads, options);
   return out;
 }

@@ -25,7 +25,9 @@
 //    matmul peak; CPU Adam streams 28 bytes per element at the measured memory bandwidth (on the CPU
 //    backend it shares the compute cores); copies at memory bandwidth (CPU backend) or PCIe; NVMe at
 //    the measured drive bandwidth. The phases follow schedule_model.h (zinf's schedule when
-//    zero.overlap_optimizer, DeepSpeed's otherwise).
+//    zero.overlap_optimizer, DeepSpeed's otherwise); when the step needs the gradient norm first,
+//    only the optimizer reads the three pipeline sets hold run ahead of it, the rest is read
+//    between the updates.
 // Not modelled: several ranks (collectives), the CUDA context and allocator slack, fragmentation.
 #pragma once
 
@@ -70,6 +72,9 @@ struct EnginePrediction {
   std::uint64_t max_live_bytes = 0;
   std::uint64_t prefetch_bytes = 0;
   std::int64_t sub_groups = 0;
+  // Optimizer states on NVMe: the share of their reads the host pipeline sets take before the first
+  // update (the first min(3, sub_groups) sub-groups of the overlapped order); 1 otherwise.
+  double optimizer_read_ahead = 1.0;
   double activation_bytes = 0;
 };
 

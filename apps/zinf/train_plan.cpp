@@ -179,6 +179,7 @@ json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& har
            {{"max_live_bytes", p.max_live_bytes},
             {"prefetch_bytes", p.prefetch_bytes},
             {"sub_groups", p.sub_groups},
+            {"optimizer_read_ahead", p.optimizer_read_ahead},
             {"activation_bytes", p.activation_bytes}}},
           {"memory_items",
            {{"device", items_json(p.device_items)},
