@@ -62,15 +62,23 @@ double model_activation_bytes(const spec::Scenario& scenario, std::size_t comput
   return ids + inputs + kept * block + final_norm + logits + workspace;
 }
 
-double scenario_flops_per_step(const spec::Scenario& scenario) {
+ForwardFlops scenario_forward_flops(const spec::Scenario& scenario) {
   const spec::ModelShape& s = scenario.shape;
   const double b = static_cast<double>(scenario.batch), t = static_cast<double>(scenario.seq);
   const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
-  const double v = static_cast<double>(s.vocab), l = static_cast<double>(s.layers);
-  const double matmul_macs = b * t * (l * (4.0 * c * c + 2.0 * c * f) + v * c);
-  const double attention_macs = l * b * t * t * c;
-  const double forward = 2.0 * (matmul_macs + attention_macs);
-  return forward * (scenario.activation_checkpointing ? 4.0 : 3.0);
+  const double v = static_cast<double>(s.vocab);
+  // 2 FLOPs per multiply-accumulate: qkv 3C², attention proj C², fc and mlp proj C·F per token; QKᵀ
+  // and PV B·T²·C together (causal halves); the head V·C per token.
+  return {2.0 * (b * t * (4.0 * c * c + 2.0 * c * f) + b * t * t * c), 2.0 * b * t * v * c};
+}
+
+double scenario_flops_per_step(const spec::Scenario& scenario) {
+  const ForwardFlops fwd = scenario_forward_flops(scenario);
+  const double layers = static_cast<double>(scenario.shape.layers);
+  const double forward = layers * fwd.block + fwd.head;
+  // The recompute: every block but the last, whose activations are still there (gpt.cpp).
+  const double recompute = scenario.activation_checkpointing ? std::max(0.0, layers - 1.0) * fwd.block : 0.0;
+  return 3.0 * forward + recompute;
 }
 
 EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHardware& hw) {
@@ -214,7 +222,8 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
 
   // Time per phase and resource.
   const double flops = scenario_flops_per_step(scenario);
-  const double forward_flops = flops / (scenario.activation_checkpointing ? 4.0 : 3.0);
+  const ForwardFlops fwd = scenario_forward_flops(scenario);
+  const double forward_flops = static_cast<double>(scenario.shape.layers) * fwd.block + fwd.head;
   out.compute_seconds = flops / hw.compute_flops;
   PhaseLoads loads;
   loads.at(Phase::kForward)[kCompute] = forward_flops / hw.compute_flops;

@@ -21,7 +21,7 @@
 //    at the turn (max_live_bytes); gradients cross device->host once; NVMe optimizer states are read
 //    and written once (12 bytes per element each way), NVMe parameters read as they are fetched and
 //    written after the step;
-//  - time: compute = the model's FLOPs (forward, backward, and the recompute) at the measured
+//  - time: compute = the model's FLOPs (forward, backward, and the recompute of layers - 1 blocks) at the measured
 //    matmul peak; CPU Adam streams 28 bytes per element at the measured memory bandwidth (on the CPU
 //    backend it shares the compute cores); copies at memory bandwidth (CPU backend) or PCIe; NVMe at
 //    the measured drive bandwidth. The phases follow schedule_model.h (zinf's schedule when
@@ -85,8 +85,17 @@ std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape);
 // Bytes of the model's activation buffers on the device (gpt.cpp's layout).
 double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes);
 
-// FLOPs of one step: 3x the forward's 2·MACs (matmuls, attention, head), plus one more forward with
-// activation checkpointing (the recompute).
+// FLOPs (2 per multiply-accumulate) of one forward pass: per block (its four matmuls and causal
+// attention) and of the head.
+struct ForwardFlops {
+  double block = 0;
+  double head = 0;
+};
+ForwardFlops scenario_forward_flops(const spec::Scenario& scenario);
+
+// FLOPs of one step: 3x the forward's (forward, backward = 2x), plus with activation checkpointing
+// the recompute of every block but the last (the model keeps the last block's activations from the
+// forward pass and never recomputes the head).
 double scenario_flops_per_step(const spec::Scenario& scenario);
 
 EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHardware& hardware);

@@ -44,9 +44,15 @@ TEST_CASE("the engine model's activation bytes, parameters and FLOPs are the GPT
       for (model::ParamId id = 0; id < table.size(); ++id) {
         CHECK(numels[static_cast<std::size_t>(id)] == static_cast<std::int64_t>(table[id].numel));
       }
-      // The model counts forward + backward; the recompute adds one more forward (a third of it).
-      CHECK(scenario_flops_per_step(scenario) ==
-            Approx(gpt.value()->flops_per_step() * (checkpointing ? 4.0 / 3.0 : 1.0)));
+      // The model counts forward + backward (3 forwards); the recompute adds the forward of every
+      // block but the last: (layers - 1) / layers of the forward less the head's 2·B·T·V·C.
+      const double forward = gpt.value()->flops_per_step() / 3.0;
+      const double head = 2.0 * batch * seq * vocab * hidden;
+      const double recompute = checkpointing ? (forward - head) * (layers - 1) / layers : 0.0;
+      CHECK(scenario_flops_per_step(scenario) == Approx(gpt.value()->flops_per_step() + recompute));
+      const ForwardFlops fwd = scenario_forward_flops(scenario);
+      CHECK(layers * fwd.block + fwd.head == Approx(forward));
+      CHECK(fwd.head == Approx(head));
     }
   }
 }
