@@ -41,6 +41,12 @@ std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape) {
   return out;
 }
 
+double block_elements(const spec::ModelShape& shape) {
+  const std::vector<std::int64_t> numels = parameter_numels(shape);
+  if (shape.layers == 0) return 0.0;
+  return static_cast<double>(std::accumulate(numels.begin() + 2, numels.begin() + 14, std::int64_t{0}));
+}
+
 double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes) {
   const spec::ModelShape& s = scenario.shape;
   const double e = static_cast<double>(compute_dtype_bytes);
@@ -154,9 +160,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
     }
     // Gradients leave the backward pass one block (or the largest parameter: the tied embedding)
     // at a time: its fp32 buffers and, mixed, their rounded copies travel to the host together.
-    const double block_elements =
-        static_cast<double>(std::accumulate(numels.begin() + 2, numels.begin() + 14, std::int64_t{0}));
-    const double unit = std::max(block_elements, static_cast<double>(largest));
+    const double unit = std::max(block_elements(scenario.shape), static_cast<double>(largest));
     if (grads_tier != Tier::kDevice || mixed) {
       add(out.device_items, out.device_peak_bytes, "fp32 gradient buffers and their rounded copies",
           std::max(unit * (4.0 + (mixed ? half : 0.0)), largest_fp32));
@@ -232,9 +236,25 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   const double forward_fetch = std::min(out.host_to_device_bytes, offloaded);
   const double backward_fetch = out.host_to_device_bytes - forward_fetch;
   const double copy_bw = hw.host_device_bandwidth > 0 ? hw.host_device_bandwidth : hw.memory_bandwidth;
-  loads.at(Phase::kForward)[kHostToDevice] = forward_fetch / copy_bw;
-  loads.at(Phase::kBackward)[kHostToDevice] = backward_fetch / copy_bw;
-  loads.at(Phase::kBackward)[kDeviceToHost] = out.device_to_host_bytes / copy_bw;
+  // On the CPU backend a host<->device copy is a memcpy on the same cores as the kernels: it takes
+  // them from the compute rather than running beside it.
+  const std::size_t h2d = hw.compute_on_host ? kCompute : kHostToDevice;
+  const std::size_t d2h = hw.compute_on_host ? kCompute : kDeviceToHost;
+  loads.at(Phase::kForward)[h2d] += forward_fetch / copy_bw;
+  loads.at(Phase::kBackward)[h2d] += backward_fetch / copy_bw;
+  loads.at(Phase::kBackward)[d2h] += out.device_to_host_bytes / copy_bw;
+  // fp32 kernels over half-precision parameters (the CPU backend): every acquire converts the
+  // parameter into an fp32 view (2 bytes read, 4 written per element) — all of them in the forward
+  // pass, all again in the backward pass plus the recomputed blocks' (every block but the last).
+  if (partitioned && mixed && compute_bytes == 4) {
+    const double layers = static_cast<double>(scenario.shape.layers);
+    const double recomputed =
+        scenario.activation_checkpointing ? std::max(0.0, layers - 1.0) * block_elements(scenario.shape) : 0.0;
+    const double per_element = (half + 4.0) / hw.memory_bandwidth;
+    out.conversion_seconds = (2.0 * elements + recomputed) * per_element;
+    loads.at(Phase::kForward)[kCompute] += elements * per_element;
+    loads.at(Phase::kBackward)[kCompute] += (elements + recomputed) * per_element;
+  }
   if (partitioned && params_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0) {
     loads.at(Phase::kForward)[kNvme] = forward_fetch / hw.nvme_read_bandwidth;
     loads.at(Phase::kBackward)[kNvme] = backward_fetch / hw.nvme_read_bandwidth;

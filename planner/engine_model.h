@@ -23,7 +23,10 @@
 //    written after the step;
 //  - time: compute = the model's FLOPs (forward, backward, and the recompute of layers - 1 blocks) at the measured
 //    matmul peak; CPU Adam streams 28 bytes per element at the measured memory bandwidth (on the CPU
-//    backend it shares the compute cores); copies at memory bandwidth (CPU backend) or PCIe; NVMe at
+//    backend it shares the compute cores); copies at memory bandwidth (CPU backend, where they take
+//    the compute cores: charged to compute) or PCIe; on the CPU backend with half-precision
+//    parameters, the fp32 view every acquire converts (6 bytes per element at memory bandwidth,
+//    forward: every parameter; backward: every parameter and the recomputed blocks'); NVMe at
 //    the measured drive bandwidth. The phases follow schedule_model.h (zinf's schedule when
 //    zero.overlap_optimizer, DeepSpeed's otherwise); when the step needs the gradient norm first,
 //    only the optimizer reads the three pipeline sets hold run ahead of it, the rest is read
@@ -56,8 +59,9 @@ struct MemoryItem {
 };
 
 struct EnginePrediction {
-  ScheduledStep step;  // forward / backward / optimizer phases and the step
-  double compute_seconds = 0;
+  ScheduledStep step;             // forward / backward / optimizer phases and the step
+  double compute_seconds = 0;     // the model's FLOPs at compute_flops
+  double conversion_seconds = 0;  // CPU backend, half-precision parameters: the fp32 views per step
   // Peak bytes per tier and what they hold.
   double device_peak_bytes = 0;
   double host_peak_bytes = 0;
@@ -81,6 +85,9 @@ struct EnginePrediction {
 // Parameter element counts in the engine's table order (wte, wpe, per block: ln1, qkv, proj, ln2,
 // fc, proj — weights then biases — final norm).
 std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape);
+
+// Parameter elements of one block.
+double block_elements(const spec::ModelShape& shape);
 
 // Bytes of the model's activation buffers on the device (gpt.cpp's layout).
 double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes);

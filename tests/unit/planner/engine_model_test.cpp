@@ -111,5 +111,52 @@ TEST_CASE("engine model: parameters and optimizer on NVMe, budgets resolved as t
   CHECK(predict_engine(s, hw).step.schedule == Schedule::kDeepSpeed);
 }
 
+TEST_CASE("engine model on the CPU backend: copies and fp32 views of half-precision parameters take the cores") {
+  spec::Scenario s = small_scenario(true);
+  s.precision = DType::kBF16;
+  s.zero.stage = 3;
+  s.zero.params = spec::Tier::kCpu;
+  s.zero.grads = spec::Tier::kCpu;
+  s.zero.optimizer = spec::Tier::kCpu;
+  s.zero.persistence_threshold = 100;
+  EngineHardware hw;
+  hw.compute_flops = 1e10;
+  hw.memory_bandwidth = 2e10;
+  hw.host_device_bandwidth = 5e9;
+  hw.compute_on_host = true;
+  const EnginePrediction p = predict_engine(s, hw);
+  // 2 layers x 64 hidden, batch 2 x seq 16 = 32 tokens. Per block: matmuls 32 x (4·64² + 2·64·256)
+  // = 1,572,864 MACs, attention 2·16²·64 = 32,768 MACs: 3,211,264 FLOPs. Head 32 x 128 x 64 MACs =
+  // 524,288 FLOPs.
+  const ForwardFlops fwd = scenario_forward_flops(s);
+  CHECK(fwd.block == 3211264.0);
+  CHECK(fwd.head == 524288.0);
+  const double forward_flops = 2 * 3211264.0 + 524288.0;
+  // Step: 3 forwards and the recompute of block 0 only.
+  CHECK(scenario_flops_per_step(s) == Approx(3 * forward_flops + 3211264.0));
+  // 109,312 elements, 108,416 offloaded (see above), all live at the turn: fetched once, in the
+  // forward pass; 49,984 elements per block.
+  const double elements = 109312, offloaded = 108416 * 2.0, block = 49984;
+  CHECK(block_elements(s.shape) == block);
+  // Forward on the cores: FLOPs, the parameters' copies and one fp32 view of every parameter
+  // (2 + 4 bytes per element at memory bandwidth).
+  const double forward = forward_flops / 1e10 + offloaded / 5e9 + elements * 6 / 2e10;
+  CHECK(p.step.forward.seconds == Approx(forward));
+  CHECK(p.step.forward.bottleneck == 0);
+  // Backward: 2 forwards and the recompute, the gradients' copies down (2 bytes per element), the
+  // views of every parameter again and of block 0's for its recompute.
+  const double backward = (2 * forward_flops + 3211264.0) / 1e10 + elements * 2 / 5e9 + (elements + block) * 6 / 2e10;
+  CHECK(p.step.backward.seconds == Approx(backward));
+  CHECK(p.conversion_seconds == Approx((2 * elements + block) * 6 / 2e10));
+  // fp32 parameters need no views; on a GPU the copies run beside the kernels, over PCIe.
+  s.precision = DType::kF32;
+  CHECK(predict_engine(s, hw).conversion_seconds == 0.0);
+  s.precision = DType::kBF16;
+  hw.compute_on_host = false;
+  const EnginePrediction gpu = predict_engine(s, hw);
+  CHECK(gpu.conversion_seconds == 0.0);
+  CHECK(gpu.step.forward.seconds == Approx(std::max(forward_flops / 1e10, offloaded / 5e9)));
+}
+
 }  // namespace
 }  // namespace zinf::planner
