@@ -6,11 +6,13 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <vector>
 
 #include "apps/zinf/io_bench_runner.h"
 #include "apps/zinf/machine_probes.h"
 #include "kernels/matmul.h"
+#include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/memory/staging_pool.h"
@@ -197,6 +199,24 @@ json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& har
            {{"device", items_json(p.device_items)},
             {"host", items_json(p.host_items)},
             {"nvme", items_json(p.nvme_items)}}}};
+}
+
+json machine_load() {
+  std::ifstream in("/proc/loadavg");
+  double one_minute = 0;
+  if (!(in >> one_minute)) return nullptr;
+  return {{"load_average_1min", one_minute}, {"cores", kernels::cpu::available_cores()}};
+}
+
+std::string shared_machine_note(const json& load) {
+  if (!load.is_object()) return {};
+  const double average = load.at("load_average_1min").get<double>();
+  const int cores = load.at("cores").get<int>();
+  if (average <= static_cast<double>(cores)) return {};
+  return fmt::format(
+      "the machine was shared: 1-min load average {:.1f} on {} cores after the steps; the probes take the machine's "
+      "best moment and the steps had what the other jobs left, so the plan reads fast",
+      average, cores);
 }
 
 reports::Section render_plan_section(const json& plan) {
