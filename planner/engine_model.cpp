@@ -75,7 +75,8 @@ ForwardFlops scenario_forward_flops(const spec::Scenario& scenario) {
   const double v = static_cast<double>(s.vocab);
   // 2 FLOPs per multiply-accumulate: qkv 3C², attention proj C², fc and mlp proj C·F per token; QKᵀ
   // and PV B·T²·C together (causal halves); the head V·C per token.
-  return {2.0 * (b * t * (4.0 * c * c + 2.0 * c * f) + b * t * t * c), 2.0 * b * t * v * c};
+  const double attention = 2.0 * b * t * t * c;
+  return {2.0 * b * t * (4.0 * c * c + 2.0 * c * f) + attention, attention, 2.0 * b * t * v * c};
 }
 
 double scenario_flops_per_step(const spec::Scenario& scenario) {
@@ -232,6 +233,19 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   PhaseLoads loads;
   loads.at(Phase::kForward)[kCompute] = forward_flops / hw.compute_flops;
   loads.at(Phase::kBackward)[kCompute] = (flops - forward_flops) / hw.compute_flops;
+  if (hw.block_kernel_forward_seconds > 0 || hw.block_kernel_backward_seconds > 0) {
+    // Attention is among the measured kernels: only the matmuls run at the matmul rate.
+    const double layers = static_cast<double>(scenario.shape.layers);
+    const double recomputed = scenario.activation_checkpointing ? std::max(0.0, layers - 1.0) : 0.0;
+    const double attention_flops = (3.0 * layers + recomputed) * fwd.attention;
+    const double forward_kernels = layers * hw.block_kernel_forward_seconds;
+    const double backward_kernels =
+        recomputed * hw.block_kernel_forward_seconds + layers * hw.block_kernel_backward_seconds;
+    loads.at(Phase::kForward)[kCompute] += forward_kernels - layers * fwd.attention / hw.compute_flops;
+    loads.at(Phase::kBackward)[kCompute] +=
+        backward_kernels - (attention_flops - layers * fwd.attention) / hw.compute_flops;
+    out.compute_seconds += forward_kernels + backward_kernels - attention_flops / hw.compute_flops;
+  }
   // Parameter fetches: split between the passes as the fetches are (forward: all; backward: the rest).
   const double forward_fetch = std::min(out.host_to_device_bytes, offloaded);
   const double backward_fetch = out.host_to_device_bytes - forward_fetch;

@@ -22,9 +22,10 @@
 //    and written once (12 bytes per element each way), NVMe parameters read as they are fetched and
 //    written after the step;
 //  - time: compute = the model's FLOPs (forward, backward, and the recompute of layers - 1 blocks) at the measured
-//    matmul peak; CPU Adam streams 28 bytes per element at the measured memory bandwidth (on the CPU
-//    backend it shares the compute cores); copies at memory bandwidth (CPU backend, where they take
-//    the compute cores: charged to compute) or PCIe; on the CPU backend with half-precision
+//    matmul peak, or with the block's other kernels measured, its matmuls' FLOPs at that peak plus
+//    those kernels' times (forward, recompute and backward per block); CPU Adam streams 28 bytes per element at the
+//    measured memory bandwidth (on the CPU backend it shares the compute cores); copies at memory bandwidth (CPU
+//    backend, where they take the compute cores: charged to compute) or PCIe; on the CPU backend with half-precision
 //    parameters, the fp32 view every acquire converts (6 bytes per element at memory bandwidth,
 //    forward: every parameter; backward: every parameter and the recomputed blocks'); NVMe at
 //    the measured drive bandwidth. The phases follow schedule_model.h (zinf's schedule when
@@ -51,6 +52,11 @@ struct EngineHardware {
   double nvme_read_bandwidth = 0;    // B/s of the scenario's nvme_paths (0 when no state is on NVMe)
   double nvme_write_bandwidth = 0;
   bool compute_on_host = true;  // the CPU backend: the "device" is the host's cores
+  // One block's kernels other than its four matmuls (layer norms, attention, residuals, GELU), timed
+  // on the model's shapes; both 0: not measured (a profile, a GPU), attention's FLOPs then run at
+  // compute_flops and the rest is not charged.
+  double block_kernel_forward_seconds = 0;
+  double block_kernel_backward_seconds = 0;
 };
 
 struct MemoryItem {
@@ -59,8 +65,9 @@ struct MemoryItem {
 };
 
 struct EnginePrediction {
-  ScheduledStep step;             // forward / backward / optimizer phases and the step
-  double compute_seconds = 0;     // the model's FLOPs at compute_flops
+  ScheduledStep step;  // forward / backward / optimizer phases and the step
+  double compute_seconds =
+      0;  // the model's FLOPs at compute_flops (matmuls only, plus the measured block kernels, when measured)
   double conversion_seconds = 0;  // CPU backend, half-precision parameters: the fp32 views per step
   // Peak bytes per tier and what they hold.
   double device_peak_bytes = 0;
@@ -95,7 +102,8 @@ double model_activation_bytes(const spec::Scenario& scenario, std::size_t comput
 // FLOPs (2 per multiply-accumulate) of one forward pass: per block (its four matmuls and causal
 // attention) and of the head.
 struct ForwardFlops {
-  double block = 0;
+  double block = 0;      // its matmuls and attention
+  double attention = 0;  // of block: QKᵀ and PV
   double head = 0;
 };
 ForwardFlops scenario_forward_flops(const spec::Scenario& scenario);

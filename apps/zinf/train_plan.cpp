@@ -9,6 +9,7 @@
 #include <fstream>
 #include <vector>
 
+#include "apps/zinf/block_kernel_probe.h"
 #include "apps/zinf/io_bench_runner.h"
 #include "apps/zinf/machine_probes.h"
 #include "kernels/matmul.h"
@@ -132,6 +133,11 @@ Result<RunHardware> run_hardware(const spec::Scenario& scenario, const std::stri
       if (shapes > 0) out.figures.compute_flops = std::min(measured_flops, shapes);
       out.source["compute_flops"] =
           "the model's four block matmul shapes, best of 5 rounds (at most the run's 2048^3 peak)";
+      const BlockKernelSeconds kernels = probe_block_kernels(scenario);
+      out.figures.block_kernel_forward_seconds = kernels.forward;
+      out.figures.block_kernel_backward_seconds = kernels.backward;
+      out.source["block_kernels"] =
+          "one block's layer norms, attention, residuals and GELU on the model's shapes, best of 3";
     }
     MachineProbes probes;
     double triad = 0, copy = 0;
@@ -185,6 +191,8 @@ json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& har
             {"host_device_bandwidth", hw.host_device_bandwidth},
             {"nvme_read_bandwidth", hw.nvme_read_bandwidth},
             {"nvme_write_bandwidth", hw.nvme_write_bandwidth},
+            {"block_kernel_forward_seconds", hw.block_kernel_forward_seconds},
+            {"block_kernel_backward_seconds", hw.block_kernel_backward_seconds},
             {"source", hardware.source}}},
           {"rows", std::move(rows)},
           {"optimizer_work_ms", p.step.optimizer_work_seconds * 1e3},

@@ -148,6 +148,20 @@ TEST_CASE("engine model on the CPU backend: copies and fp32 views of half-precis
   const double backward = (2 * forward_flops + 3211264.0) / 1e10 + elements * 2 / 5e9 + (elements + block) * 6 / 2e10;
   CHECK(p.step.backward.seconds == Approx(backward));
   CHECK(p.conversion_seconds == Approx((2 * elements + block) * 6 / 2e10));
+  // The block's other kernels measured (1 ms forward, 2 ms backward per block): the block's
+  // matmuls only at the matmul rate (attention, 2·2·16²·64 = 65,536 FLOPs per block, is among the
+  // kernels), plus the kernels of 2 blocks forward; 2 blocks backward and block 0's recompute.
+  CHECK(fwd.attention == 65536.0);
+  EngineHardware measured = hw;
+  measured.block_kernel_forward_seconds = 1e-3;
+  measured.block_kernel_backward_seconds = 2e-3;
+  const EnginePrediction k = predict_engine(s, measured);
+  const double matmuls = 3211264.0 - 65536.0;
+  CHECK(k.step.forward.seconds ==
+        Approx((2 * matmuls + 524288.0) / 1e10 + 2 * 1e-3 + offloaded / 5e9 + elements * 6 / 2e10));
+  CHECK(k.step.backward.seconds == Approx((2 * (2 * matmuls + 524288.0) + matmuls) / 1e10 + 1e-3 + 2 * 2e-3 +
+                                          elements * 2 / 5e9 + (elements + block) * 6 / 2e10));
+  CHECK(k.compute_seconds == Approx((3 * (2 * matmuls + 524288.0) + matmuls) / 1e10 + 3 * 1e-3 + 2 * 2e-3));
   // fp32 parameters need no views; on a GPU the copies run beside the kernels, over PCIe.
   s.precision = DType::kF32;
   CHECK(predict_engine(s, hw).conversion_seconds == 0.0);
