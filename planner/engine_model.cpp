@@ -39,6 +39,12 @@ std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape) {
   return out;
 }
 
+double block_elements(const spec::ModelShape& shape) {
+  const std::vector<std::int64_t> numels = parameter_numels(shape);
+  if (shape.layers == 0) return 0.0;
+  return static_cast<double>(std::accumulate(numels.begin() + 2, numels.begin() + 14, std::int64_t{0}));
+}
+
 double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes) {
   const spec::ModelShape& s = scenario.shape;
   const double e = static_cast<double>(compute_dtype_bytes);
@@ -60,15 +66,24 @@ double model_activation_bytes(const spec::Scenario& scenario, std::size_t comput
   return ids + inputs + kept * block + final_norm + logits + workspace;
 }
 
-double scenario_flops_per_step(const spec::Scenario& scenario) {
+ForwardFlops scenario_forward_flops(const spec::Scenario& scenario) {
   const spec::ModelShape& s = scenario.shape;
   const double b = static_cast<double>(scenario.batch), t = static_cast<double>(scenario.seq);
   const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
-  const double v = static_cast<double>(s.vocab), l = static_cast<double>(s.layers);
-  const double matmul_macs = b * t * (l * (4.0 * c * c + 2.0 * c * f) + v * c);
-  const double attention_macs = l * b * t * t * c;
-  const double forward = 2.0 * (matmul_macs + attention_macs);
-  return forward * (scenario.activation_checkpointing ? 4.0 : 3.0);
+  const double v = static_cast<double>(s.vocab);
+  // 2 FLOPs per multiply-accumulate: qkv 3C², attention proj C², fc and mlp proj C·F per token; QKᵀ
+  // and PV B·T²·C together (causal halves); the head V·C per token.
+  const double attention = 2.0 * b * t * t * c;
+  return {2.0 * b * t * (4.0 * c * c + 2.0 * c * f) + attention, attention, 2.0 * b * t * v * c};
+}
+
+double scenario_flops_per_step(const spec::Scenario& scenario) {
+  const ForwardFlops fwd = scenario_forward_flops(scenario);
+  const double layers = static_cast<double>(scenario.shape.layers);
+  const double forward = layers * fwd.block + fwd.head;
+  // The recompute: every block but the last, whose activations are still there (gpt.cpp).
+  const double recompute = scenario.activation_checkpointing ? std::max(0.0, layers - 1.0) * fwd.block : 0.0;
+  return 3.0 * forward + recompute;
 }
 
 EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHardware& hw) {
@@ -144,9 +159,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
     }
     // Gradients leave the backward pass one block (or the largest parameter: the tied embedding)
     // at a time: its fp32 buffers and, mixed, their rounded copies travel to the host together.
-    const double block_elements =
-        static_cast<double>(std::accumulate(numels.begin() + 2, numels.begin() + 14, std::int64_t{0}));
-    const double unit = std::max(block_elements, static_cast<double>(largest));
+    const double unit = std::max(block_elements(scenario.shape), static_cast<double>(largest));
     if (grads_tier != Tier::kDevice || mixed) {
       add(out.device_items, out.device_peak_bytes, "fp32 gradient buffers and their rounded copies",
           std::max(unit * (4.0 + (mixed ? half : 0.0)), largest_fp32));
@@ -176,6 +189,16 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
     const spec::OptimizerPipelineShape shape = spec::shape_optimizer_pipeline(input);
     out.sub_groups = static_cast<std::int64_t>(shape.groups.size());
     add(out.host_items, out.host_peak_bytes, "optimizer pipeline", static_cast<double>(shape.host_bytes));
+    if (optimizer_tier == Tier::kNvme && !shape.groups.empty()) {
+      // Before the first update the buffers hold the first sub-groups of the overlapped order, the
+      // last ones of the table (the backward pass finishes them first); the others are read after it.
+      const std::size_t held = std::min(shape.buffers, shape.groups.size());
+      double held_elements = 0;
+      for (std::size_t g = shape.groups.size() - held; g < shape.groups.size(); ++g) {
+        held_elements += static_cast<double>(shape.groups[g].flat_end - shape.groups[g].flat_begin);
+      }
+      out.optimizer_read_ahead = held_elements / static_cast<double>(shape.groups.back().flat_end);
+    }
   }
   if (partitioned && optimizer_tier == Tier::kNvme) {
     add(out.nvme_items, out.nvme_peak_bytes, "master params, Adam m and v", elements * kOptimizerNvmeBytesPerElement);
@@ -203,18 +226,48 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
 
   // Time per phase and resource.
   const double flops = scenario_flops_per_step(scenario);
-  const double forward_flops = flops / (scenario.activation_checkpointing ? 4.0 : 3.0);
+  const ForwardFlops fwd = scenario_forward_flops(scenario);
+  const double forward_flops = static_cast<double>(scenario.shape.layers) * fwd.block + fwd.head;
   out.compute_seconds = flops / hw.compute_flops;
   PhaseLoads loads;
   loads.at(Phase::kForward)[kCompute] = forward_flops / hw.compute_flops;
   loads.at(Phase::kBackward)[kCompute] = (flops - forward_flops) / hw.compute_flops;
+  if (hw.block_kernel_forward_seconds > 0 || hw.block_kernel_backward_seconds > 0) {
+    // Attention is among the measured kernels: only the matmuls run at the matmul rate.
+    const double layers = static_cast<double>(scenario.shape.layers);
+    const double recomputed = scenario.activation_checkpointing ? std::max(0.0, layers - 1.0) : 0.0;
+    const double attention_flops = (3.0 * layers + recomputed) * fwd.attention;
+    const double forward_kernels = layers * hw.block_kernel_forward_seconds;
+    const double backward_kernels =
+        recomputed * hw.block_kernel_forward_seconds + layers * hw.block_kernel_backward_seconds;
+    loads.at(Phase::kForward)[kCompute] += forward_kernels - layers * fwd.attention / hw.compute_flops;
+    loads.at(Phase::kBackward)[kCompute] +=
+        backward_kernels - (attention_flops - layers * fwd.attention) / hw.compute_flops;
+    out.compute_seconds += forward_kernels + backward_kernels - attention_flops / hw.compute_flops;
+  }
   // Parameter fetches: split between the passes as the fetches are (forward: all; backward: the rest).
   const double forward_fetch = std::min(out.host_to_device_bytes, offloaded);
   const double backward_fetch = out.host_to_device_bytes - forward_fetch;
   const double copy_bw = hw.host_device_bandwidth > 0 ? hw.host_device_bandwidth : hw.memory_bandwidth;
-  loads.at(Phase::kForward)[kHostToDevice] = forward_fetch / copy_bw;
-  loads.at(Phase::kBackward)[kHostToDevice] = backward_fetch / copy_bw;
-  loads.at(Phase::kBackward)[kDeviceToHost] = out.device_to_host_bytes / copy_bw;
+  // On the CPU backend a host<->device copy is a memcpy on the same cores as the kernels: it takes
+  // them from the compute rather than running beside it.
+  const std::size_t h2d = hw.compute_on_host ? kCompute : kHostToDevice;
+  const std::size_t d2h = hw.compute_on_host ? kCompute : kDeviceToHost;
+  loads.at(Phase::kForward)[h2d] += forward_fetch / copy_bw;
+  loads.at(Phase::kBackward)[h2d] += backward_fetch / copy_bw;
+  loads.at(Phase::kBackward)[d2h] += out.device_to_host_bytes / copy_bw;
+  // fp32 kernels over half-precision parameters (the CPU backend): every acquire converts the
+  // parameter into an fp32 view (2 bytes read, 4 written per element) — all of them in the forward
+  // pass, all again in the backward pass plus the recomputed blocks' (every block but the last).
+  if (partitioned && mixed && compute_bytes == 4) {
+    const double layers = static_cast<double>(scenario.shape.layers);
+    const double recomputed =
+        scenario.activation_checkpointing ? std::max(0.0, layers - 1.0) * block_elements(scenario.shape) : 0.0;
+    const double per_element = (half + 4.0) / hw.memory_bandwidth;
+    out.conversion_seconds = (2.0 * elements + recomputed) * per_element;
+    loads.at(Phase::kForward)[kCompute] += elements * per_element;
+    loads.at(Phase::kBackward)[kCompute] += (elements + recomputed) * per_element;
+  }
   if (partitioned && params_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0) {
     loads.at(Phase::kForward)[kNvme] = forward_fetch / hw.nvme_read_bandwidth;
     loads.at(Phase::kBackward)[kNvme] = backward_fetch / hw.nvme_read_bandwidth;
@@ -235,6 +288,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   options.norm_before_step = scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16;
   options.optimizer_on_host = host_optimizer;
   options.sub_groups = out.sub_groups > 0 ? static_cast<double>(out.sub_groups) : 8.0;
+  options.read_ahead = out.optimizer_read_ahead;
   out.step = schedule_step(loads, options);
   return out;
 }

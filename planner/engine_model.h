@@ -21,11 +21,17 @@
 //    at the turn (max_live_bytes); gradients cross device->host once; NVMe optimizer states are read
 //    and written once (12 bytes per element each way), NVMe parameters read as they are fetched and
 //    written after the step;
-//  - time: compute = the model's FLOPs (forward, backward, and the recompute) at the measured
-//    matmul peak; CPU Adam streams 28 bytes per element at the measured memory bandwidth (on the CPU
-//    backend it shares the compute cores); copies at memory bandwidth (CPU backend) or PCIe; NVMe at
+//  - time: compute = the model's FLOPs (forward, backward, and the recompute of layers - 1 blocks) at the measured
+//    matmul peak, or with the block's other kernels measured, its matmuls' FLOPs at that peak plus
+//    those kernels' times (forward, recompute and backward per block); CPU Adam streams 28 bytes per element at the
+//    measured memory bandwidth (on the CPU backend it shares the compute cores); copies at memory bandwidth (CPU
+//    backend, where they take the compute cores: charged to compute) or PCIe; on the CPU backend with half-precision
+//    parameters, the fp32 view every acquire converts (6 bytes per element at memory bandwidth,
+//    forward: every parameter; backward: every parameter and the recomputed blocks'); NVMe at
 //    the measured drive bandwidth. The phases follow schedule_model.h (zinf's schedule when
-//    zero.overlap_optimizer, DeepSpeed's otherwise).
+//    zero.overlap_optimizer, DeepSpeed's otherwise); when the step needs the gradient norm first,
+//    only the optimizer reads the three pipeline sets hold run ahead of it, the rest is read
+//    between the updates.
 // Not modelled: several ranks (collectives), the CUDA context and allocator slack, fragmentation.
 #pragma once
 
@@ -46,6 +52,11 @@ struct EngineHardware {
   double nvme_read_bandwidth = 0;    // B/s of the scenario's nvme_paths (0 when no state is on NVMe)
   double nvme_write_bandwidth = 0;
   bool compute_on_host = true;  // the CPU backend: the "device" is the host's cores
+  // One block's kernels other than its four matmuls (layer norms, attention, residuals, GELU), timed
+  // on the model's shapes; both 0: not measured (a profile, a GPU), attention's FLOPs then run at
+  // compute_flops and the rest is not charged.
+  double block_kernel_forward_seconds = 0;
+  double block_kernel_backward_seconds = 0;
 };
 
 struct MemoryItem {
@@ -55,7 +66,9 @@ struct MemoryItem {
 
 struct EnginePrediction {
   ScheduledStep step;  // forward / backward / optimizer phases and the step
-  double compute_seconds = 0;
+  double compute_seconds =
+      0;  // the model's FLOPs at compute_flops (matmuls only, plus the measured block kernels, when measured)
+  double conversion_seconds = 0;  // CPU backend, half-precision parameters: the fp32 views per step
   // Peak bytes per tier and what they hold.
   double device_peak_bytes = 0;
   double host_peak_bytes = 0;
@@ -70,6 +83,9 @@ struct EnginePrediction {
   std::uint64_t max_live_bytes = 0;
   std::uint64_t prefetch_bytes = 0;
   std::int64_t sub_groups = 0;
+  // Optimizer states on NVMe: the share of their reads the host pipeline sets take before the first
+  // update (the first min(3, sub_groups) sub-groups of the overlapped order); 1 otherwise.
+  double optimizer_read_ahead = 1.0;
   double activation_bytes = 0;
 };
 
@@ -77,11 +93,24 @@ struct EnginePrediction {
 // fc, proj — weights then biases — final norm).
 std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape);
 
+// Parameter elements of one block.
+double block_elements(const spec::ModelShape& shape);
+
 // Bytes of the model's activation buffers on the device (gpt.cpp's layout).
 double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes);
 
-// FLOPs of one step: 3x the forward's 2·MACs (matmuls, attention, head), plus one more forward with
-// activation checkpointing (the recompute).
+// FLOPs (2 per multiply-accumulate) of one forward pass: per block (its four matmuls and causal
+// attention) and of the head.
+struct ForwardFlops {
+  double block = 0;      // its matmuls and attention
+  double attention = 0;  // of block: QKᵀ and PV
+  double head = 0;
+};
+ForwardFlops scenario_forward_flops(const spec::Scenario& scenario);
+
+// FLOPs of one step: 3x the forward's (forward, backward = 2x), plus with activation checkpointing
+// the recompute of every block but the last (the model keeps the last block's activations from the
+// forward pass and never recomputes the head).
 double scenario_flops_per_step(const spec::Scenario& scenario);
 
 EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHardware& hardware);

@@ -60,9 +60,16 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
     out.backward = backward_alone;
     out.optimizer = optimizer_alone;
   } else if (options.norm_before_step) {
-    // The reads share the backward pass's resources; the updates wait for the norm.
-    out.backward = busiest(sum(loads.at(Phase::kBackward), read));
-    out.optimizer = busiest(update);
+    // The reads that fit the pipeline share the backward pass's resources; the updates wait for
+    // the norm, and the other reads follow them, each into a set written back.
+    const double ahead = std::clamp(options.read_ahead, 0.0, 1.0);
+    ResourceSeconds read_before{}, read_after{};
+    for (std::size_t r = 0; r < read.size(); ++r) {
+      read_before[r] = ahead * read[r];
+      read_after[r] = read[r] - read_before[r];
+    }
+    out.backward = busiest(sum(loads.at(Phase::kBackward), read_before));
+    out.optimizer = busiest(sum(update, read_after));
     out.overlapped = false;
   } else {
     // Everything shares the backward pass's resources; the last sub-group's update is exposed.

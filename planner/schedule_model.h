@@ -12,8 +12,10 @@
 //    are final, so the optimizer's work shares the backward pass's resources:
 //        step = fwd + max(max_r (bwd_r + read_r + update_r), bwd + update / sub_groups)
 //    (the last sub-group's update cannot start before the backward ends). When the step needs the
-//    global gradient norm first (clipping, fp16 loss scaling) only the reads overlap:
-//        step = fwd + max_r (bwd_r + read_r) + max_r update_r.
+//    global gradient norm first (clipping, fp16 loss scaling) only the reads that fit the host
+//    pipeline ahead of the first update overlap (a share a of them: the engine's pipeline sets
+//    hold that many sub-groups; the others wait for a set to be written back):
+//        step = fwd + max_r (bwd_r + a·read_r) + max_r (update_r + (1 - a)·read_r).
 //    An optimizer on the device runs after the backward pass in both schedules (the engine overlaps
 //    only the host optimizer).
 // Pure arithmetic; no knowledge of placements or hardware.
@@ -52,6 +54,10 @@ struct ScheduleOptions {
   bool norm_before_step = false;  // clipping or fp16 loss scaling: the update waits for the global norm
   bool optimizer_on_host = true;  // the optimizer runs on the CPU (states in CPU memory or on NVMe)
   double sub_groups = 8;          // the optimizer pipeline's granularity (>= 1): the exposed tail is 1/sub_groups
+  // With norm_before_step: the share of the optimizer's reads that can run before the first update,
+  // in [0, 1] (the engine: the sub-groups its host pipeline sets hold; 1: a pipeline as deep as the
+  // step, every read ahead).
+  double read_ahead = 1.0;
 };
 
 // One phase as the schedule runs it: how long it lasts and which resource sets that length.

@@ -342,12 +342,15 @@ Status TrainCommand::run(const Io& io) {
     // The engine model partitions nothing over ranks and models no collectives: say so rather
     // than let a data-parallel run's errors look like the model's verdict on one rank.
     record["plan"]["ranks_modelled"] = 1;
+    record["plan"]["machine_load"] = machine_load();
+    std::string note = shared_machine_note(record["plan"]["machine_load"]);
     if (comm.world_size() > 1) {
-      record["plan"]["note"] = fmt::format(
+      note = fmt::format(
           "the plan models one rank; this run has {} ranks (partitioned states, collectives), so its errors are "
-          "not the model's accuracy",
-          comm.world_size());
+          "not the model's accuracy{}",
+          comm.world_size(), note.empty() ? "" : "; " + note);
     }
+    if (!note.empty()) record["plan"]["note"] = note;
   }
   if (comm.world_size() > 1) {
     ZINF_ASSIGN_OR_RETURN(run.ranks, gather_rank_figures(comm, record));

@@ -3,13 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <vector>
 
+#include "apps/zinf/block_kernel_probe.h"
 #include "apps/zinf/io_bench_runner.h"
 #include "apps/zinf/machine_probes.h"
 #include "kernels/matmul.h"
+#include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/memory/staging_pool.h"
@@ -49,20 +53,29 @@ Result<std::pair<double, double>> probe_nvme(const std::vector<std::string>& pat
   return std::pair{write, read};
 }
 
-// FLOP/s of the model's own MLP matmul shape ([B·T, C] x [F, C]^T) on the CPU: small shapes reach
-// far less than the 2048^3 peak, and the step's time is mostly such matmuls. Best of three after a
-// warm-up (the machine may be shared: the best run is the machine's figure).
+// FLOP/s of the model's own block matmuls on the CPU: qkv [B·T, C] x [3C, C]^T, attention proj
+// [C, C], MLP fc [F, C] and proj [C, F], one round timed as a whole (the MLP shape alone is the most
+// efficient of the four). Small shapes reach far less than the 2048^3 peak, and the step's time is
+// mostly such matmuls. Best of 5 rounds after a warm-up (the machine may be shared: the best round
+// is the machine's figure, as for the other probes).
 double model_shape_matmul_flops(const spec::Scenario& scenario) {
   const auto rows = static_cast<std::size_t>(scenario.batch * scenario.seq);
-  const auto in = static_cast<std::size_t>(scenario.shape.hidden);
-  const auto out = static_cast<std::size_t>(scenario.shape.ffn_hidden);
-  std::vector<float> a(rows * in, 0.01f), w(out * in, 0.02f), c(rows * out);
-  const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
-  kernels::cpu::matmul_forward(c.data(), a.data(), w.data(), nullptr, rows, in, out);
+  const auto c = static_cast<std::size_t>(scenario.shape.hidden);
+  const auto f = static_cast<std::size_t>(scenario.shape.ffn_hidden);
+  const std::array<std::pair<std::size_t, std::size_t>, 4> shapes{{{c, 3 * c}, {c, c}, {c, f}, {f, c}}};
+  const std::size_t widest = std::max(3 * c, f);
+  std::vector<float> a(rows * widest, 0.01f), w(widest * widest, 0.02f), out(rows * widest);
+  double flops = 0;
+  for (const auto& [in, n] : shapes) flops += 2.0 * static_cast<double>(rows * in * n);
+  const auto round = [&] {
+    for (const auto& [in, n] : shapes)
+      kernels::cpu::matmul_forward(out.data(), a.data(), w.data(), nullptr, rows, in, n);
+  };
+  round();
   double best = 0;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    kernels::cpu::matmul_forward(c.data(), a.data(), w.data(), nullptr, rows, in, out);
+    round();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (seconds > 0) best = std::max(best, flops / seconds);
   }
@@ -116,8 +129,15 @@ Result<RunHardware> run_hardware(const spec::Scenario& scenario, const std::stri
     out.source = {{"from", "measured in this run"},
                   {"compute_flops", "the run's matmul peak probe (best of the probes)"}};
     if (compute_on_host) {
-      out.figures.compute_flops = std::min(measured_flops, model_shape_matmul_flops(scenario));
-      out.source["compute_flops"] = "the model's MLP matmul shape, best of 3 (at most the run's 2048^3 peak)";
+      const double shapes = model_shape_matmul_flops(scenario);
+      if (shapes > 0) out.figures.compute_flops = std::min(measured_flops, shapes);
+      out.source["compute_flops"] =
+          "the model's four block matmul shapes, best of 5 rounds (at most the run's 2048^3 peak)";
+      const BlockKernelSeconds kernels = probe_block_kernels(scenario);
+      out.figures.block_kernel_forward_seconds = kernels.forward;
+      out.figures.block_kernel_backward_seconds = kernels.backward;
+      out.source["block_kernels"] =
+          "one block's layer norms, attention, residuals and GELU on the model's shapes, best of 3";
     }
     MachineProbes probes;
     double triad = 0, copy = 0;
@@ -171,6 +191,8 @@ json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& har
             {"host_device_bandwidth", hw.host_device_bandwidth},
             {"nvme_read_bandwidth", hw.nvme_read_bandwidth},
             {"nvme_write_bandwidth", hw.nvme_write_bandwidth},
+            {"block_kernel_forward_seconds", hw.block_kernel_forward_seconds},
+            {"block_kernel_backward_seconds", hw.block_kernel_backward_seconds},
             {"source", hardware.source}}},
           {"rows", std::move(rows)},
           {"optimizer_work_ms", p.step.optimizer_work_seconds * 1e3},
@@ -179,11 +201,30 @@ json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& har
            {{"max_live_bytes", p.max_live_bytes},
             {"prefetch_bytes", p.prefetch_bytes},
             {"sub_groups", p.sub_groups},
+            {"optimizer_read_ahead", p.optimizer_read_ahead},
             {"activation_bytes", p.activation_bytes}}},
           {"memory_items",
            {{"device", items_json(p.device_items)},
             {"host", items_json(p.host_items)},
             {"nvme", items_json(p.nvme_items)}}}};
+}
+
+json machine_load() {
+  std::ifstream in("/proc/loadavg");
+  double one_minute = 0;
+  if (!(in >> one_minute)) return nullptr;
+  return {{"load_average_1min", one_minute}, {"cores", kernels::cpu::available_cores()}};
+}
+
+std::string shared_machine_note(const json& load) {
+  if (!load.is_object()) return {};
+  const double average = load.at("load_average_1min").get<double>();
+  const int cores = load.at("cores").get<int>();
+  if (average <= static_cast<double>(cores)) return {};
+  return fmt::format(
+      "the machine was shared: 1-min load average {:.1f} on {} cores after the steps; the probes take the machine's "
+      "best moment and the steps had what the other jobs left, so the plan reads fast",
+      average, cores);
 }
 
 reports::Section render_plan_section(const json& plan) {

@@ -34,6 +34,14 @@ Result<RunHardware> run_hardware(const spec::Scenario& scenario, const std::stri
 nlohmann::json plan_vs_measured(const planner::EnginePrediction& prediction, const RunHardware& hardware,
                                 const nlohmann::json& record);
 
+// The machine's load when the plan was made: {"load_average_1min", "cores"} from /proc/loadavg and
+// the cores this process may run on; null where /proc/loadavg cannot be read. The probes take the
+// machine's best moment, the steps what other jobs left: on a shared machine the plan reads fast.
+nlohmann::json machine_load();
+// A note for the plan when `load` (machine_load()) says other jobs competed for the cores (the
+// 1-min load average above the cores); empty otherwise.
+std::string shared_machine_note(const nlohmann::json& load);
+
 // The summary's "Plan vs measured" table.
 reports::Section render_plan_section(const nlohmann::json& plan);
 

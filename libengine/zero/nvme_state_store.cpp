@@ -1,5 +1,7 @@
 #include "libengine/zero/nvme_state_store.h"
 
+#include <algorithm>
+
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -125,6 +127,24 @@ Status NvmeStateStore::wait(ExtentId id) {
     if (!outcome.is_ok() && first.is_ok()) first = with_context(outcome, extent, op.read);
   }
   extent.pending.clear();
+  return first;
+}
+
+Status NvmeStateStore::wait_writes(ExtentId id) {
+  ZINF_CHECK(id < extents_.size(), "NVMe state store: extent id out of range");
+  Extent& extent = extents_[id];
+  // The ops of one extent run in issue order: once its last write is done so is everything before
+  // it, and the reads issued after it may go on.
+  const auto last_write =
+      std::find_if(extent.pending.rbegin(), extent.pending.rend(), [](const PendingOp& op) { return !op.read; });
+  if (last_write == extent.pending.rend()) return Status::ok();
+  const auto end = last_write.base();
+  Status first;
+  for (auto op = extent.pending.begin(); op != end; ++op) {
+    Status outcome = op->finished ? *op->finished : store_->wait(op->ticket);
+    if (!outcome.is_ok() && first.is_ok()) first = with_context(outcome, extent, op->read);
+  }
+  extent.pending.erase(extent.pending.begin(), end);
   return first;
 }
 

@@ -60,6 +60,10 @@ class NvmeStateStore {
   // first failure: "NVMe read of <what> failed: <path, offset, errno>". A read may be started while
   // a write of the same extent is in flight (it sees the written bytes), and the other way round.
   Status wait(ExtentId id);
+  // Blocks until the writes started on `id` (and what was issued before them) have finished, and
+  // leaves reads issued after the last write in flight (ok when no write is pending); failures as
+  // wait(). For "the last rewrite is on disk" without waiting for a prefetch issued after it.
+  Status wait_writes(ExtentId id);
   // Waits for every operation on every extent (outcomes dropped): before buffers they name go away.
   void drain();
   // True when nothing is in flight on `id` (outcomes are kept for wait()).

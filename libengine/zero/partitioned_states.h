@@ -140,6 +140,7 @@ class PartitionedStates final : public ModelStates {
   // memory) goes to the parameter's tier and its resident device copy.
   // `defer_gather`: a persistent copy's gather waits in deferred_gathers_ (see the pipeline).
   Status publish(model::ParamId id, const void* source, bool defer_gather = false);
+  // Until the parameters' NVMe rewrites are on disk (reads issued after them stay in flight).
   Status wait_param_writes();
   // Parameters on the device tier updated there (optimizer on the device, checkpoint load): this
   // rank's new slice goes into the whole persistent copy and is gathered (stages 1 and 2 at

@@ -36,7 +36,8 @@ Result<double> PartitionedStates::grad_sum_squares() {
 Status PartitionedStates::wait_param_writes() {
   Status first;
   for (NvmeStateStore::ExtentId extent : param_extents_) {
-    Status status = nvme_->wait(extent);
+    // Only the writes: the next forward pass's prefetched reads (after_step()) may still be in flight.
+    Status status = nvme_->wait_writes(extent);
     if (!status.is_ok() && first.is_ok()) first = std::move(status);
   }
   return first;

@@ -305,6 +305,14 @@ TEST_CASE("train: the offloaded engine runs from the CLI, records its placement 
   // Bytes the engine moves are predicted exactly where the model is exact: the gradients go down once.
   CHECK(plan.at("rows").at(8).at("error_percent").get<double>() == Approx(0.0).margin(1e-9));
   CHECK(o.out.find("Plan vs measured (zinf schedule)") != std::string::npos);
+  // The machine's load comes with the plan, and a note says so when other jobs had the cores.
+  const json& load = plan.at("machine_load");
+  if (!load.is_null()) {
+    CHECK(load.at("cores").get<int>() >= 1);
+    const bool shared = load.at("load_average_1min").get<double>() > load.at("cores").get<double>();
+    CHECK(plan.contains("note") == shared);
+    if (shared) CHECK(plan.at("note").get<std::string>().find("the machine was shared") != std::string::npos);
+  }
 
   // The same run on ZeRO-0 gives the same losses.
   json plain = scenario;

@@ -44,9 +44,15 @@ TEST_CASE("the engine model's activation bytes, parameters and FLOPs are the GPT
       for (model::ParamId id = 0; id < table.size(); ++id) {
         CHECK(numels[static_cast<std::size_t>(id)] == static_cast<std::int64_t>(table[id].numel));
       }
-      // The model counts forward + backward; the recompute adds one more forward (a third of it).
-      CHECK(scenario_flops_per_step(scenario) ==
-            Approx(gpt.value()->flops_per_step() * (checkpointing ? 4.0 / 3.0 : 1.0)));
+      // The model counts forward + backward (3 forwards); the recompute adds the forward of every
+      // block but the last: (layers - 1) / layers of the forward less the head's 2·B·T·V·C.
+      const double forward = gpt.value()->flops_per_step() / 3.0;
+      const double head = 2.0 * batch * seq * vocab * hidden;
+      const double recompute = checkpointing ? (forward - head) * (layers - 1) / layers : 0.0;
+      CHECK(scenario_flops_per_step(scenario) == Approx(gpt.value()->flops_per_step() + recompute));
+      const ForwardFlops fwd = scenario_forward_flops(scenario);
+      CHECK(layers * fwd.block + fwd.head == Approx(forward));
+      CHECK(fwd.head == Approx(head));
     }
   }
 }
@@ -87,13 +93,83 @@ TEST_CASE("engine model: parameters and optimizer on NVMe, budgets resolved as t
   CHECK(p.nvme_peak_bytes == Approx(2 * elements + 12 * elements));
   // No host budget: sub-groups of min(16 Mi, ceil(109,312 / 8) = 13,664) elements, at least the
   // largest parameter (16,384): whole parameters packed in table order up to 16,384 elements.
-  CHECK(p.sub_groups >= 8);
+  // Packed: [wte, wpe, ln1] 9,344 | [qkv w+b] 12,480 | [proj, ln2] 4,288 | [fc w] 16,384 | [fc b] 256 |
+  // [proj w] 16,384 | [proj b, layer 1's ln1, qkv w+b] 12,672 | 4,288 | 16,384 | 256 | 16,384 |
+  // [proj b, final norm] 192: 12 sub-groups.
+  CHECK(p.sub_groups == 12);
+  // The three pipeline sets take the last three sub-groups (the backward pass finishes them first)
+  // before the first update: 256 + 16,384 + 192 = 16,832 elements of 109,312.
+  const double ahead = 16832 / elements;
+  CHECK(p.optimizer_read_ahead == Approx(ahead));
   // The optimizer phase after the backward pass: the step needs the norm first (grad_clip 1.0), so
-  // the updates wait: NVMe writes (12 + 2) * 109,312 / 5e8 against CPU Adam 28 * 109,312 / 1e10.
-  CHECK(p.step.optimizer.seconds == Approx(14.0 * elements / 5e8));
+  // the updates wait: NVMe writes (12 + 2) * 109,312 / 5e8 and the reads that did not fit the sets,
+  // 12 * 109,312 * (1 - 16,832 / 109,312) / 1e9, share the drive; CPU Adam 28 * 109,312 / 1e10 is less.
+  CHECK(p.step.optimizer.seconds == Approx(14.0 * elements / 5e8 + 12.0 * elements * (1 - ahead) / 1e9));
+  CHECK(p.step.optimizer.bottleneck == 6);  // NVMe
   CHECK(p.step.schedule == Schedule::kZinf);
   s.zero.overlap_optimizer = false;
   CHECK(predict_engine(s, hw).step.schedule == Schedule::kDeepSpeed);
+}
+
+TEST_CASE("engine model on the CPU backend: copies and fp32 views of half-precision parameters take the cores") {
+  spec::Scenario s = small_scenario(true);
+  s.precision = DType::kBF16;
+  s.zero.stage = 3;
+  s.zero.params = spec::Tier::kCpu;
+  s.zero.grads = spec::Tier::kCpu;
+  s.zero.optimizer = spec::Tier::kCpu;
+  s.zero.persistence_threshold = 100;
+  EngineHardware hw;
+  hw.compute_flops = 1e10;
+  hw.memory_bandwidth = 2e10;
+  hw.host_device_bandwidth = 5e9;
+  hw.compute_on_host = true;
+  const EnginePrediction p = predict_engine(s, hw);
+  // 2 layers x 64 hidden, batch 2 x seq 16 = 32 tokens. Per block: matmuls 32 x (4·64² + 2·64·256)
+  // = 1,572,864 MACs, attention 2·16²·64 = 32,768 MACs: 3,211,264 FLOPs. Head 32 x 128 x 64 MACs =
+  // 524,288 FLOPs.
+  const ForwardFlops fwd = scenario_forward_flops(s);
+  CHECK(fwd.block == 3211264.0);
+  CHECK(fwd.head == 524288.0);
+  const double forward_flops = 2 * 3211264.0 + 524288.0;
+  // Step: 3 forwards and the recompute of block 0 only.
+  CHECK(scenario_flops_per_step(s) == Approx(3 * forward_flops + 3211264.0));
+  // 109,312 elements, 108,416 offloaded (see above), all live at the turn: fetched once, in the
+  // forward pass; 49,984 elements per block.
+  const double elements = 109312, offloaded = 108416 * 2.0, block = 49984;
+  CHECK(block_elements(s.shape) == block);
+  // Forward on the cores: FLOPs, the parameters' copies and one fp32 view of every parameter
+  // (2 + 4 bytes per element at memory bandwidth).
+  const double forward = forward_flops / 1e10 + offloaded / 5e9 + elements * 6 / 2e10;
+  CHECK(p.step.forward.seconds == Approx(forward));
+  CHECK(p.step.forward.bottleneck == 0);
+  // Backward: 2 forwards and the recompute, the gradients' copies down (2 bytes per element), the
+  // views of every parameter again and of block 0's for its recompute.
+  const double backward = (2 * forward_flops + 3211264.0) / 1e10 + elements * 2 / 5e9 + (elements + block) * 6 / 2e10;
+  CHECK(p.step.backward.seconds == Approx(backward));
+  CHECK(p.conversion_seconds == Approx((2 * elements + block) * 6 / 2e10));
+  // The block's other kernels measured (1 ms forward, 2 ms backward per block): the block's
+  // matmuls only at the matmul rate (attention, 2·2·16²·64 = 65,536 FLOPs per block, is among the
+  // kernels), plus the kernels of 2 blocks forward; 2 blocks backward and block 0's recompute.
+  CHECK(fwd.attention == 65536.0);
+  EngineHardware measured = hw;
+  measured.block_kernel_forward_seconds = 1e-3;
+  measured.block_kernel_backward_seconds = 2e-3;
+  const EnginePrediction k = predict_engine(s, measured);
+  const double matmuls = 3211264.0 - 65536.0;
+  CHECK(k.step.forward.seconds ==
+        Approx((2 * matmuls + 524288.0) / 1e10 + 2 * 1e-3 + offloaded / 5e9 + elements * 6 / 2e10));
+  CHECK(k.step.backward.seconds == Approx((2 * (2 * matmuls + 524288.0) + matmuls) / 1e10 + 1e-3 + 2 * 2e-3 +
+                                          elements * 2 / 5e9 + (elements + block) * 6 / 2e10));
+  CHECK(k.compute_seconds == Approx((3 * (2 * matmuls + 524288.0) + matmuls) / 1e10 + 3 * 1e-3 + 2 * 2e-3));
+  // fp32 parameters need no views; on a GPU the copies run beside the kernels, over PCIe.
+  s.precision = DType::kF32;
+  CHECK(predict_engine(s, hw).conversion_seconds == 0.0);
+  s.precision = DType::kBF16;
+  hw.compute_on_host = false;
+  const EnginePrediction gpu = predict_engine(s, hw);
+  CHECK(gpu.conversion_seconds == 0.0);
+  CHECK(gpu.step.forward.seconds == Approx(std::max(forward_flops / 1e10, offloaded / 5e9)));
 }
 
 }  // namespace

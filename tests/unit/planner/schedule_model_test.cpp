@@ -81,6 +81,28 @@ TEST_CASE("zinf with clipping or fp16 loss scaling: only the reads overlap the b
   CHECK_FALSE(step.overlapped);
 }
 
+TEST_CASE("zinf with the norm first: reads beyond the pipeline's sets follow the updates") {
+  ScheduleOptions options;
+  options.norm_before_step = true;
+  options.read_ahead = 0.25;  // the sets hold a quarter of the optimizer states
+  const ScheduledStep step = schedule_step(hand_loads(), options);
+  // Backward + a quarter of the reads: compute 4, PCIe 3, NVMe 1 + 0.75 -> 4 (compute). Then the
+  // updates with the other reads: NVMe 2 + 2.25 = 4.25, CPU 1.5 -> 4.25 (NVMe).
+  CHECK(step.backward.seconds == 4.0);
+  CHECK(step.optimizer.seconds == Approx(4.25));
+  CHECK(step.optimizer.bottleneck == kNvme);
+  CHECK(step.step_seconds == Approx(2.0 + 4.0 + 4.25));
+  // DeepSpeed's 11 s less 10.25 s: the 0.75 s of reads taken ahead.
+  CHECK(step.optimizer_hidden_seconds == Approx(0.75));
+
+  // No read ahead at all: the whole optimizer phase after the backward pass, as DeepSpeed's.
+  options.read_ahead = 0.0;
+  CHECK(schedule_step(hand_loads(), options).step_seconds == Approx(11.0));
+  // read_ahead does not touch the step planned without the norm.
+  options.norm_before_step = false;
+  CHECK(schedule_step(hand_loads(), options).step_seconds == 8.0);
+}
+
 TEST_CASE("an optimizer on the device runs after the backward pass in both schedules") {
   ScheduleOptions options;
   options.optimizer_on_host = false;
