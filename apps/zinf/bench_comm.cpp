@@ -69,6 +69,10 @@ class BenchCommCommand final : public Subcommand {
         ->type_name("N");
     cmd_->add_option("--timeout", timeout_text_, "Longest wait for a peer in one collective, seconds (default 300)")
         ->type_name("S");
+    cmd_->add_option("--inline-max-bytes", inline_text_,
+                     "zinf's collectives up to this size run on the calling thread when the collective stream is idle; "
+                     "0: every one goes through the stream's thread (default: CommOptions' default, 512KiB)")
+        ->type_name("SIZE");
     cmd_->add_option("--ranks", ranks_text_, "Start mpirun with N ranks on this machine and run there")->type_name("N");
     add_output_options(*cmd_, output_);
   }
@@ -89,6 +93,7 @@ class BenchCommCommand final : public Subcommand {
   std::string warmup_text_ = "2";
   std::string repeat_text_ = "3";
   std::string timeout_text_ = "300";
+  std::string inline_text_;  // empty: CommOptions' default
   std::string ranks_text_;
   OutputOptions output_;
   std::optional<int> delegated_;
@@ -120,6 +125,9 @@ Status BenchCommCommand::configure(CommBenchConfig& config) const {
   config.warmup = static_cast<int>(warmup);
   config.repeat = static_cast<int>(repeat);
   config.timeout = std::chrono::seconds(timeout_s);
+  if (!inline_text_.empty()) {
+    ZINF_ASSIGN_OR_RETURN(config.inline_max_bytes, parse_bytes(inline_text_, "--inline-max-bytes", ZeroIs::kAllowed));
+  }
   return Status::ok();
 }
 
@@ -175,9 +183,13 @@ Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBench
   out.record = reports::make_record_envelope("bench-comm", 1);
   out.record["ranks"] = {{"world_size", result.world_size}, {"local_size", result.local_size}};
   out.record["mpi"] = {{"library", result.mpi_library}, {"thread_level", result.thread_level}};
-  out.record["config"] = {{"dtype", dtype_name(config.dtype)}, {"min_bytes", config.min_bytes},
-                          {"max_bytes", config.max_bytes},     {"iters", config.iters},
-                          {"warmup", config.warmup},           {"repeat", config.repeat}};
+  out.record["config"] = {{"dtype", dtype_name(config.dtype)},
+                          {"min_bytes", config.min_bytes},
+                          {"max_bytes", config.max_bytes},
+                          {"iters", config.iters},
+                          {"warmup", config.warmup},
+                          {"repeat", config.repeat},
+                          {"inline_max_bytes", config.inline_max_bytes}};
   out.record["rows"] = rows;
   out.record["target_ratio"] = kTargetRatio;
   if (has_summary) {
@@ -192,6 +204,11 @@ Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBench
   setup.fields.emplace_back("runs", fmt::format("{} warm-up + {} repetitions x {} calls per size and side, "
                                                 "alternating zinf / MPI; time = slowest rank's mean per call",
                                                 config.warmup, config.repeat, config.iters));
+  setup.fields.emplace_back(
+      "inline", config.inline_max_bytes == 0
+                    ? std::string("off: every zinf collective is handed to the collective stream's thread")
+                    : fmt::format("zinf collectives up to {} run on the calling thread while the stream is idle",
+                                  format_bytes(static_cast<double>(config.inline_max_bytes))));
   out.document.sections.push_back(std::move(setup));
 
   reports::Section table;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "libengine/comm/communicator.h"
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 
@@ -35,6 +36,9 @@ struct CommBenchConfig {
   int warmup = 2;  // untimed calls before the repetitions, per side
   int repeat = 3;  // repetitions per side, alternating
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // The communicator's CommOptions::inline_max_bytes: zinf's collectives up to this size run on the
+  // calling thread while the stream is idle; 0 enqueues every one (the stream thread's hand-off).
+  std::uint64_t inline_max_bytes = comm::kDefaultInlineMaxBytes;
 };
 
 struct CommBenchSide {

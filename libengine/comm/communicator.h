@@ -11,13 +11,24 @@
 // (send) / untouched (recv) until then. Which memory a buffer may be in is the implementation's:
 // host memory for MPI and the CPU backend's device memory, CUDA device memory for NCCL.
 //
+// Small collectives may run on the calling thread: one of at most CommOptions::inline_max_bytes
+// issued while `stream` is idle (nothing before it queued or running: Stream::run_if_idle) may run
+// at once, the call returning once it has finished — once the peers reached it. Stream order is
+// the same either way, so code that orders later work after the collective with an Event is right
+// in both cases; what changes is that the call may block until the peers make the matching call.
+// So every rank must reach its matching call without waiting for this rank's later calls — which
+// holds when every rank makes the same calls, stream collectives and barrier()/all_reduce_host()
+// alike, in the same order (as MPI requires anyway). Larger collectives, and any collective issued
+// behind queued work, are enqueued and overlap whatever the caller does next.
+//
 // Failure: a lost or hung peer, a timeout or a transport error surfaces as the Status of
 // stream.synchronize() (and of barrier()), naming the collective, this rank and the cause — never a
 // silent hang: implementations bound every wait by CommOptions::timeout. After a failure the
 // communicator is broken: every later call fails at once with the first error.
 //
 // Thread-safety: one thread issues the calls (the training loop's); the collectives run on the
-// stream's worker. rank()/world_size()/... are constant and safe from any thread.
+// stream's worker, or on that thread (above). rank()/world_size()/... are constant and safe from
+// any thread.
 #pragma once
 
 #include <chrono>
@@ -31,9 +42,19 @@
 
 namespace zinf::comm {
 
+// Stream collectives of at most this many bytes may run on the calling thread when their stream is
+// idle (above). 256 KiB: on this project's 2-core machine handing a collective to the stream's
+// thread costs 1.5-2 us (a context switch each way where both share a core), 10-50% of a
+// collective up to 256 KiB (1.4-45 us), under 5% from 1 MiB (README, `zinf bench comm`).
+inline constexpr std::size_t kDefaultInlineMaxBytes = std::size_t{512} << 10;
+
 struct CommOptions {
   // The longest any collective or barrier may wait for a peer before failing with a clear error.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // The largest stream collective that may run on the calling thread (the larger of its send and
+  // receive buffers on this rank, in bytes); 0: every one is enqueued. Honoured by the MPI
+  // communicator; NCCL's run on CUDA streams, which have no host thread to skip.
+  std::size_t inline_max_bytes = kDefaultInlineMaxBytes;
 };
 
 class Communicator {
