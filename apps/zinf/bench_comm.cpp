@@ -71,7 +71,7 @@ class BenchCommCommand final : public Subcommand {
         ->type_name("S");
     cmd_->add_option("--inline-max-bytes", inline_text_,
                      "zinf's collectives up to this size run on the calling thread when the collective stream is idle; "
-                     "0: every one goes through the stream's thread (default: CommOptions' default, 512KiB)")
+                     "0: every one goes through the stream's thread (default: CommOptions' default, 1MiB)")
         ->type_name("SIZE");
     cmd_->add_option("--ranks", ranks_text_, "Start mpirun with N ranks on this machine and run there")->type_name("N");
     add_output_options(*cmd_, output_);

@@ -43,10 +43,13 @@
 namespace zinf::comm {
 
 // Stream collectives of at most this many bytes may run on the calling thread when their stream is
-// idle (above). 256 KiB: on this project's 2-core machine handing a collective to the stream's
-// thread costs 1.5-2 us (a context switch each way where both share a core), 10-50% of a
-// collective up to 256 KiB (1.4-45 us), under 5% from 1 MiB (README, `zinf bench comm`).
-inline constexpr std::size_t kDefaultInlineMaxBytes = std::size_t{512} << 10;
+// idle (above). 1 MiB, measured on this project's 2-core machine with 2 ranks (README, `zinf bench
+// comm`): handing a collective to the stream's thread costs 1.5-2 us per call there (a context
+// switch each way: mpirun binds each of 2 ranks to one core), up to 5 us at the first call after a
+// long idle; an all_gather takes 1.4 us at 4 KiB, 15 us at 512 KiB and 41 us at 1 MiB (queued:
+// 0.90-0.94x of plain MPI), 130 us at 2 MiB (queued: 0.95-0.98x). Gradient buckets
+// (zero.reduce_bucket_bytes, at least 4 MiB unless set) stay queued and overlap compute.
+inline constexpr std::size_t kDefaultInlineMaxBytes = std::size_t{1} << 20;
 
 struct CommOptions {
   // The longest any collective or barrier may wait for a peer before failing with a clear error.

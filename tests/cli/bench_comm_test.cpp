@@ -86,7 +86,7 @@ TEST_CASE("bench comm: a plain mpirun -np 3 prints one table, from rank 0") {
   REQUIRE(run.is_ok());
   INFO("stderr: " << run->err);
   REQUIRE(run->exit_status == 0);
-  check_record(nlohmann::json::parse(run->out), 3, "fp32", 512 << 10);  // one JSON document: rank 0's only
+  check_record(nlohmann::json::parse(run->out), 3, "fp32", 1 << 20);  // one JSON document: rank 0's only
 }
 
 }  // namespace

@@ -14,9 +14,10 @@
 namespace zinf::comm {
 namespace {
 
-constexpr int kInlineCount = 1024;  // 4 KiB of fp32: run on the caller (CommOptions::inline_max_bytes)
+constexpr int kInlineCount = 1024;     // 4 KiB of fp32: run on the caller (CommOptions::inline_max_bytes)
+constexpr int kQueuedCount = 1 << 19;  // 2 MiB: enqueued on the collective stream
 
-cli::ProcessOutput run_job(const std::string& mode, int call, int count = 1 << 18) {
+cli::ProcessOutput run_job(const std::string& mode, int call, int count = kQueuedCount) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   const std::vector<std::string> argv = {ZINF_MPIEXEC,
@@ -58,12 +59,12 @@ std::vector<std::string> error_lines(const std::string& text) {
 TEST_CASE("comm fault: a hung rank makes its peers fail after the timeout, naming it") {
   const bool small = GENERATE(false, true);
   CAPTURE(small);
-  const cli::ProcessOutput out = run_job("hang", 5, small ? kInlineCount : 1 << 18);
+  const cli::ProcessOutput out = run_job("hang", 5, small ? kInlineCount : kQueuedCount);
   INFO(out.err);
   CHECK(out.exit_status != 0);
   const std::vector<std::string> errors = error_lines(out.err);
   REQUIRE_FALSE(errors.empty());
-  const std::string what = small ? "all_reduce #5 (4.00 KiB fp32) on rank" : "all_reduce #5 (1.00 MiB fp32) on rank";
+  const std::string what = small ? "all_reduce #5 (4.00 KiB fp32) on rank" : "all_reduce #5 (2.00 MiB fp32) on rank";
   bool named = false;
   for (const std::string& line : errors) {
     if (line.find(what) != std::string::npos && line.find("timed out after 2.00 s") != std::string::npos &&
@@ -77,7 +78,7 @@ TEST_CASE("comm fault: a hung rank makes its peers fail after the timeout, namin
 TEST_CASE("comm fault: kill -9 of one rank ends the others with a line naming it") {
   const bool small = GENERATE(false, true);
   CAPTURE(small);
-  const cli::ProcessOutput out = run_job("kill", 4, small ? kInlineCount : 1 << 18);
+  const cli::ProcessOutput out = run_job("kill", 4, small ? kInlineCount : kQueuedCount);
   INFO(out.err);
   CHECK(out.exit_status != 0);
   const std::vector<std::string> errors = error_lines(out.err);
