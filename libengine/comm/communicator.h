@@ -42,22 +42,30 @@
 
 namespace zinf::comm {
 
-// Stream collectives of at most this many bytes may run on the calling thread when their stream is
-// idle (above). 1 MiB, measured on this project's 2-core machine with 2 ranks (README, `zinf bench
-// comm`): handing a collective to the stream's thread costs 1.5-2 us per call there (a context
+// Stream collectives of at most these many bytes may run on the calling thread when their stream
+// is idle (above); measured on this project's 2-core machine with 2 ranks (README, `zinf bench
+// comm`). Handing a collective to the stream's thread costs 1.5-2 us per call there (a context
 // switch each way: mpirun binds each of 2 ranks to one core), up to 5 us at the first call after a
-// long idle; an all_gather takes 1.4 us at 4 KiB, 15 us at 512 KiB and 41 us at 1 MiB (queued:
-// 0.90-0.94x of plain MPI), 130 us at 2 MiB (queued: 0.95-0.98x). Gradient buckets
-// (zero.reduce_bucket_bytes, at least 4 MiB unless set) stay queued and overlap compute.
+// long idle. All-gathers and broadcasts, 1 MiB: an all_gather takes 1.4 us at 4 KiB, 15 us at
+// 512 KiB, 41 us at 1 MiB (queued: 0.90-0.94x of plain MPI) and 130 us at 2 MiB (queued:
+// 0.95-0.98x). Reductions, 128 KiB: they take 17-20 us at 64-128 KiB and 40 us from 256 KiB
+// (queued: 0.93-1.00x), and above 128 KiB Open MPI's reductions allocate a temporary per call that
+// glibc's main arena hands back to the OS after each call when they run on the main thread (the
+// next call page-faults it in: a 256 KiB reduce_scatter took 75 us there against 40 us on the
+// stream's thread). Gradient buckets (zero.reduce_bucket_bytes, at least 4 MiB unless set) stay
+// queued and overlap compute.
 inline constexpr std::size_t kDefaultInlineMaxBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kDefaultInlineMaxReduceBytes = std::size_t{128} << 10;
 
 struct CommOptions {
   // The longest any collective or barrier may wait for a peer before failing with a clear error.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  // The largest stream collective that may run on the calling thread (the larger of its send and
-  // receive buffers on this rank, in bytes); 0: every one is enqueued. Honoured by the MPI
-  // communicator; NCCL's run on CUDA streams, which have no host thread to skip.
+  // The largest all_gather / broadcast, and the largest reduce_scatter / all_reduce, that may run on
+  // the calling thread (the larger of its send and receive buffers on this rank, in bytes); 0: every
+  // one is enqueued. Honoured by the MPI communicator; NCCL's run on CUDA streams, which have no
+  // host thread to skip.
   std::size_t inline_max_bytes = kDefaultInlineMaxBytes;
+  std::size_t inline_max_reduce_bytes = kDefaultInlineMaxReduceBytes;
 };
 
 class Communicator {

@@ -154,47 +154,52 @@ class MpiCommunicator final : public Communicator {
 
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
     const Label label{"all_gather", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
-    submit(label.bytes * static_cast<std::size_t>(world_size()), stream, [=, this]() -> Status {
-      ZINF_RETURN_IF_ERROR(check_call(label, count));
-      if (count == 0) return Status::ok();
-      const std::size_t block_bytes = count * dtype_size_bytes(dtype);
-      const void* source =
-          send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank()) * block_bytes ? MPI_IN_PLACE : send;
-      const int n = static_cast<int>(count);
-      return run_stream(
-          label, [&] { return MPI_Allgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_); },
-          [&](MPI_Request* request) {
-            return MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_, request);
-          });
-    });
+    submit(
+        label.bytes * static_cast<std::size_t>(world_size()), options_.inline_max_bytes, stream, [=, this]() -> Status {
+          ZINF_RETURN_IF_ERROR(check_call(label, count));
+          if (count == 0) return Status::ok();
+          const std::size_t block_bytes = count * dtype_size_bytes(dtype);
+          const void* source = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank()) * block_bytes
+                                   ? MPI_IN_PLACE
+                                   : send;
+          const int n = static_cast<int>(count);
+          return run_stream(
+              label, [&] { return MPI_Allgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_); },
+              [&](MPI_Request* request) {
+                return MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_, request);
+              });
+        });
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
     const Label label{"reduce_scatter", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
-    submit(label.bytes * static_cast<std::size_t>(world_size()), stream, [=, this]() -> Status {
-      ZINF_RETURN_IF_ERROR(check_call(label, count));
-      if (count == 0) return Status::ok();
-      const std::size_t block_bytes = count * dtype_size_bytes(dtype);
-      // MPI forbids recv inside send; the in-place form the contract allows (recv is this rank's
-      // block of send) goes through a scratch block.
-      const bool aliased = recv == static_cast<const char*>(send) + static_cast<std::size_t>(rank()) * block_bytes;
-      std::vector<std::byte> scratch(aliased ? block_bytes : 0);
-      void* target = aliased ? static_cast<void*>(scratch.data()) : recv;
-      const int n = static_cast<int>(count);
-      Status status = run_stream(
-          label,
-          [&] { return MPI_Reduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_); },
-          [&](MPI_Request* request) {
-            return MPI_Ireduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_, request);
-          });
-      if (status.is_ok() && aliased) std::memcpy(recv, scratch.data(), block_bytes);
-      return status;
-    });
+    submit(
+        label.bytes * static_cast<std::size_t>(world_size()), options_.inline_max_reduce_bytes, stream,
+        [=, this]() -> Status {
+          ZINF_RETURN_IF_ERROR(check_call(label, count));
+          if (count == 0) return Status::ok();
+          const std::size_t block_bytes = count * dtype_size_bytes(dtype);
+          // MPI forbids recv inside send; the in-place form the contract allows (recv is this rank's
+          // block of send) goes through a scratch block.
+          const bool aliased = recv == static_cast<const char*>(send) + static_cast<std::size_t>(rank()) * block_bytes;
+          std::vector<std::byte> scratch(aliased ? block_bytes : 0);
+          void* target = aliased ? static_cast<void*>(scratch.data()) : recv;
+          const int n = static_cast<int>(count);
+          Status status = run_stream(
+              label,
+              [&] { return MPI_Reduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_); },
+              [&](MPI_Request* request) {
+                return MPI_Ireduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_,
+                                                 request);
+              });
+          if (status.is_ok() && aliased) std::memcpy(recv, scratch.data(), block_bytes);
+          return status;
+        });
   }
 
   void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
     const Label label{"all_reduce", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
-    submit(label.bytes, stream, [=, this]() -> Status {
+    submit(label.bytes, options_.inline_max_reduce_bytes, stream, [=, this]() -> Status {
       ZINF_RETURN_IF_ERROR(check_call(label, count));
       if (count == 0) return Status::ok();
       const void* source = send == recv ? MPI_IN_PLACE : send;
@@ -210,7 +215,7 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* buffer, std::size_t count, DType dtype, int root, device::Stream& stream) override {
     ZINF_CHECK(root >= 0 && root < world_size(), "MpiCommunicator::broadcast: root is not a rank of the world");
     const Label label{"broadcast", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
-    submit(label.bytes, stream, [=, this]() -> Status {
+    submit(label.bytes, options_.inline_max_bytes, stream, [=, this]() -> Status {
       ZINF_RETURN_IF_ERROR(check_call(label, count));
       if (count == 0) return Status::ok();
       const int n = static_cast<int>(count);
@@ -252,11 +257,12 @@ class MpiCommunicator final : public Communicator {
 
   bool broken() const { return broken_.load(std::memory_order_acquire); }
 
-  // A stream collective: `work` on the calling thread when it is small and `stream` idle
-  // (communicator.h), else enqueued. Either way run_stream() below puts it under the watchdog.
+  // A stream collective: `work` on the calling thread when it has at most `inline_max_bytes` and
+  // `stream` is idle (communicator.h), else enqueued. Either way run_stream() below puts it under
+  // the watchdog.
   template <typename Work>
-  void submit(std::size_t bytes, device::Stream& stream, Work&& work) {
-    if (bytes <= options_.inline_max_bytes && stream.run_if_idle(work)) return;
+  void submit(std::size_t bytes, std::size_t inline_max_bytes, device::Stream& stream, Work&& work) {
+    if (bytes <= inline_max_bytes && stream.run_if_idle(work)) return;
     stream.enqueue(std::forward<Work>(work));
   }
 

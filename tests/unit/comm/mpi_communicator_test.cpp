@@ -24,10 +24,14 @@ namespace {
 struct World {
   std::unique_ptr<device::Device> device = device::make_cpu_device({});
   std::unique_ptr<Communicator> comm;
-  explicit World(std::size_t inline_max_bytes = kDefaultInlineMaxBytes) {
+  // Inline bounds (CommOptions): the defaults, or `inline_max_bytes` for every collective.
+  World() : World(kDefaultInlineMaxBytes, kDefaultInlineMaxReduceBytes) {}
+  explicit World(std::size_t inline_max_bytes) : World(inline_max_bytes, inline_max_bytes) {}
+  World(std::size_t inline_max_bytes, std::size_t inline_max_reduce_bytes) {
     CommOptions options;
     options.timeout = std::chrono::seconds(60);
     options.inline_max_bytes = inline_max_bytes;
+    options.inline_max_reduce_bytes = inline_max_reduce_bytes;
     Result<std::unique_ptr<Communicator>> made = make_mpi_communicator(*device, options);
     REQUIRE(made.is_ok());
     comm = std::move(made).value();
@@ -81,11 +85,11 @@ TEST_CASE("mpi communicator: ranks agree with the launcher's environment") {
 }
 
 TEST_CASE("mpi communicator: every collective for every dtype against closed forms") {
-  // Inline off, on for small ones (the default: the stream is idle at the first call only), and on
-  // for every size (collectives issued behind queued work still queue).
-  const std::size_t inline_max_bytes = GENERATE(std::size_t{0}, kDefaultInlineMaxBytes, SIZE_MAX);
-  CAPTURE(inline_max_bytes);
-  World w(inline_max_bytes);
+  // Inline off, the default bounds (the stream is idle at the first call only), and on for every
+  // size (collectives issued behind queued work still queue).
+  const int inline_mode = GENERATE(0, 1, 2);
+  CAPTURE(inline_mode);
+  World w = inline_mode == 0 ? World(0) : inline_mode == 1 ? World() : World(SIZE_MAX);
   const int n = w.comm->world_size();
   const int me = w.comm->rank();
   const auto world = static_cast<std::size_t>(n);
@@ -228,9 +232,9 @@ TEST_CASE("mpi communicator: a small collective on an idle stream has finished w
 }
 
 TEST_CASE("mpi communicator: small collectives inline and queued, mixed with host work, keep stream order") {
-  for (const std::size_t inline_max_bytes : {kDefaultInlineMaxBytes, std::size_t{0}}) {
-    CAPTURE(inline_max_bytes);
-    World w(inline_max_bytes);
+  for (const bool inline_on : {true, false}) {
+    CAPTURE(inline_on);
+    World w = inline_on ? World() : World(0);
     const int n = w.comm->world_size();
     const float s = static_cast<float>(n * (n + 1) / 2);  // sum over ranks of rank + 1
     const std::size_t count = 512;
