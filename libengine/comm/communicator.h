@@ -12,8 +12,9 @@
 // host memory for MPI and the CPU backend's device memory, CUDA device memory for NCCL.
 //
 // Small collectives may run on the calling thread: one of at most CommOptions::inline_max_bytes
-// issued while `stream` is idle (nothing before it queued or running: Stream::run_if_idle) may run
-// at once, the call returning once it has finished — once the peers reached it. Stream order is
+// (all-gathers, broadcasts) or inline_max_reduce_bytes (reductions) issued while `stream` is idle
+// (nothing before it queued or running: Stream::run_if_idle) may run at once, the call returning
+// once it has finished — once the peers reached it. Stream order is
 // the same either way, so code that orders later work after the collective with an Event is right
 // in both cases; what changes is that the call may block until the peers make the matching call.
 // So every rank must reach its matching call without waiting for this rank's later calls — which
@@ -47,9 +48,9 @@ namespace zinf::comm {
 // comm`). Handing a collective to the stream's thread costs 1.5-2 us per call there (a context
 // switch each way: mpirun binds each of 2 ranks to one core), up to 5 us at the first call after a
 // long idle. All-gathers and broadcasts, 1 MiB: an all_gather takes 1.4 us at 4 KiB, 15 us at
-// 512 KiB, 41 us at 1 MiB (queued: 0.90-0.94x of plain MPI) and 130 us at 2 MiB (queued:
-// 0.95-0.98x). Reductions, 128 KiB: they take 17-20 us at 64-128 KiB and 40 us from 256 KiB
-// (queued: 0.93-1.00x), and above 128 KiB Open MPI's reductions allocate a temporary per call that
+// 512 KiB, 41 us at 1 MiB (queued: 0.87-1.00x of plain MPI) and 130 us at 2 MiB (queued:
+// 0.95-0.99x). Reductions, 128 KiB: they take 11-25 us at 64-128 KiB and 40 us from 256 KiB
+// (queued: 0.88-1.00x), and above 128 KiB Open MPI's reductions allocate a temporary per call that
 // glibc's main arena hands back to the OS after each call when they run on the main thread (the
 // next call page-faults it in: a 256 KiB reduce_scatter took 75 us there against 40 us on the
 // stream's thread). Gradient buckets (zero.reduce_bucket_bytes, at least 4 MiB unless set) stay
