@@ -305,6 +305,11 @@ class MpiCommunicator final : public Communicator {
     in_flight_.begin(label);
     const int rc = block();
     in_flight_.end();
+    // The watchdog's MPI calls may have progressed this collective (MPI_THREAD_MULTIPLE) and copied
+    // into its buffers: once it is out of MPI (progress_mutex_), those copies happen before whatever
+    // follows the collective — also for ThreadSanitizer, which cannot see Open MPI's own ordering
+    // and would otherwise report (suppressed, but slowly, per element) a race on the buffer.
+    { std::lock_guard progress(progress_mutex_); }
     if (rc != MPI_SUCCESS)
       return fail(Status::internal(fmt::format("{}: MPI: {}", describe(label), mpi_error_text(rc))));
     return Status::ok();
@@ -331,17 +336,23 @@ class MpiCommunicator final : public Communicator {
         since = Clock::now();
       }
       lock.unlock();
-      answer_roll_calls();
       std::string error;
-      const std::string gone = runtime_.lost_local_peers(false);
-      if (!gone.empty()) {
-        error = fmt::format("{}: lost {}", describe(label), gone);
-      } else if (Clock::now() - since >= options_.timeout) {
-        const std::string silent = roll_call();
-        const std::string local = runtime_.lost_local_peers(true);
-        error = fmt::format("{}: timed out after {} waiting for its peers (CommOptions timeout); {}{}", describe(label),
-                            format_duration(std::chrono::duration<double>(options_.timeout).count()), silent,
-                            local.empty() ? "" : "; " + local);
+      {
+        std::lock_guard progress(progress_mutex_);  // inside MPI here (run_stream)
+        // Roll calls come only from a peer that waited out its timeout, and it waits at least 500 ms
+        // for the answer: a collective in flight for under one period needs none, and leaving MPI
+        // alone then keeps the watchdog from progressing (and contending on) short collectives.
+        if (Clock::now() - since >= kPeerCheckPeriod) answer_roll_calls();
+        const std::string gone = runtime_.lost_local_peers(false);
+        if (!gone.empty()) {
+          error = fmt::format("{}: lost {}", describe(label), gone);
+        } else if (Clock::now() - since >= options_.timeout) {
+          const std::string silent = roll_call();
+          const std::string local = runtime_.lost_local_peers(true);
+          error = fmt::format("{}: timed out after {} waiting for its peers (CommOptions timeout); {}{}",
+                              describe(label), format_duration(std::chrono::duration<double>(options_.timeout).count()),
+                              silent, local.empty() ? "" : "; " + local);
+        }
       }
       lock.lock();
       // Still the same call, still blocked: nothing else will ever end it.
@@ -501,8 +512,9 @@ class MpiCommunicator final : public Communicator {
   std::atomic<bool> broken_{false};  // first_error_ is set: read without the lock on every call
   // Blocking stream collectives (MPI_THREAD_MULTIPLE, world > 1) and their watchdog.
   bool blocking_ = false;
-  InFlight in_flight_;      // the stream collective blocked in MPI now
-  std::mutex watch_mutex_;  // stopping_, and the watchdog's sleep
+  InFlight in_flight_;         // the stream collective blocked in MPI now
+  std::mutex progress_mutex_;  // held by the watchdog while it calls MPI (run_stream says why)
+  std::mutex watch_mutex_;     // stopping_, and the watchdog's sleep
   std::condition_variable watch_cv_;
   bool stopping_ = false;
   std::thread watchdog_;  // last: started by init() once everything it reads exists

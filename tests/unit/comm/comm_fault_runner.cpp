@@ -1,5 +1,5 @@
 // comm_fault_runner: one rank of a faulty job, started by comm_fault_test under mpirun. Every rank
-// all-reduces an fp32 buffer of --count elements (default 2^19: 2 MiB, enqueued on the collective
+// all-reduces an fp32 buffer of --count elements (default 2^18: 1 MiB, enqueued on the collective
 // stream; 1024: 4 KiB, small enough to run on the calling thread, the stream being idle) 20 times
 // through the MPI communicator; rank --rank wraps it in a FaultInjectingCommunicator with the fault
 // --mode at call --call:
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   int fault_rank = 0;
   std::uint64_t fault_call = 1;
   long timeout_ms = 2000;
-  std::size_t count = std::size_t{1} << 19;
+  std::size_t count = std::size_t{1} << 18;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--mode") mode = argv[i + 1];

@@ -15,7 +15,7 @@ namespace zinf::comm {
 namespace {
 
 constexpr int kInlineCount = 1024;     // 4 KiB of fp32: run on the caller (CommOptions::inline_max_bytes)
-constexpr int kQueuedCount = 1 << 19;  // 2 MiB: enqueued on the collective stream
+constexpr int kQueuedCount = 1 << 18;  // 1 MiB: enqueued on the collective stream
 
 cli::ProcessOutput run_job(const std::string& mode, int call, int count = kQueuedCount) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
@@ -64,7 +64,7 @@ TEST_CASE("comm fault: a hung rank makes its peers fail after the timeout, namin
   CHECK(out.exit_status != 0);
   const std::vector<std::string> errors = error_lines(out.err);
   REQUIRE_FALSE(errors.empty());
-  const std::string what = small ? "all_reduce #5 (4.00 KiB fp32) on rank" : "all_reduce #5 (2.00 MiB fp32) on rank";
+  const std::string what = small ? "all_reduce #5 (4.00 KiB fp32) on rank" : "all_reduce #5 (1.00 MiB fp32) on rank";
   bool named = false;
   for (const std::string& line : errors) {
     if (line.find(what) != std::string::npos && line.find("timed out after 2.00 s") != std::string::npos &&
