@@ -69,6 +69,13 @@ class BenchCommCommand final : public Subcommand {
         ->type_name("N");
     cmd_->add_option("--timeout", timeout_text_, "Longest wait for a peer in one collective, seconds (default 300)")
         ->type_name("S");
+    cmd_->add_option("--inline-max-bytes", inline_text_,
+                     "zinf's all-gathers up to this size run on the calling thread when the collective stream is "
+                     "idle; 0: every one goes through the stream's thread (default 1MiB)")
+        ->type_name("SIZE");
+    cmd_->add_option("--inline-max-reduce-bytes", inline_reduce_text_,
+                     "The same for reduce_scatter and all_reduce (default 128KiB)")
+        ->type_name("SIZE");
     cmd_->add_option("--ranks", ranks_text_, "Start mpirun with N ranks on this machine and run there")->type_name("N");
     add_output_options(*cmd_, output_);
   }
@@ -89,6 +96,8 @@ class BenchCommCommand final : public Subcommand {
   std::string warmup_text_ = "2";
   std::string repeat_text_ = "3";
   std::string timeout_text_ = "300";
+  std::string inline_text_;         // empty: CommOptions' default
+  std::string inline_reduce_text_;  // empty: CommOptions' default
   std::string ranks_text_;
   OutputOptions output_;
   std::optional<int> delegated_;
@@ -120,6 +129,13 @@ Status BenchCommCommand::configure(CommBenchConfig& config) const {
   config.warmup = static_cast<int>(warmup);
   config.repeat = static_cast<int>(repeat);
   config.timeout = std::chrono::seconds(timeout_s);
+  if (!inline_text_.empty()) {
+    ZINF_ASSIGN_OR_RETURN(config.inline_max_bytes, parse_bytes(inline_text_, "--inline-max-bytes", ZeroIs::kAllowed));
+  }
+  if (!inline_reduce_text_.empty()) {
+    ZINF_ASSIGN_OR_RETURN(config.inline_max_reduce_bytes,
+                          parse_bytes(inline_reduce_text_, "--inline-max-reduce-bytes", ZeroIs::kAllowed));
+  }
   return Status::ok();
 }
 
@@ -175,9 +191,14 @@ Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBench
   out.record = reports::make_record_envelope("bench-comm", 1);
   out.record["ranks"] = {{"world_size", result.world_size}, {"local_size", result.local_size}};
   out.record["mpi"] = {{"library", result.mpi_library}, {"thread_level", result.thread_level}};
-  out.record["config"] = {{"dtype", dtype_name(config.dtype)}, {"min_bytes", config.min_bytes},
-                          {"max_bytes", config.max_bytes},     {"iters", config.iters},
-                          {"warmup", config.warmup},           {"repeat", config.repeat}};
+  out.record["config"] = {{"dtype", dtype_name(config.dtype)},
+                          {"min_bytes", config.min_bytes},
+                          {"max_bytes", config.max_bytes},
+                          {"iters", config.iters},
+                          {"warmup", config.warmup},
+                          {"repeat", config.repeat},
+                          {"inline_max_bytes", config.inline_max_bytes},
+                          {"inline_max_reduce_bytes", config.inline_max_reduce_bytes}};
   out.record["rows"] = rows;
   out.record["target_ratio"] = kTargetRatio;
   if (has_summary) {
@@ -192,6 +213,13 @@ Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBench
   setup.fields.emplace_back("runs", fmt::format("{} warm-up + {} repetitions x {} calls per size and side, "
                                                 "alternating zinf / MPI; time = slowest rank's mean per call",
                                                 config.warmup, config.repeat, config.iters));
+  auto bound = [](std::uint64_t bytes) {
+    return bytes == 0 ? std::string("none") : format_bytes(static_cast<double>(bytes));
+  };
+  setup.fields.emplace_back("inline",
+                            fmt::format("zinf collectives run on the calling thread while the stream is idle up to {} "
+                                        "(all_gather), {} (reduce_scatter, all_reduce); larger ones through its thread",
+                                        bound(config.inline_max_bytes), bound(config.inline_max_reduce_bytes)));
   out.document.sections.push_back(std::move(setup));
 
   reports::Section table;

@@ -208,6 +208,8 @@ Result<CommBenchResult> run_comm_bench(const CommBenchConfig& config,
   std::unique_ptr<device::Device> device = device::make_cpu_device({});
   comm::CommOptions options;
   options.timeout = config.timeout;
+  options.inline_max_bytes = static_cast<std::size_t>(config.inline_max_bytes);
+  options.inline_max_reduce_bytes = static_cast<std::size_t>(config.inline_max_reduce_bytes);
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> comm, comm::make_mpi_communicator(*device, options));
 
   CommBenchResult result;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "libengine/comm/communicator.h"
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 
@@ -35,6 +36,11 @@ struct CommBenchConfig {
   int warmup = 2;  // untimed calls before the repetitions, per side
   int repeat = 3;  // repetitions per side, alternating
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // The communicator's CommOptions::inline_max_bytes (all_gather) and inline_max_reduce_bytes
+  // (reduce_scatter, all_reduce): zinf's collectives up to these sizes run on the calling thread
+  // while the stream is idle; 0 enqueues every one (the stream thread's hand-off).
+  std::uint64_t inline_max_bytes = comm::kDefaultInlineMaxBytes;
+  std::uint64_t inline_max_reduce_bytes = comm::kDefaultInlineMaxReduceBytes;
 };
 
 struct CommBenchSide {

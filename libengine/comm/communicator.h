@@ -11,13 +11,25 @@
 // (send) / untouched (recv) until then. Which memory a buffer may be in is the implementation's:
 // host memory for MPI and the CPU backend's device memory, CUDA device memory for NCCL.
 //
+// Small collectives may run on the calling thread: one of at most CommOptions::inline_max_bytes
+// (all-gathers, broadcasts) or inline_max_reduce_bytes (reductions) issued while `stream` is idle
+// (nothing before it queued or running: Stream::run_if_idle) may run at once, the call returning
+// once it has finished — once the peers reached it. Stream order is
+// the same either way, so code that orders later work after the collective with an Event is right
+// in both cases; what changes is that the call may block until the peers make the matching call.
+// So every rank must reach its matching call without waiting for this rank's later calls — which
+// holds when every rank makes the same calls, stream collectives and barrier()/all_reduce_host()
+// alike, in the same order (as MPI requires anyway). Larger collectives, and any collective issued
+// behind queued work, are enqueued and overlap whatever the caller does next.
+//
 // Failure: a lost or hung peer, a timeout or a transport error surfaces as the Status of
 // stream.synchronize() (and of barrier()), naming the collective, this rank and the cause — never a
 // silent hang: implementations bound every wait by CommOptions::timeout. After a failure the
 // communicator is broken: every later call fails at once with the first error.
 //
 // Thread-safety: one thread issues the calls (the training loop's); the collectives run on the
-// stream's worker. rank()/world_size()/... are constant and safe from any thread.
+// stream's worker, or on that thread (above). rank()/world_size()/... are constant and safe from
+// any thread.
 #pragma once
 
 #include <chrono>
@@ -31,9 +43,30 @@
 
 namespace zinf::comm {
 
+// Stream collectives of at most these many bytes may run on the calling thread when their stream
+// is idle (above); measured on this project's 2-core machine with 2 ranks (README, `zinf bench
+// comm`). Handing a collective to the stream's thread costs 1.5-2 us per call there (a context
+// switch each way: mpirun binds each of 2 ranks to one core), up to 5 us at the first call after a
+// long idle. All-gathers and broadcasts, 1 MiB: an all_gather takes 1.4 us at 4 KiB, 15 us at
+// 512 KiB, 41 us at 1 MiB (queued: 0.87-1.00x of plain MPI) and 130 us at 2 MiB (queued:
+// 0.95-0.99x). Reductions, 128 KiB: they take 11-25 us at 64-128 KiB and 40 us from 256 KiB
+// (queued: 0.88-1.00x), and above 128 KiB Open MPI's reductions allocate a temporary per call that
+// glibc's main arena hands back to the OS after each call when they run on the main thread (the
+// next call page-faults it in: a 256 KiB reduce_scatter took 75 us there against 40 us on the
+// stream's thread). Gradient buckets (zero.reduce_bucket_bytes, at least 4 MiB unless set) stay
+// queued and overlap compute.
+inline constexpr std::size_t kDefaultInlineMaxBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kDefaultInlineMaxReduceBytes = std::size_t{128} << 10;
+
 struct CommOptions {
   // The longest any collective or barrier may wait for a peer before failing with a clear error.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // The largest all_gather / broadcast, and the largest reduce_scatter / all_reduce, that may run on
+  // the calling thread (the larger of its send and receive buffers on this rank, in bytes); 0: every
+  // one is enqueued. Honoured by the MPI communicator; NCCL's run on CUDA streams, which have no
+  // host thread to skip.
+  std::size_t inline_max_bytes = kDefaultInlineMaxBytes;
+  std::size_t inline_max_reduce_bytes = kDefaultInlineMaxReduceBytes;
 };
 
 class Communicator {

@@ -1,5 +1,6 @@
-// MpiCommunicator (mpi_communicator.h): non-blocking MPI collectives polled against a deadline,
-// the bf16/fp16 sum operators, lost-peer checks and the roll call that names silent ranks.
+// MpiCommunicator (mpi_communicator.h): blocking MPI collectives watched by a watchdog thread (or
+// non-blocking ones polled against a deadline), small ones run on the caller when the stream is
+// idle, the bf16/fp16 sum operators, lost-peer checks and the roll call that names silent ranks.
 #include "libengine/comm/mpi_communicator.h"
 
 #include <mpi.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -65,6 +67,41 @@ struct Label {
   const char* dtype;
 };
 
+// The stream collective blocked in MPI now, for the watchdog: written by whichever thread runs it
+// (the stream's, or the caller's for a small one), read by the watchdog — lock-free, so a small
+// collective pays a few plain stores for it rather than two mutex round trips (its whole call is
+// 1.5-2.5 us). A sequence lock of atomics: `call` is 0 between collectives; the reader takes the
+// fields between two loads of `call` and keeps them only when both saw the same call. The fields
+// are stored with release and loaded with acquire (no fences: ThreadSanitizer does not model
+// them), so a reader that sees a field of the next collective also sees the 0 stored before it.
+class InFlight {
+ public:
+  void begin(const Label& label) {
+    op_.store(label.op, std::memory_order_release);
+    bytes_.store(label.bytes, std::memory_order_release);
+    dtype_.store(label.dtype, std::memory_order_release);
+    call_.store(label.call, std::memory_order_release);
+  }
+  void end() { call_.store(0, std::memory_order_release); }
+  // The collective in flight now, if any (a consistent copy).
+  std::optional<Label> read() const {
+    const std::uint64_t call = call_.load(std::memory_order_acquire);
+    if (call == 0) return std::nullopt;
+    const Label label{op_.load(std::memory_order_acquire), call, bytes_.load(std::memory_order_acquire),
+                      dtype_.load(std::memory_order_acquire)};
+    if (call_.load(std::memory_order_acquire) != call) return std::nullopt;  // it ended meanwhile
+    return label;
+  }
+  // Whether collective `call` is still in flight.
+  bool still(std::uint64_t call) const { return call_.load(std::memory_order_acquire) == call; }
+
+ private:
+  std::atomic<std::uint64_t> call_{0};  // stream call numbers start at 1
+  std::atomic<const char*> op_{""};
+  std::atomic<std::size_t> bytes_{0};
+  std::atomic<const char*> dtype_{""};
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MpiRuntime& runtime, const CommOptions& options) : runtime_(runtime), options_(options) {}
@@ -117,47 +154,52 @@ class MpiCommunicator final : public Communicator {
 
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
     const Label label{"all_gather", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
-    stream.enqueue([=, this]() -> Status {
-      ZINF_RETURN_IF_ERROR(check_call(label, count));
-      if (count == 0) return Status::ok();
-      const std::size_t block_bytes = count * dtype_size_bytes(dtype);
-      const void* source =
-          send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank()) * block_bytes ? MPI_IN_PLACE : send;
-      const int n = static_cast<int>(count);
-      return run_stream(
-          label, [&] { return MPI_Allgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_); },
-          [&](MPI_Request* request) {
-            return MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_, request);
-          });
-    });
+    submit(
+        label.bytes * static_cast<std::size_t>(world_size()), options_.inline_max_bytes, stream, [=, this]() -> Status {
+          ZINF_RETURN_IF_ERROR(check_call(label, count));
+          if (count == 0) return Status::ok();
+          const std::size_t block_bytes = count * dtype_size_bytes(dtype);
+          const void* source = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank()) * block_bytes
+                                   ? MPI_IN_PLACE
+                                   : send;
+          const int n = static_cast<int>(count);
+          return run_stream(
+              label, [&] { return MPI_Allgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_); },
+              [&](MPI_Request* request) {
+                return MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), stream_comm_, request);
+              });
+        });
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
     const Label label{"reduce_scatter", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
-    stream.enqueue([=, this]() -> Status {
-      ZINF_RETURN_IF_ERROR(check_call(label, count));
-      if (count == 0) return Status::ok();
-      const std::size_t block_bytes = count * dtype_size_bytes(dtype);
-      // MPI forbids recv inside send; the in-place form the contract allows (recv is this rank's
-      // block of send) goes through a scratch block.
-      const bool aliased = recv == static_cast<const char*>(send) + static_cast<std::size_t>(rank()) * block_bytes;
-      std::vector<std::byte> scratch(aliased ? block_bytes : 0);
-      void* target = aliased ? static_cast<void*>(scratch.data()) : recv;
-      const int n = static_cast<int>(count);
-      Status status = run_stream(
-          label,
-          [&] { return MPI_Reduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_); },
-          [&](MPI_Request* request) {
-            return MPI_Ireduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_, request);
-          });
-      if (status.is_ok() && aliased) std::memcpy(recv, scratch.data(), block_bytes);
-      return status;
-    });
+    submit(
+        label.bytes * static_cast<std::size_t>(world_size()), options_.inline_max_reduce_bytes, stream,
+        [=, this]() -> Status {
+          ZINF_RETURN_IF_ERROR(check_call(label, count));
+          if (count == 0) return Status::ok();
+          const std::size_t block_bytes = count * dtype_size_bytes(dtype);
+          // MPI forbids recv inside send; the in-place form the contract allows (recv is this rank's
+          // block of send) goes through a scratch block.
+          const bool aliased = recv == static_cast<const char*>(send) + static_cast<std::size_t>(rank()) * block_bytes;
+          std::vector<std::byte> scratch(aliased ? block_bytes : 0);
+          void* target = aliased ? static_cast<void*>(scratch.data()) : recv;
+          const int n = static_cast<int>(count);
+          Status status = run_stream(
+              label,
+              [&] { return MPI_Reduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_); },
+              [&](MPI_Request* request) {
+                return MPI_Ireduce_scatter_block(send, target, n, mpi_type(dtype), sum_op(dtype), stream_comm_,
+                                                 request);
+              });
+          if (status.is_ok() && aliased) std::memcpy(recv, scratch.data(), block_bytes);
+          return status;
+        });
   }
 
   void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
     const Label label{"all_reduce", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
-    stream.enqueue([=, this]() -> Status {
+    submit(label.bytes, options_.inline_max_reduce_bytes, stream, [=, this]() -> Status {
       ZINF_RETURN_IF_ERROR(check_call(label, count));
       if (count == 0) return Status::ok();
       const void* source = send == recv ? MPI_IN_PLACE : send;
@@ -173,7 +215,7 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* buffer, std::size_t count, DType dtype, int root, device::Stream& stream) override {
     ZINF_CHECK(root >= 0 && root < world_size(), "MpiCommunicator::broadcast: root is not a rank of the world");
     const Label label{"broadcast", ++stream_calls_, count * dtype_size_bytes(dtype), dtype_name(dtype).data()};
-    stream.enqueue([=, this]() -> Status {
+    submit(label.bytes, options_.inline_max_bytes, stream, [=, this]() -> Status {
       ZINF_RETURN_IF_ERROR(check_call(label, count));
       if (count == 0) return Status::ok();
       const int n = static_cast<int>(count);
@@ -213,9 +255,15 @@ class MpiCommunicator final : public Communicator {
     return dtype == DType::kF32 ? MPI_SUM : dtype == DType::kBF16 ? bf16_sum_ : f16_sum_;
   }
 
-  bool broken() const {
-    std::lock_guard lock(error_mutex_);
-    return !first_error_.is_ok();
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+
+  // A stream collective: `work` on the calling thread when it has at most `inline_max_bytes` and
+  // `stream` is idle (communicator.h), else enqueued. Either way run_stream() below puts it under
+  // the watchdog.
+  template <typename Work>
+  void submit(std::size_t bytes, std::size_t inline_max_bytes, device::Stream& stream, Work&& work) {
+    if (bytes <= inline_max_bytes && stream.run_if_idle(work)) return;
+    stream.enqueue(std::forward<Work>(work));
   }
 
   std::string describe(const Label& label) const {
@@ -228,9 +276,9 @@ class MpiCommunicator final : public Communicator {
 
   // The first error, or a count MPI cannot express.
   Status check_call(const Label& label, std::size_t count) const {
-    {
+    if (broken()) {
       std::lock_guard lock(error_mutex_);
-      if (!first_error_.is_ok()) return first_error_;
+      return first_error_;
     }
     if (count > static_cast<std::size_t>(INT_MAX)) {
       return Status::invalid_argument(
@@ -245,6 +293,7 @@ class MpiCommunicator final : public Communicator {
     runtime_.mark_broken();
     std::lock_guard lock(error_mutex_);
     if (first_error_.is_ok()) first_error_ = std::move(status);
+    broken_.store(true, std::memory_order_release);
     return first_error_;
   }
 
@@ -253,48 +302,61 @@ class MpiCommunicator final : public Communicator {
   template <typename Block, typename Start>
   Status run_stream(const Label& label, Block&& block, Start&& start) {
     if (!blocking_) return run(label, std::forward<Start>(start));
-    {
-      std::lock_guard lock(watch_mutex_);
-      in_flight_ = label;
-      in_flight_since_ = Clock::now();
-    }
+    in_flight_.begin(label);
     const int rc = block();
-    {
-      std::lock_guard lock(watch_mutex_);
-      in_flight_.reset();
-    }
+    in_flight_.end();
+    // The watchdog's MPI calls may have progressed this collective (MPI_THREAD_MULTIPLE) and copied
+    // into its buffers: once it is out of MPI (progress_mutex_), those copies happen before whatever
+    // follows the collective — also for ThreadSanitizer, which cannot see Open MPI's own ordering
+    // and would otherwise report (suppressed, but slowly, per element) a race on the buffer.
+    { std::lock_guard progress(progress_mutex_); }
     if (rc != MPI_SUCCESS)
       return fail(Status::internal(fmt::format("{}: MPI: {}", describe(label), mpi_error_text(rc))));
     return Status::ok();
   }
 
-  // The watchdog of the blocking collectives: every kPeerCheckPeriod while one is in flight it
-  // answers roll calls, looks for lost peers on this node and checks the deadline; a lost peer or
-  // the timeout ends the process with the error line (end_blocked_process): a blocking MPI call
-  // cannot be cancelled, and its peers are stopped by the launcher when this rank exits.
+  // The watchdog of the blocking collectives: every kPeerCheckPeriod while one is in flight (on
+  // the stream's thread or the caller's) it answers roll calls, looks for lost peers on this node
+  // and checks the deadline; a lost peer or the timeout ends the process with the error line
+  // (end_blocked_process): a blocking MPI call cannot be cancelled, and its peers are stopped by
+  // the launcher when this rank exits. A collective's clock starts when the watchdog first sees it
+  // (so the running thread reads no clock): the timeout fires up to kPeerCheckPeriod late.
   void watch() {
+    std::uint64_t seen_call = 0;
+    Clock::time_point since;
     std::unique_lock lock(watch_mutex_);
     while (!stopping_) {
       watch_cv_.wait_for(lock, kPeerCheckPeriod);
-      if (stopping_ || !in_flight_) continue;
-      const Label label = *in_flight_;
-      const Clock::time_point since = in_flight_since_;
+      if (stopping_) continue;
+      const std::optional<Label> in_flight = in_flight_.read();
+      if (!in_flight) continue;
+      const Label label = *in_flight;
+      if (label.call != seen_call) {
+        seen_call = label.call;
+        since = Clock::now();
+      }
       lock.unlock();
-      answer_roll_calls();
       std::string error;
-      const std::string gone = runtime_.lost_local_peers(false);
-      if (!gone.empty()) {
-        error = fmt::format("{}: lost {}", describe(label), gone);
-      } else if (Clock::now() - since >= options_.timeout) {
-        const std::string silent = roll_call();
-        const std::string local = runtime_.lost_local_peers(true);
-        error = fmt::format("{}: timed out after {} waiting for its peers (CommOptions timeout); {}{}", describe(label),
-                            format_duration(std::chrono::duration<double>(options_.timeout).count()), silent,
-                            local.empty() ? "" : "; " + local);
+      {
+        std::lock_guard progress(progress_mutex_);  // inside MPI here (run_stream)
+        // Roll calls come only from a peer that waited out its timeout, and it waits at least 500 ms
+        // for the answer: a collective in flight for under one period needs none, and leaving MPI
+        // alone then keeps the watchdog from progressing (and contending on) short collectives.
+        if (Clock::now() - since >= kPeerCheckPeriod) answer_roll_calls();
+        const std::string gone = runtime_.lost_local_peers(false);
+        if (!gone.empty()) {
+          error = fmt::format("{}: lost {}", describe(label), gone);
+        } else if (Clock::now() - since >= options_.timeout) {
+          const std::string silent = roll_call();
+          const std::string local = runtime_.lost_local_peers(true);
+          error = fmt::format("{}: timed out after {} waiting for its peers (CommOptions timeout); {}{}",
+                              describe(label), format_duration(std::chrono::duration<double>(options_.timeout).count()),
+                              silent, local.empty() ? "" : "; " + local);
+        }
       }
       lock.lock();
       // Still the same call, still blocked: nothing else will ever end it.
-      if (!error.empty() && in_flight_ && in_flight_->call == label.call) end_blocked_process(error);
+      if (!error.empty() && in_flight_.still(label.call)) end_blocked_process(error);
     }
   }
 
@@ -447,12 +509,13 @@ class MpiCommunicator final : public Communicator {
   std::uint64_t host_calls_ = 0;
   mutable std::mutex error_mutex_;
   Status first_error_;
+  std::atomic<bool> broken_{false};  // first_error_ is set: read without the lock on every call
   // Blocking stream collectives (MPI_THREAD_MULTIPLE, world > 1) and their watchdog.
   bool blocking_ = false;
-  std::mutex watch_mutex_;
+  InFlight in_flight_;         // the stream collective blocked in MPI now
+  std::mutex progress_mutex_;  // held by the watchdog while it calls MPI (run_stream says why)
+  std::mutex watch_mutex_;     // stopping_, and the watchdog's sleep
   std::condition_variable watch_cv_;
-  std::optional<Label> in_flight_;  // the stream collective blocked in MPI now
-  Clock::time_point in_flight_since_;
   bool stopping_ = false;
   std::thread watchdog_;  // last: started by init() once everything it reads exists
 };

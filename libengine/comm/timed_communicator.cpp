@@ -22,13 +22,15 @@ void TimedCommunicator::stream_call(std::size_t send_bytes, device::Stream& stre
   counters_->calls.fetch_add(1);
   counters_->send_bytes.fetch_add(send_bytes);
   // One stream runs its work in order, so at most one collective of this stream is between its
-  // marks at a time; the start mark's time is read by the end mark that follows it.
-  stream.enqueue([counters = counters_] {
+  // marks at a time; the start mark's time is read by the end mark that follows it. The marks are
+  // latency-bound: on an idle stream they run at once, which lets a small collective after the
+  // start mark run on the caller too (communicator.h) instead of queueing behind it.
+  device::enqueue_latency_bound(stream, [counters = counters_] {
     counters->stream_start_ns.store(now_ns());
     return Status::ok();
   });
   forward();
-  stream.enqueue([counters = counters_] {
+  device::enqueue_latency_bound(stream, [counters = counters_] {
     counters->busy_ns.fetch_add(now_ns() - counters->stream_start_ns.load());
     return Status::ok();
   });

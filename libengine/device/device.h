@@ -7,7 +7,9 @@
 //   real without a GPU.
 // - A Stream runs the work enqueued on it in order; different streams may run concurrently. Each
 //   device has one stream per role (compute, host→device, device→host, collectives), the split
-//   that lets transfers overlap compute.
+//   that lets transfers overlap compute. Short, latency-bound work may instead run at once on the
+//   calling thread while its stream is idle (Stream::run_if_idle, enqueue_latency_bound): still in
+//   stream order, since nothing is ahead of it.
 // - An Event marks a point in a stream: record() on one stream, wait() on another orders them;
 //   synchronize() blocks the host until the point is reached.
 //
@@ -25,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "libengine/core/function_ref.h"
 #include "libengine/core/status.h"
 #include "libengine/device/ops.h"
 #include "libengine/memory/memory_tier.h"
@@ -57,6 +60,19 @@ class Stream {
   // Host work run in stream order (the CPU backend's copies and kernels; on CUDA a host callback).
   // `work` must not throw. Errors it finds are reported through the Status of synchronize().
   virtual void enqueue(std::function<Status()> work) = 0;
+  // Runs `work` at once on the calling thread when this stream is idle — nothing enqueued on it
+  // before is still queued or running, so running it now keeps stream order — and returns true;
+  // otherwise returns false without running it (the caller then enqueue()s it; see
+  // enqueue_latency_bound below). Meant for short, latency-bound work (a small collective, a timing
+  // mark) for which the hand-off to the stream's thread costs more than the work: the calling thread
+  // runs it and returns only once it has finished (a collective: once its peers reached it). Work
+  // enqueued by another thread meanwhile, and the stream's events and synchronize(), wait for it as
+  // for queued work; an error it returns is reported by synchronize() as for enqueued work. `work`
+  // must not throw. Backends whose streams are not host threads (CUDA) never run it: false.
+  virtual bool run_if_idle(FunctionRef<Status()> work) {
+    (void)work;
+    return false;
+  }
   // Marks the current end of this stream in `event`.
   virtual void record(Event& event) = 0;
   // Work enqueued on this stream after this call starts only once `event` has been reached.
@@ -67,6 +83,13 @@ class Stream {
   // The backend's handle (cudaStream_t on CUDA; nullptr on the CPU backend).
   virtual void* native_handle() { return nullptr; }
 };
+
+// enqueue(), except that an idle stream runs `work` at once on the calling thread
+// (Stream::run_if_idle): only for short, latency-bound work.
+template <typename Work>
+void enqueue_latency_bound(Stream& stream, Work&& work) {
+  if (!stream.run_if_idle(work)) stream.enqueue(std::forward<Work>(work));
+}
 
 // An owned block of device memory whose bytes are counted on the device's tier; returns them on
 // destruction. Movable, not copyable.
@@ -151,7 +174,8 @@ class Device {
 
   // Seconds host threads spent blocked until the collective stream reached a point: synchronize()
   // of that stream (and of the device), events it recorded waited for by the compute stream or
-  // synchronized on the host. On the CPU backend the compute stream runs on the calling thread, so
+  // synchronized on the host, and the time a host thread ran the collective stream's work itself
+  // (Stream::run_if_idle: a small collective). On the CPU backend the compute stream runs on the calling thread, so
   // this is the time compute waited for collectives (and for what the collective stream itself
   // waits for first: the copies a gather follows). On CUDA the compute stream's waits happen on the
   // GPU and are not seen; only the host's blocking synchronize() of the collective stream counts.

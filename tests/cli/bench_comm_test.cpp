@@ -1,7 +1,9 @@
 // `zinf bench comm`: bad flags are one error line and exit 2 (in-process); the real binary under
 // `--ranks 2` (the spawner starts mpirun) and under a plain `mpirun -np 3` measures every op with
 // no wrong element on either side, and rank 0 alone prints and writes the zinf.bench-comm/1 record.
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,12 +35,19 @@ TEST_CASE("bench comm: bad flags are one line and exit 2") {
   check_usage_error(run_zinf({"bench", "comm", "--ranks", "5000"}), "--ranks");
   check_usage_error(run_zinf({"bench", "comm", "--timeout", "-1"}), "--timeout");
   check_usage_error(run_zinf({"bench", "comm", "--format", "xml"}), "--format");
+  check_usage_error(run_zinf({"bench", "comm", "--inline-max-bytes", "some"}), "--inline-max-bytes");
+  check_usage_error(run_zinf({"bench", "comm", "--inline-max-reduce-bytes", "-1"}), "--inline-max-reduce-bytes");
 }
 
-void check_record(const nlohmann::json& record, int world, const std::string& dtype) {
+// `inline_max_bytes`: the bound the record must show for every op (0: inline off), or none for the
+// defaults (1 MiB all_gather, 128 KiB reductions).
+void check_record(const nlohmann::json& record, int world, const std::string& dtype,
+                  std::optional<std::uint64_t> inline_max_bytes) {
   CHECK(record["schema"] == "zinf.bench-comm/1");
   CHECK(record["ranks"]["world_size"] == world);
   CHECK(record["config"]["dtype"] == dtype);
+  CHECK(record["config"]["inline_max_bytes"] == inline_max_bytes.value_or(1 << 20));
+  CHECK(record["config"]["inline_max_reduce_bytes"] == inline_max_bytes.value_or(128 << 10));
   // 64 KiB .. 256 KiB, doubling, for each of the three ops.
   REQUIRE(record["rows"].size() == 9);
   for (const nlohmann::json& row : record["rows"]) {
@@ -60,14 +69,23 @@ void check_record(const nlohmann::json& record, int world, const std::string& dt
 TEST_CASE("bench comm: --ranks 2 runs under mpirun and rank 0 writes the record") {
   testing::TempDir dir;
   const std::string out = dir.path() + "/comm.json";
-  const std::vector<std::string> argv = {
-      ZINF_BINARY, "bench",    "comm", "--ranks", "2",    "--min-bytes", "64KiB", "--max-bytes", "256KiB", "--iters",
-      "3",         "--repeat", "2",    "--dtype", "bf16", "--format",    "json",  "--out",       out};
+  const std::vector<std::string> argv = {ZINF_BINARY, "bench",
+                                         "comm",      "--ranks",
+                                         "2",         "--min-bytes",
+                                         "64KiB",     "--max-bytes",
+                                         "256KiB",    "--iters",
+                                         "3",         "--repeat",
+                                         "2",         "--dtype",
+                                         "bf16",      "--format",
+                                         "json",      "--out",
+                                         out,         "--inline-max-bytes",
+                                         "0",         "--inline-max-reduce-bytes",
+                                         "0"};  // all through the stream's thread
   Result<ProcessOutput> run = run_process(argv);
   REQUIRE(run.is_ok());
   INFO("stderr: " << run->err);
   REQUIRE(run->exit_status == 0);
-  check_record(nlohmann::json::parse(test_support::read_text(out)), 2, "bf16");
+  check_record(nlohmann::json::parse(test_support::read_text(out)), 2, "bf16", 0);
 }
 
 TEST_CASE("bench comm: a plain mpirun -np 3 prints one table, from rank 0") {
@@ -80,7 +98,7 @@ TEST_CASE("bench comm: a plain mpirun -np 3 prints one table, from rank 0") {
   REQUIRE(run.is_ok());
   INFO("stderr: " << run->err);
   REQUIRE(run->exit_status == 0);
-  check_record(nlohmann::json::parse(run->out), 3, "fp32");  // one JSON document: rank 0's only
+  check_record(nlohmann::json::parse(run->out), 3, "fp32", std::nullopt);  // one JSON document: rank 0's only
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // comm_fault_runner: one rank of a faulty job, started by comm_fault_test under mpirun. Every rank
-// all-reduces a 1 MiB fp32 buffer 20 times on the collective stream through the MPI communicator;
-// rank --rank wraps it in a FaultInjectingCommunicator with the fault --mode at call --call:
+// all-reduces an fp32 buffer of --count elements (default 2^18: 1 MiB, enqueued on the collective
+// stream; 1024: 4 KiB, small enough to run on the calling thread, the stream being idle) 20 times
+// through the MPI communicator; rank --rank wraps it in a FaultInjectingCommunicator with the fault
+// --mode at call --call:
 //   hang   the rank disappears (its calls are swallowed) and then sleeps: its peers must time out
 //          and name it;
 //   kill   the rank sends itself SIGKILL before the call (kill -9 mid-collective);
@@ -39,12 +41,14 @@ int main(int argc, char** argv) {
   int fault_rank = 0;
   std::uint64_t fault_call = 1;
   long timeout_ms = 2000;
+  std::size_t count = std::size_t{1} << 18;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--mode") mode = argv[i + 1];
     if (flag == "--rank") fault_rank = std::atoi(argv[i + 1]);
     if (flag == "--call") fault_call = std::strtoull(argv[i + 1], nullptr, 10);
     if (flag == "--timeout-ms") timeout_ms = std::atol(argv[i + 1]);
+    if (flag == "--count") count = std::strtoull(argv[i + 1], nullptr, 10);
   }
   auto device = device::make_cpu_device({});
   comm::CommOptions options;
@@ -63,7 +67,6 @@ int main(int argc, char** argv) {
     comm = std::make_unique<comm::FaultInjectingCommunicator>(std::move(comm), fault);
   }
   device::Stream& stream = device->stream(device::StreamRole::kCollective);
-  const std::size_t count = 1 << 18;
   std::vector<float> buffer(count);
   const int world = comm->world_size();
   for (std::uint64_t call = 1; call <= 20; ++call) {

@@ -1,8 +1,9 @@
 // Faulty ranks end a job with one clear line, never a hang: comm_fault_runner started under mpirun
 // with 3 ranks, rank 2 hung (FaultInjectingCommunicator: it stops participating), killed with
 // SIGKILL mid-job, slowed down, or failing. The peers must exit non-zero with an error naming rank
-// 2; a delay shorter than the timeout must change nothing. CTest's timeout is the no-hang check:
-// no test asserts on time.
+// 2; a delay shorter than the timeout must change nothing. The hang and the kill are also run with
+// 4 KiB collectives, which the peers run on their calling thread (the stream is idle): the
+// watchdog must cover those too. CTest's timeout is the no-hang check: no test asserts on time.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -13,12 +14,27 @@
 namespace zinf::comm {
 namespace {
 
-cli::ProcessOutput run_job(const std::string& mode, int call) {
+constexpr int kInlineCount = 1024;     // 4 KiB of fp32: run on the caller (CommOptions::inline_max_bytes)
+constexpr int kQueuedCount = 1 << 18;  // 1 MiB: enqueued on the collective stream
+
+cli::ProcessOutput run_job(const std::string& mode, int call, int count = kQueuedCount) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  const std::vector<std::string> argv = {
-      ZINF_MPIEXEC, "--oversubscribe",    "-np",          "3",   ZINF_FAULT_RUNNER, "--mode", mode, "--rank", "2",
-      "--call",     std::to_string(call), "--timeout-ms", "2000"};
+  const std::vector<std::string> argv = {ZINF_MPIEXEC,
+                                         "--oversubscribe",
+                                         "-np",
+                                         "3",
+                                         ZINF_FAULT_RUNNER,
+                                         "--mode",
+                                         mode,
+                                         "--rank",
+                                         "2",
+                                         "--call",
+                                         std::to_string(call),
+                                         "--timeout-ms",
+                                         "2000",
+                                         "--count",
+                                         std::to_string(count)};
   Result<cli::ProcessOutput> out = cli::run_process(argv);
   REQUIRE(out.is_ok());
   INFO("stdout: " << out->out);
@@ -41,15 +57,17 @@ std::vector<std::string> error_lines(const std::string& text) {
 }
 
 TEST_CASE("comm fault: a hung rank makes its peers fail after the timeout, naming it") {
-  const cli::ProcessOutput out = run_job("hang", 5);
+  const bool small = GENERATE(false, true);
+  CAPTURE(small);
+  const cli::ProcessOutput out = run_job("hang", 5, small ? kInlineCount : kQueuedCount);
   INFO(out.err);
   CHECK(out.exit_status != 0);
   const std::vector<std::string> errors = error_lines(out.err);
   REQUIRE_FALSE(errors.empty());
+  const std::string what = small ? "all_reduce #5 (4.00 KiB fp32) on rank" : "all_reduce #5 (1.00 MiB fp32) on rank";
   bool named = false;
   for (const std::string& line : errors) {
-    if (line.find("all_reduce #5 (1.00 MiB fp32) on rank") != std::string::npos &&
-        line.find("timed out after 2.00 s") != std::string::npos &&
+    if (line.find(what) != std::string::npos && line.find("timed out after 2.00 s") != std::string::npos &&
         line.find("rank 2 did not answer a roll call") != std::string::npos) {
       named = true;
     }
@@ -58,7 +76,9 @@ TEST_CASE("comm fault: a hung rank makes its peers fail after the timeout, namin
 }
 
 TEST_CASE("comm fault: kill -9 of one rank ends the others with a line naming it") {
-  const cli::ProcessOutput out = run_job("kill", 4);
+  const bool small = GENERATE(false, true);
+  CAPTURE(small);
+  const cli::ProcessOutput out = run_job("kill", 4, small ? kInlineCount : kQueuedCount);
   INFO(out.err);
   CHECK(out.exit_status != 0);
   const std::vector<std::string> errors = error_lines(out.err);

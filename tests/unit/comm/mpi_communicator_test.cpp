@@ -4,8 +4,12 @@
 // reference with the rounding bound of one rounding per addition, the host all-reduce bit-identical
 // on every rank, and LaunchInfo agreeing with MPI. Every rank runs the same test cases in the same
 // order, as MPI requires.
+#include <atomic>
+#include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -20,8 +24,15 @@ namespace {
 struct World {
   std::unique_ptr<device::Device> device = device::make_cpu_device({});
   std::unique_ptr<Communicator> comm;
-  World() {
-    Result<std::unique_ptr<Communicator>> made = make_mpi_communicator(*device, CommOptions{std::chrono::seconds(60)});
+  // Inline bounds (CommOptions): the defaults, or `inline_max_bytes` for every collective.
+  World() : World(kDefaultInlineMaxBytes, kDefaultInlineMaxReduceBytes) {}
+  explicit World(std::size_t inline_max_bytes) : World(inline_max_bytes, inline_max_bytes) {}
+  World(std::size_t inline_max_bytes, std::size_t inline_max_reduce_bytes) {
+    CommOptions options;
+    options.timeout = std::chrono::seconds(60);
+    options.inline_max_bytes = inline_max_bytes;
+    options.inline_max_reduce_bytes = inline_max_reduce_bytes;
+    Result<std::unique_ptr<Communicator>> made = make_mpi_communicator(*device, options);
     REQUIRE(made.is_ok());
     comm = std::move(made).value();
   }
@@ -74,7 +85,11 @@ TEST_CASE("mpi communicator: ranks agree with the launcher's environment") {
 }
 
 TEST_CASE("mpi communicator: every collective for every dtype against closed forms") {
-  World w;
+  // Inline off, the default bounds (the stream is idle at the first call only), and on for every
+  // size (collectives issued behind queued work still queue).
+  const int inline_mode = GENERATE(0, 1, 2);
+  CAPTURE(inline_mode);
+  World w = inline_mode == 0 ? World(0) : inline_mode == 1 ? World() : World(SIZE_MAX);
   const int n = w.comm->world_size();
   const int me = w.comm->rank();
   const auto world = static_cast<std::size_t>(n);
@@ -200,6 +215,81 @@ TEST_CASE("mpi communicator: host all-reduce is exact and identical on every ran
   REQUIRE(w.comm->all_reduce_host(blocks).is_ok());
   for (int r = 0; r < n; ++r) CHECK(blocks[static_cast<std::size_t>(r)] == 10.0 * r);
   CHECK(w.comm->barrier().is_ok());
+}
+
+TEST_CASE("mpi communicator: a small collective on an idle stream has finished when the call returns") {
+  World w;
+  const int n = w.comm->world_size();
+  const std::size_t count = 256;  // 1 KiB: under CommOptions::inline_max_bytes
+  std::vector<float> values(count, static_cast<float>(w.comm->rank() + 1));
+  REQUIRE(w.stream().synchronize().is_ok());  // idle
+  w.comm->all_reduce(values.data(), values.data(), count, DType::kF32, w.stream());
+  // Run on this thread (Stream::run_if_idle): the sum is there before any synchronize().
+  const float sum = static_cast<float>(n * (n + 1) / 2);
+  CHECK(values[0] == sum);
+  CHECK(values[count - 1] == sum);
+  REQUIRE(w.stream().synchronize().is_ok());
+}
+
+TEST_CASE("mpi communicator: small collectives inline and queued, mixed with host work, keep stream order") {
+  for (const bool inline_on : {true, false}) {
+    CAPTURE(inline_on);
+    World w = inline_on ? World() : World(0);
+    const int n = w.comm->world_size();
+    const float s = static_cast<float>(n * (n + 1) / 2);  // sum over ranks of rank + 1
+    const std::size_t count = 512;
+    std::vector<float> x(count, static_cast<float>(w.comm->rank() + 1));
+    std::vector<float> y(count, -1.0f);
+    std::vector<float> big(count * 1024 * static_cast<std::size_t>(n), 0.0f);  // 2 MiB x ranks: always queued
+    std::vector<float> mine(count * 1024, static_cast<float>(w.comm->rank() + 1));
+    device::Stream& stream = w.stream();
+    REQUIRE(stream.synchronize().is_ok());
+    // 1. y = s (inline where allowed: the stream is idle).
+    w.comm->all_reduce(x.data(), y.data(), count, DType::kF32, stream);
+    // 2. host work that takes a while, queued: y += 1 on every rank.
+    stream.enqueue([&y] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      for (float& v : y) v += 1.0f;
+      return Status::ok();
+    });
+    // 3. behind it (the stream is busy): y = n (s + 1); y = n s + 1 if it overtook step 2.
+    w.comm->all_reduce(y.data(), y.data(), count, DType::kF32, stream);
+    // 4. a large gather, then a latency-bound host step and another small collective behind it.
+    w.comm->all_gather(mine.data(), big.data(), mine.size(), DType::kF32, stream);
+    device::enqueue_latency_bound(stream, [&y] {
+      for (float& v : y) v *= 2.0f;
+      return Status::ok();
+    });
+    w.comm->all_reduce(y.data(), y.data(), count, DType::kF32, stream);  // y = 2 n^2 (s + 1)
+    REQUIRE(stream.synchronize().is_ok());
+    const float expected = 2.0f * static_cast<float>(n * n) * (s + 1.0f);
+    for (std::size_t i = 0; i < count; ++i) REQUIRE(y[i] == expected);
+    for (int r = 0; r < n; ++r) {
+      REQUIRE(big[static_cast<std::size_t>(r) * mine.size()] == static_cast<float>(r + 1));
+      REQUIRE(big[static_cast<std::size_t>(r + 1) * mine.size() - 1] == static_cast<float>(r + 1));
+    }
+  }
+}
+
+TEST_CASE("mpi communicator: an inline collective's error reaches synchronize() as a queued one's does") {
+  // More elements than MPI's int count: refused before any MPI call, so every rank may fail alike.
+  const std::size_t too_many = static_cast<std::size_t>(INT_MAX) + 1;
+  std::string messages[2];
+  for (int i = 0; i < 2; ++i) {
+    World w(i == 0 ? SIZE_MAX : 0);  // inline (the stream is idle) / queued
+    w.comm->all_reduce(nullptr, nullptr, too_many, DType::kF32, w.stream());
+    const Status status = w.stream().synchronize();
+    CHECK(status.code() == ErrorCode::kInvalidArgument);
+    messages[i] = status.message();
+    CHECK(w.stream().synchronize().is_ok());  // reported once; the communicator is not broken
+    std::vector<float> one(1, 1.0f);
+    w.comm->all_reduce(one.data(), one.data(), 1, DType::kF32, w.stream());
+    REQUIRE(w.stream().synchronize().is_ok());
+    CHECK(one[0] == static_cast<float>(w.comm->world_size()));
+  }
+  CHECK(messages[0] == messages[1]);
+  CHECK(messages[0].find("all_reduce #1 (8.00 GiB fp32) on rank") != std::string::npos);
+  CHECK(messages[0].find("exceed MPI's int count") != std::string::npos);
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // The CPU backend of Device: the budgeted device tier (exact accounting, out-of-memory messages,
 // bytes returned when buffers die), stream order, events ordering one stream after another,
-// errors reported by synchronize(), and Tensor views over device buffers.
+// errors reported by synchronize(), latency-bound work run on the caller while a stream is idle,
+// and Tensor views over device buffers.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -197,6 +199,122 @@ TEST_CASE("cpu device: release_after frees a buffer only once its stream has pas
   REQUIRE(again.is_ok());
   CHECK(device->pending_releases() == 0);
   CHECK(device->memory().usage().current_bytes == (1u << 20));
+}
+
+}  // namespace
+
+namespace {
+
+// Latency-bound work (Stream::run_if_idle, enqueue_latency_bound): on the caller while the stream
+// is idle, behind queued work otherwise, never two pieces of a stream's work at once.
+
+TEST_CASE("cpu device: run_if_idle runs on the calling thread only while the stream is idle") {
+  auto device = make_cpu_device({});
+  Stream& comm = device->stream(StreamRole::kCollective);
+  std::thread::id ran_on;
+  auto note_thread = [&] {
+    ran_on = std::this_thread::get_id();
+    return Status::ok();
+  };
+  CHECK(comm.run_if_idle(note_thread));  // idle: ran here, finished before returning
+  CHECK(ran_on == std::this_thread::get_id());
+
+  std::atomic<bool> release{false};
+  comm.enqueue([&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return Status::ok();
+  });
+  bool ran_inline = false;
+  auto never = [&] {
+    ran_inline = true;
+    return Status::ok();
+  };
+  CHECK_FALSE(comm.run_if_idle(never));  // queued work ahead: not run, left to the caller
+  CHECK_FALSE(ran_inline);
+  enqueue_latency_bound(comm, note_thread);  // so it is queued behind the blocked work
+  release = true;
+  REQUIRE(comm.synchronize().is_ok());
+  CHECK(ran_on != std::this_thread::get_id());  // run by the stream's worker
+  CHECK_FALSE(ran_inline);
+
+  // The compute stream runs everything on the caller anyway.
+  ran_on = std::thread::id();
+  CHECK(device->stream(StreamRole::kCompute).run_if_idle(note_thread));
+  CHECK(ran_on == std::this_thread::get_id());
+}
+
+TEST_CASE("cpu device: inline and queued work mixed keep stream order and never overlap") {
+  auto device = make_cpu_device({});
+  Stream& comm = device->stream(StreamRole::kCollective);
+  std::mutex order_mutex;
+  std::vector<int> order;
+  std::atomic<int> running{0};
+  std::atomic<int> overlapped{0};
+  int inline_runs = 0;
+  auto task = [&](int index, bool slow) {
+    return [&, index, slow] {
+      if (running.fetch_add(1) != 0) ++overlapped;
+      if (slow) std::this_thread::sleep_for(std::chrono::microseconds(300));
+      {
+        std::lock_guard lock(order_mutex);
+        order.push_back(index);
+      }
+      running.fetch_sub(1);
+      return Status::ok();
+    };
+  };
+  const int n = 300;
+  for (int i = 0; i < n; ++i) {
+    if (i % 3 == 0) {
+      comm.enqueue(task(i, i % 2 == 0));  // slow ones keep the stream busy for the next few
+    } else {
+      auto work = task(i, false);
+      if (comm.run_if_idle(work)) {
+        ++inline_runs;
+      } else {
+        comm.enqueue(work);
+      }
+    }
+    if (i % 50 == 49) REQUIRE(comm.synchronize().is_ok());  // idle again: the next ones run inline
+  }
+  REQUIRE(comm.synchronize().is_ok());
+  REQUIRE(order.size() == static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+  CHECK(overlapped == 0);
+  CHECK(inline_runs > 0);  // at least the first after each synchronize()
+  // An event recorded after inline work is reached once the stream passed it.
+  auto event = device->create_event();
+  auto noop = [] { return Status::ok(); };
+  CHECK(comm.run_if_idle(noop));
+  comm.record(*event);
+  REQUIRE(event->synchronize().is_ok());
+  CHECK(event->query());
+}
+
+TEST_CASE("cpu device: a failing inline task is reported by synchronize like a queued one") {
+  auto device = make_cpu_device({});
+  for (StreamRole role : {StreamRole::kCollective, StreamRole::kHostToDevice, StreamRole::kCompute}) {
+    Stream& stream = device->stream(role);
+    auto failing = [] { return Status::io_error("inline failed"); };
+    REQUIRE(stream.run_if_idle(failing));
+    stream.enqueue([] { return Status::io_error("queued failed"); });
+    const Status status = stream.synchronize();
+    CHECK(status.code() == ErrorCode::kIoError);
+    CHECK(status.message() == "inline failed");  // the first error, in stream order
+    CHECK(stream.synchronize().is_ok());         // reported once
+  }
+}
+
+TEST_CASE("cpu device: work run inline on the collective stream counts as waiting for collectives") {
+  auto device = make_cpu_device({});
+  auto sleep = [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return Status::ok();
+  };
+  REQUIRE(device->stream(StreamRole::kHostToDevice).run_if_idle(sleep));
+  CHECK(device->collective_wait_seconds() == 0.0);  // not the collective stream
+  REQUIRE(device->stream(StreamRole::kCollective).run_if_idle(sleep));
+  CHECK(device->collective_wait_seconds() > 0.0);
 }
 
 }  // namespace
