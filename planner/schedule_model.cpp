@@ -72,15 +72,18 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
     out.optimizer = busiest(sum(update, read_after));
     out.overlapped = false;
   } else {
-    // Everything shares the backward pass's resources; the last sub-group's update is exposed.
-    const PhaseTime shared = busiest(sum(sum(loads.at(Phase::kBackward), read), update));
+    // The optimizer's transfers share the whole step's resources: reads start with the forward pass
+    // and the last sub-groups' writes run on into the next one. The compute chain ends with the last
+    // sub-group's update, exposed after the backward pass.
+    const PhaseTime shared =
+        busiest(sum(sum(sum(loads.at(Phase::kForward), loads.at(Phase::kBackward)), read), update));
     const PhaseTime update_alone = busiest(update);
     const double tail = update_alone.seconds / std::max(1.0, options.sub_groups);
+    const double chain = out.forward.seconds + backward_alone.seconds + tail;
     out.backward = backward_alone;
     out.optimizer.seconds =
-        std::max(0.0, std::max(shared.seconds, backward_alone.seconds + tail) - backward_alone.seconds);
-    out.optimizer.bottleneck =
-        shared.seconds >= backward_alone.seconds + tail ? shared.bottleneck : update_alone.bottleneck;
+        std::max(0.0, std::max(shared.seconds, chain) - out.forward.seconds - backward_alone.seconds);
+    out.optimizer.bottleneck = shared.seconds >= chain ? shared.bottleneck : update_alone.bottleneck;
     out.overlapped = true;
   }
   out.step_seconds = out.forward.seconds + out.backward.seconds + out.optimizer.seconds;

@@ -8,9 +8,11 @@
 //    Adam, write-back) starts when the backward pass has ended:
 //        step = fwd + bwd + opt,  each phase lasting as long as its busiest resource.
 //  * zinf (the engine with zero.overlap_optimizer, its default): a sub-group's optimizer states are
-//    read while the backward pass runs, and its step and write-behind run as soon as its gradients
-//    are final, so the optimizer's work shares the backward pass's resources:
-//        step = fwd + max(max_r (bwd_r + read_r + update_r), bwd + update / sub_groups)
+//    read from the forward pass on (as many as the host pipeline holds, then as sub-groups are
+//    written back), its step and write-behind run as soon as its gradients are final, and the last
+//    sub-groups' writes run on into the next forward pass, so the optimizer's transfers share the
+//    whole step's resources:
+//        step = max(max_r (fwd_r + bwd_r + read_r + update_r), fwd + bwd + update / sub_groups)
 //    (the last sub-group's update cannot start before the backward ends). When the step needs the
 //    global gradient norm first (clipping, fp16 loss scaling) only the reads that fit the host
 //    pipeline ahead of the first update overlap (a share a of them: the engine's pipeline sets
