@@ -283,6 +283,18 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   if (partitioned && params_tier == Tier::kNvme && hw.nvme_write_bandwidth > 0) {
     loads.at(Phase::kOptimizerUpdate)[kNvme] += storage / hw.nvme_write_bandwidth;
   }
+  // The optimizer pipeline reads ahead while it writes behind: with both in flight the drive takes
+  // max(the reads at the read rate, the writes at the write rate, both at the mixed rate), not the
+  // two one after the other.
+  double& read_seconds = loads.at(Phase::kOptimizerRead)[kNvme];
+  double& write_seconds = loads.at(Phase::kOptimizerUpdate)[kNvme];
+  if (hw.nvme_mixed_bandwidth > 0 && read_seconds > 0 && write_seconds > 0) {
+    const double bytes = read_seconds * hw.nvme_read_bandwidth + write_seconds * hw.nvme_write_bandwidth;
+    const double together = std::max({read_seconds, write_seconds, bytes / hw.nvme_mixed_bandwidth});
+    const double scale = together / (read_seconds + write_seconds);
+    read_seconds *= scale;
+    write_seconds *= scale;
+  }
   ScheduleOptions options;
   options.schedule = zero.overlap_optimizer ? Schedule::kZinf : Schedule::kDeepSpeed;
   options.norm_before_step = scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16;

@@ -51,6 +51,9 @@ struct EngineHardware {
   double host_device_bandwidth = 0;  // B/s per direction (CPU backend: memcpy, half the triad's)
   double nvme_read_bandwidth = 0;    // B/s of the scenario's nvme_paths (0 when no state is on NVMe)
   double nvme_write_bandwidth = 0;
+  // B/s of reads and writes running at once, both counted (the optimizer pipeline reads ahead while
+  // it writes behind); 0: not measured, reads and writes then take their own rates one after the other.
+  double nvme_mixed_bandwidth = 0;
   bool compute_on_host = true;  // the CPU backend: the "device" is the host's cores
   // One block's kernels other than its four matmuls (layer norms, attention, residuals, GELU), timed
   // on the model's shapes; both 0: not measured (a profile, a GPU), attention's FLOPs then run at

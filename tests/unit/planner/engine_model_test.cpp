@@ -107,6 +107,17 @@ TEST_CASE("engine model: parameters and optimizer on NVMe, budgets resolved as t
   CHECK(p.step.optimizer.seconds == Approx(14.0 * elements / 5e8 + 12.0 * elements * (1 - ahead) / 1e9));
   CHECK(p.step.optimizer.bottleneck == 6);  // NVMe
   CHECK(p.step.schedule == Schedule::kZinf);
+  // Reads and writes at once at 2e9 B/s (both counted): the drive takes max(reads 12 E / 1e9, writes
+  // 14 E / 5e8 = 28 E / 1e9, both 26 E / 2e9) = 28 E / 1e9 for the 40 E / 1e9 they take one after the
+  // other, so every second of the optimizer's NVMe work scales by 0.7.
+  EngineHardware mixed = hw;
+  mixed.nvme_mixed_bandwidth = 2e9;
+  CHECK(predict_engine(s, mixed).step.optimizer.seconds ==
+        Approx(0.7 * (14.0 * elements / 5e8 + 12.0 * elements * (1 - ahead) / 1e9)));
+  // A drive slower with both at once (0.5e9): 26 E / 0.5e9 = 52 E / 1e9, 1.3 times longer.
+  mixed.nvme_mixed_bandwidth = 0.5e9;
+  CHECK(predict_engine(s, mixed).step.optimizer.seconds ==
+        Approx(1.3 * (14.0 * elements / 5e8 + 12.0 * elements * (1 - ahead) / 1e9)));
   s.zero.overlap_optimizer = false;
   CHECK(predict_engine(s, hw).step.schedule == Schedule::kDeepSpeed);
 }
