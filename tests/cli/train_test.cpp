@@ -282,6 +282,7 @@ TEST_CASE("train: the offloaded engine runs from the CLI, records its placement 
   const json& plan = record.at("plan");
   CHECK(plan.at("schedule") == "zinf");
   CHECK(plan.at("hardware").at("nvme_read_bandwidth").get<double>() > 0);
+  CHECK(plan.at("hardware").at("nvme_mixed_bandwidth").get<double>() > 0);  // a read and a write at once
   CHECK(plan.at("hardware").at("source").at("from") == "measured in this run");
   std::vector<std::string> figures;
   for (const json& row : plan.at("rows")) {
