@@ -45,6 +45,17 @@ std::vector<SubGroupRange> cut(std::span<const std::int64_t> slices, std::int64_
   return groups;
 }
 
+// The widest sub-group, the first of equal ones.
+void set_widest(OptimizerPipelineShape& shape) {
+  for (std::size_t g = 0; g < shape.groups.size(); ++g) {
+    const std::int64_t width = shape.groups[g].flat_end - shape.groups[g].flat_begin;
+    if (width > shape.widest) {
+      shape.widest = width;
+      shape.widest_group = g;
+    }
+  }
+}
+
 }  // namespace
 
 OptimizerPipelineShape shape_optimizer_pipeline(const OptimizerPipelineInput& input) {
@@ -66,44 +77,44 @@ OptimizerPipelineShape shape_optimizer_pipeline(const OptimizerPipelineInput& in
   };
   if (input.optimizer != Tier::kNvme) {
     shape.groups = cut(input.slices, capped(eighth));
-  } else {
-    const std::uint64_t per_element = 12 + input.half_bytes;
-    const std::uint64_t split_per_element = input.half_bytes > 0 ? input.half_bytes : 4;
-    const auto split_out = [&](std::int64_t target) -> std::uint64_t {
-      return largest > target ? split_per_element * static_cast<std::uint64_t>(largest) : 0;
-    };
-    const auto need = [&](std::int64_t target) {
-      return kPipelineBuffers * per_element * static_cast<std::uint64_t>(target) + split_out(target);
-    };
-    std::int64_t target = kDefaultSubGroupElements;
-    if (input.budgeted) {
-      target = std::min<std::int64_t>(
-          kMaxSubGroupElements, static_cast<std::int64_t>(input.host_left_bytes / (kPipelineBuffers * per_element)));
-    }
-    target = capped(target);
-    if (input.budgeted) {
-      // Splitting may add the buffer of a split parameter's new values: halve until both fit.
-      while (need(target) > input.host_left_bytes && target > smallest) target = std::max(smallest, target / 2);
-      if (need(target) > input.host_left_bytes) {
-        shape.needed_bytes = need(smallest);
-        return shape;
-      }
-    }
-    shape.groups = cut(input.slices, target);
-    shape.split_out_elements = largest > target ? largest : 0;
-    for (const SubGroupRange& g : shape.groups) shape.widest = std::max(shape.widest, g.flat_end - g.flat_begin);
-    const std::uint64_t buffer_bytes = per_element * static_cast<std::uint64_t>(shape.widest);
-    std::size_t buffers = kPipelineBuffers;
-    if (input.budgeted && buffer_bytes > 0) {
-      const std::uint64_t first = kPipelineBuffers * buffer_bytes + split_out(target);
-      const std::uint64_t spare = input.host_left_bytes - std::min(input.host_left_bytes, first);
-      buffers += static_cast<std::size_t>(spare / 2 / buffer_bytes);
-    }
-    shape.buffers = std::min({buffers, kMaxPipelineBuffers, shape.groups.size()});
-    shape.host_bytes =
-        shape.buffers * buffer_bytes + split_per_element * static_cast<std::uint64_t>(shape.split_out_elements);
+    set_widest(shape);
+    return shape;
   }
-  for (const SubGroupRange& g : shape.groups) shape.widest = std::max(shape.widest, g.flat_end - g.flat_begin);
+  const std::uint64_t per_element = 12 + input.half_bytes;
+  const std::uint64_t split_per_element = input.half_bytes > 0 ? input.half_bytes : 4;
+  const auto split_out = [&](std::int64_t target) -> std::uint64_t {
+    return largest > target ? split_per_element * static_cast<std::uint64_t>(largest) : 0;
+  };
+  const auto need = [&](std::int64_t target) {
+    return kPipelineBuffers * per_element * static_cast<std::uint64_t>(target) + split_out(target);
+  };
+  std::int64_t target = kDefaultSubGroupElements;
+  if (input.budgeted) {
+    target = std::min<std::int64_t>(
+        kMaxSubGroupElements, static_cast<std::int64_t>(input.host_left_bytes / (kPipelineBuffers * per_element)));
+  }
+  target = capped(target);
+  if (input.budgeted) {
+    // Splitting may add the buffer of a split parameter's new values: halve until both fit.
+    while (need(target) > input.host_left_bytes && target > smallest) target = std::max(smallest, target / 2);
+    if (need(target) > input.host_left_bytes) {
+      shape.needed_bytes = need(smallest);
+      return shape;
+    }
+  }
+  shape.groups = cut(input.slices, target);
+  set_widest(shape);
+  shape.split_out_elements = largest > target ? largest : 0;
+  shape.split_out_bytes = split_out(target);
+  const std::uint64_t buffer_bytes = per_element * static_cast<std::uint64_t>(shape.widest);
+  std::size_t buffers = kPipelineBuffers;
+  if (input.budgeted && buffer_bytes > 0) {
+    const std::uint64_t first = kPipelineBuffers * buffer_bytes + shape.split_out_bytes;
+    const std::uint64_t spare = input.host_left_bytes - std::min(input.host_left_bytes, first);
+    buffers += static_cast<std::size_t>(spare / 2 / buffer_bytes);
+  }
+  shape.buffers = std::min({buffers, kMaxPipelineBuffers, shape.groups.size()});
+  shape.host_bytes = shape.buffers * buffer_bytes + shape.split_out_bytes;
   return shape;
 }
 

@@ -40,8 +40,10 @@ struct SubGroupRange {
 struct OptimizerPipelineShape {
   std::vector<SubGroupRange> groups;
   std::int64_t widest = 0;              // elements of the widest sub-group
+  std::size_t widest_group = 0;         // its index (the first of equally wide ones)
   std::size_t buffers = 0;              // NVMe: host buffers of `widest` elements; 0 on the CPU tier
   std::int64_t split_out_elements = 0;  // NVMe: the buffer of a split parameter's new values; 0: none split
+  std::uint64_t split_out_bytes = 0;    // ... its bytes (storage precision; fp32 master values without mixed)
   std::uint64_t host_bytes = 0;         // what the buffers take from the host tier
   // NVMe with a host budget too small for even three buffers of the smallest sub-groups: what the
   // pipeline would need (`groups` is empty then).

@@ -161,19 +161,12 @@ Status PartitionedStates::plan_and_allocate() {
     }
     adopt_groups(shape.groups);
     if (zero_.optimizer == Tier::kNvme) {
-      std::size_t widest_group = 0;
-      for (std::size_t g = 0; g < groups_.size(); ++g) {
-        if (groups_[g].flat_end - groups_[g].flat_begin >
-            groups_[widest_group].flat_end - groups_[widest_group].flat_begin) {
-          widest_group = g;
-        }
-      }
       // Adam is elementwise, so the sub-groups may be stepped in any order: the widest one goes to
       // the middle, so the exposed first read and last write are small ones. The pieces of a split
       // parameter stay consecutive: the order starts at a parameter's first.
       const std::size_t count = groups_.size();
       const std::size_t start =
-          group_first_[static_cast<std::size_t>(groups_[(widest_group + count - count / 2) % count].first)];
+          group_first_[static_cast<std::size_t>(groups_[(shape.widest_group + count - count / 2) % count].first)];
       for (std::size_t i = 0; i < count; ++i) group_order_.push_back((start + i) % count);
       sets_.resize(shape.buffers);
       for (PipelineSet& set : sets_) {
@@ -186,11 +179,9 @@ Status PartitionedStates::plan_and_allocate() {
         set.copies_done = device_.create_event();
       }
       split_out_copied_ = device_.create_event();
-      if (shape.split_out_elements > 0) {
-        ZINF_ASSIGN_OR_RETURN(
-            split_out_,
-            allocate_on(Tier::kCpu, static_cast<std::size_t>(shape.split_out_elements) * (mixed() ? half : 4),
-                        "optimizer pipeline buffer (new values of a split parameter)"));
+      if (shape.split_out_bytes > 0) {
+        ZINF_ASSIGN_OR_RETURN(split_out_, allocate_on(Tier::kCpu, static_cast<std::size_t>(shape.split_out_bytes),
+                                                      "optimizer pipeline buffer (new values of a split parameter)"));
       }
     }
   }

@@ -31,6 +31,7 @@ TEST_CASE("optimizer pipeline shape: a parameter larger than a sub-group is spli
   CHECK(shape.widest == 1024);
   CHECK(shape.buffers == 3);  // no budget: three
   CHECK(shape.split_out_elements == 5024);
+  CHECK(shape.split_out_bytes == 5024 * 4);
   CHECK(shape.host_bytes == 3 * 1024 * 12 + 5024 * 4);  // fp32: the split parameter's new master values
 }
 
