@@ -360,6 +360,8 @@ TEST_CASE("train: a bad zero section or a plan that cannot fit exits 2 naming th
   check_usage_error(run_zinf({"train", dir.write("a.json", scenario.dump())}), "scenario.zero.nvme_paths:");
   scenario["zero"] = {{"params", "cpu"}, {"optimizer", "cpu"}, {"host_memory", 1000}, {"persistence_threshold", 10}};
   check_usage_error(run_zinf({"train", dir.write("b.json", scenario.dump())}), "scenario.zero.host_memory:");
+  scenario["zero"] = {{"params", "cpu"}, {"optimizer", "cpu"}, {"sub_group_size", -5}};
+  check_usage_error(run_zinf({"train", dir.write("c.json", scenario.dump())}), "scenario.zero.sub_group_size:");
 }
 
 }  // namespace
