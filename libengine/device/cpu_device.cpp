@@ -115,8 +115,12 @@ class InlineStream final : public Stream {
 // run_if_idle: handing work to the worker costs a wake-up and, where the caller and the worker share
 // a core (mpirun binds each of 2 ranks to one core), a context switch each way per piece of work
 // (measured here: ~1 switch and 1.5-2 us per small collective). Work run on the caller while the
-// stream is idle costs two lock round trips instead; `busy_` keeps the worker from starting work
-// enqueued by another thread meanwhile, so stream order holds either way.
+// stream is idle costs two atomic operations instead (and the two clock reads of its timing): a
+// small collective takes 1.5 us, so the mutex round trips this path used before were a visible
+// share of it. `pending_` counts the work queued or running on the worker plus kInline while a
+// caller runs work itself; the worker does not start queued work while kInline is set, so stream
+// order holds either way. The mutex still guards the queue and the error; the idle path takes it
+// only when someone waits (a synchronize() of another thread, or work enqueued meanwhile).
 class WorkerStream final : public Stream {
  public:
   explicit WorkerStream(StreamRole role, std::atomic<std::int64_t>* wait_counter = nullptr)
@@ -134,33 +138,30 @@ class WorkerStream final : public Stream {
     {
       std::lock_guard lock(mutex_);
       queue_.push_back(std::move(work));
+      pending_.fetch_add(1);
     }
     work_cv_.notify_all();
   }
   bool run_if_idle(FunctionRef<Status()> work) override {
-    {
-      std::lock_guard lock(mutex_);
-      if (busy_ || !queue_.empty()) return false;
-      busy_ = true;
-    }
+    std::uint64_t idle = 0;
+    if (!pending_.compare_exchange_strong(idle, kInline)) return false;
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = wait_counter_ != nullptr ? Clock::now() : Clock::time_point();
     Status status = work();
     if (wait_counter_ != nullptr) {
       wait_counter_->fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
     }
-    bool queued = false;
-    {
-      std::lock_guard lock(mutex_);
-      busy_ = false;
-      if (!status.is_ok() && first_error_.is_ok()) first_error_ = std::move(status);
-      queued = !queue_.empty();
+    if (!status.is_ok()) {
+      std::lock_guard lock(mutex_);  // before kInline clears: whoever then sees the stream idle sees the error
+      if (first_error_.is_ok()) first_error_ = std::move(status);
     }
+    const std::uint64_t queued = pending_.fetch_sub(kInline) - kInline;
     // Work another thread enqueued meanwhile waits for the worker; a synchronize() of another
-    // thread waits for idle.
-    if (queued) {
+    // thread waits for idle. Either checked its condition under the mutex before sleeping: taking
+    // it here orders this wake-up after that sleep (no lost wake-up).
+    if (queued != 0 || idle_waiters_.load() != 0) {
+      { std::lock_guard lock(mutex_); }
       work_cv_.notify_all();
-    } else {
       idle_cv_.notify_all();
     }
     return true;
@@ -183,9 +184,11 @@ class WorkerStream final : public Stream {
   }
   Status synchronize() override {
     std::unique_lock lock(mutex_);
-    if (queue_.empty() && !busy_) return std::exchange(first_error_, Status::ok());
+    if (pending_.load() == 0) return std::exchange(first_error_, Status::ok());
     const auto start = std::chrono::steady_clock::now();
-    idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    idle_waiters_.fetch_add(1);
+    idle_cv_.wait(lock, [&] { return pending_.load() == 0; });
+    idle_waiters_.fetch_sub(1);
     if (wait_counter_ != nullptr) {
       wait_counter_->fetch_add(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
@@ -194,21 +197,22 @@ class WorkerStream final : public Stream {
   }
 
  private:
+  // Added to pending_ while a caller runs work itself (run_if_idle); above any queue length.
+  static constexpr std::uint64_t kInline = std::uint64_t{1} << 62;
+
   void run() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      // busy_ here: the caller runs work itself (run_if_idle); what is queued behind it waits.
-      work_cv_.wait(lock, [&] { return !busy_ && (stopping_ || !queue_.empty()); });
+      // kInline here: a caller runs work itself (run_if_idle); what is queued behind it waits.
+      work_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && (pending_.load() & kInline) == 0); });
       if (queue_.empty()) return;  // stopping with nothing left
       std::function<Status()> work = std::move(queue_.front());
       queue_.pop_front();
-      busy_ = true;
       lock.unlock();
       Status status = work();
       lock.lock();
-      busy_ = false;
       if (!status.is_ok() && first_error_.is_ok()) first_error_ = std::move(status);
-      if (queue_.empty()) idle_cv_.notify_all();
+      if (pending_.fetch_sub(1) == 1) idle_cv_.notify_all();
     }
   }
 
@@ -218,7 +222,10 @@ class WorkerStream final : public Stream {
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;
   std::deque<std::function<Status()>> queue_;
-  bool busy_ = false;
+  // Sequentially consistent throughout: run_if_idle's check of idle_waiters_ after its fetch_sub
+  // pairs with synchronize()'s increment before its check of pending_ (one of them sees the other).
+  std::atomic<std::uint64_t> pending_{0};
+  std::atomic<int> idle_waiters_{0};
   bool stopping_ = false;
   Status first_error_;
   std::thread worker_;  // last: starts after the members it uses exist
