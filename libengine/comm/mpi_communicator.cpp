@@ -26,6 +26,7 @@
 #include "libengine/comm/half_sum.h"
 #include "libengine/comm/mpi_runtime.h"
 #include "libengine/core/check.h"
+#include "libengine/core/thread_name.h"
 #include "libengine/core/units.h"
 
 namespace zinf::comm {
@@ -121,7 +122,12 @@ class MpiCommunicator final : public Communicator {
     }
     // Blocking collectives need a second thread that may call MPI while one waits in MPI.
     blocking_ = !runtime_.serialized() && world_size() > 1;
-    if (blocking_) watchdog_ = std::thread([this] { watch(); });
+    if (blocking_) {
+      watchdog_ = std::thread([this] {
+        name_this_thread("zinf-mpi-watch");
+        watch();
+      });
+    }
     return Status::ok();
   }
 

@@ -18,6 +18,7 @@
 #include "libengine/comm/mpi_communicator.h"
 #include "libengine/comm/mpi_runtime.h"
 #include "libengine/core/check.h"
+#include "libengine/core/thread_name.h"
 #include "libengine/core/units.h"
 
 namespace zinf::comm {
@@ -78,7 +79,10 @@ class NcclCommunicator final : public Communicator {
     config.blocking = 0;
     const ncclResult_t started = ncclCommInitRankConfig(&comm_, world, id, me, &config);
     ZINF_RETURN_IF_ERROR(settle(comm_, started, deadline, fmt::format("ncclCommInitRank on rank {} of {}", me, world)));
-    watchdog_ = std::thread([this] { watch(); });
+    watchdog_ = std::thread([this] {
+      name_this_thread("zinf-nccl-watch");
+      watch();
+    });
     return Status::ok();
   }
 

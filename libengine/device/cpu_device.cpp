@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "libengine/core/function_ref.h"
+#include "libengine/core/thread_name.h"
 #include "libengine/core/units.h"
 #include "libengine/device/cpu_ops.h"
 #include "libengine/memory/aligned_buffer.h"
@@ -201,6 +202,9 @@ class WorkerStream final : public Stream {
   static constexpr std::uint64_t kInline = std::uint64_t{1} << 62;
 
   void run() {
+    name_this_thread(role_ == StreamRole::kHostToDevice   ? "zinf-h2d"
+                     : role_ == StreamRole::kDeviceToHost ? "zinf-d2h"
+                                                          : "zinf-collective");
     std::unique_lock lock(mutex_);
     for (;;) {
       // kInline here: a caller runs work itself (run_if_idle); what is queued behind it waits.

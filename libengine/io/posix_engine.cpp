@@ -1,5 +1,6 @@
 // PosixEngine implementation. See posix_engine.h for the contract.
 #include "libengine/io/posix_engine.h"
+#include "libengine/core/thread_name.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -32,7 +33,11 @@ Result<std::unique_ptr<PosixEngine>> PosixEngine::create(unsigned queue_depth) {
   std::unique_ptr<PosixEngine> engine(new PosixEngine(queue_depth));
   const unsigned thread_count = std::min(queue_depth, kMaxWorkerThreads);
   try {
-    for (unsigned i = 0; i < thread_count; ++i) engine->workers_.emplace_back([e = engine.get()] { e->worker_loop(); });
+    for (unsigned i = 0; i < thread_count; ++i)
+      engine->workers_.emplace_back([e = engine.get()] {
+        name_this_thread("zinf-posix-io");
+        e->worker_loop();
+      });
   } catch (const std::system_error& error) {
     // The destructor stops and joins the threads that did start.
     return Status::internal(fmt::format("posix engine: starting worker thread {} of {}: {}",

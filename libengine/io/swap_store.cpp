@@ -11,6 +11,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -24,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "libengine/core/check.h"
+#include "libengine/core/thread_name.h"
 #include "libengine/core/units.h"
 #include "libengine/io/extent_allocator.h"
 #include "libengine/io/io_queue.h"
@@ -125,6 +127,12 @@ struct Op {
   std::uint32_t write_crc = 0;  // computed at issue time
   bool done = false;
   Status status;
+  // When someone waits for this op's bytes, the id of the earliest read that does (feed()): a read's
+  // own id, or, for a write, that of the first read of the same extent issued behind it; kNotUrgent
+  // for a write nobody waits for (written behind). Set under the store's mutex by issuing threads,
+  // read by the I/O thread.
+  static constexpr std::uint64_t kNotUrgent = ~std::uint64_t{0};
+  std::atomic<std::uint64_t> urgency{kNotUrgent};
   // I/O thread only:
   std::uint64_t chunks_total = 0;
   std::uint64_t next_chunk = 0;
@@ -140,6 +148,7 @@ struct ChunkInFlight {
   std::uint64_t length = 0;  // logical bytes of the tensor in this chunk
   int staging_index = -1;
   std::byte* staging = nullptr;
+  bool behind = false;  // a write-behind chunk (feed())
 };
 
 }  // namespace
@@ -156,7 +165,10 @@ class SwapStore::Impl {
     std::vector<std::string> names;
     for (const SwapPath& p : paths_) names.push_back(fmt::format("swap file in {}", p.file.directory()));
     queue_ = std::make_unique<IoQueue>(*engine_, std::move(names));
-    worker_ = std::thread([this] { run(); });
+    worker_ = std::thread([this] {
+      name_this_thread("zinf-swap-io");
+      run();
+    });
   }
 
   ~Impl() {
@@ -376,6 +388,14 @@ class SwapStore::Impl {
     op->write_crc = crc;
     Op* raw = op.get();
     ops_.emplace(raw->id, std::move(op));
+    if (kind == IoOpKind::kRead) {
+      raw->urgency.store(raw->id, std::memory_order_relaxed);
+      for (Op* ahead : extent.queue) {
+        if (ahead->urgency.load(std::memory_order_relaxed) == Op::kNotUrgent) {
+          ahead->urgency.store(raw->id, std::memory_order_relaxed);
+        }
+      }
+    }
     extent.queue.push_back(raw);
     if (extent.queue.size() == 1) {
       incoming_.push_back(raw);
@@ -432,20 +452,43 @@ class SwapStore::Impl {
     active_.push_back(op);
   }
 
-  // Hands chunks to IoQueue, oldest op first, until a queue depth of them is pending. More would
-  // only sit in IoQueue's backlog holding staging buffers that other chunks could use.
+  // Hands chunks to IoQueue until a queue depth of them is pending — more would only sit in
+  // IoQueue's backlog holding staging buffers that other chunks could use. First the ops someone
+  // waits for, in the order their reads were issued — a read, and a write a read of its extent waits
+  // behind, which goes with that read; then the writes nobody waits for (written behind), oldest
+  // first. A read has the compute waiting for its bytes soon (prefetches are issued in the order of
+  // use); a write is written behind: a read issued behind 40 MiB of optimizer-state write-back
+  // would otherwise wait for all of it, and the parameters the next forward pass needs first were
+  // written last. Each extent's own order is untouched (only an extent's front op is active).
+  //
+  // Write-behind chunks take at most a quarter of the queue depth: what is in the drive's queue is
+  // out of this ordering's reach. A quarter keeps the drive streaming writes when no read waits.
   void feed() {
     const std::size_t limit = options_.queue_depth;
+    const std::size_t behind_limit = std::max<std::size_t>(1, limit / 4);
+    urgent_.clear();
     for (Op* op : active_) {
+      const std::uint64_t urgency = op->urgency.load(std::memory_order_relaxed);
+      if (urgency != Op::kNotUrgent && op->next_chunk < op->chunks_total) urgent_.emplace_back(urgency, op);
+    }
+    std::sort(urgent_.begin(), urgent_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [urgency, op] : urgent_) {
       while (op->next_chunk < op->chunks_total && queue_->pending() < limit) {
-        if (!submit_chunk(*op)) return;  // out of staging buffers: wait for completions
+        if (!submit_chunk(*op, false)) return;  // out of staging buffers: wait for completions
       }
       if (queue_->pending() >= limit) return;
+    }
+    for (Op* op : active_) {
+      if (op->urgency.load(std::memory_order_relaxed) != Op::kNotUrgent) continue;
+      while (op->next_chunk < op->chunks_total && queue_->pending() < limit && behind_in_flight_ < behind_limit) {
+        if (!submit_chunk(*op, true)) return;
+      }
+      if (queue_->pending() >= limit || behind_in_flight_ >= behind_limit) return;
     }
   }
 
   // Returns false when the chunk needs a staging buffer and none is free.
-  bool submit_chunk(Op& op) {
+  bool submit_chunk(Op& op, bool behind) {
     const std::uint64_t k = op.next_chunk;
     const std::uint64_t block = options_.block_bytes;
     const std::size_t count = paths_.size();
@@ -461,7 +504,7 @@ class SwapStore::Impl {
     const bool aligned = reinterpret_cast<std::uintptr_t>(source) % path.file.memory_alignment() == 0;
     const bool staged = direct && (!aligned || io_length != length);
 
-    ChunkInFlight chunk{&op, data_offset, length, -1, nullptr};
+    ChunkInFlight chunk{&op, data_offset, length, -1, nullptr, behind};
     if (staged) {
       std::optional<memory::StagingPool::Buffer> buffer = staging_->try_acquire();
       if (!buffer) return false;
@@ -490,6 +533,7 @@ class SwapStore::Impl {
     transfer.buffer_index = chunk.staging_index;
     transfer.tag = slot;
     queue_->push(transfer);
+    if (behind) ++behind_in_flight_;
     ++op.next_chunk;
     ++op.chunks_outstanding;
     if (staged) ++staged_ops_;
@@ -499,6 +543,7 @@ class SwapStore::Impl {
   void complete_chunk(const IoDone& done) {
     ChunkInFlight chunk = chunks_[done.tag];
     free_chunk_slots_.push_back(static_cast<std::uint32_t>(done.tag));
+    if (chunk.behind) --behind_in_flight_;
     Op& op = *chunk.op;
     if (done.status.is_ok()) {
       ++chunks_completed_;
@@ -596,6 +641,7 @@ class SwapStore::Impl {
       }
     }
     queue_ = std::make_unique<IoQueue>(*engine_, std::vector<std::string>{});  // forget transfers the engine lost
+    behind_in_flight_ = 0;
     done_cv_.notify_all();
   }
 
@@ -627,6 +673,8 @@ class SwapStore::Impl {
   std::uint64_t staged_ops_ = 0;
   std::uint64_t chunks_completed_ = 0;
   std::uint64_t checksum_failures_delta_ = 0;
+  std::size_t behind_in_flight_ = 0;  // write-behind chunks handed to IoQueue and not completed (feed())
+  std::vector<std::pair<std::uint64_t, Op*>> urgent_;  // feed()'s scratch: ops someone waits for, by urgency
 
   std::thread worker_;  // last: starts after everything above exists
 };

@@ -111,7 +111,7 @@ OptimizerPipelineShape shape_optimizer_pipeline(const OptimizerPipelineInput& in
   if (input.budgeted && buffer_bytes > 0) {
     const std::uint64_t first = kPipelineBuffers * buffer_bytes + shape.split_out_bytes;
     const std::uint64_t spare = input.host_left_bytes - std::min(input.host_left_bytes, first);
-    buffers += static_cast<std::size_t>(spare / 2 / buffer_bytes);
+    buffers += static_cast<std::size_t>(spare / buffer_bytes);
   }
   shape.buffers = std::min({buffers, kMaxPipelineBuffers, shape.groups.size()});
   shape.host_bytes = shape.buffers * buffer_bytes + shape.split_out_bytes;

@@ -11,8 +11,10 @@
 // one sub-group's read at its start and one's write at its end), never below the smallest piece
 // (1M elements, or the largest parameter if smaller; zero.sub_group_size overrides both). A
 // split parameter's new values gather whole in one more host buffer. Three buffers of the widest
-// sub-group at least; more, up to 16 and one per sub-group, while they take at most half of the
-// budget that is left after the first three. With the optimizer on the CPU the states stay in place
+// sub-group at least; more, up to 16 and one per sub-group, while they fit in the budget that is
+// left after the first three (the caller's host_left_bytes already keeps slack for later buffers):
+// with clipping every sub-group's states must be in host memory when the gradient norm is known, or
+// the last ones are read after the backward pass. With the optimizer on the CPU the states stay in place
 // and the sub-groups only pace the pipeline (target: an eighth of the elements).
 //
 // Pure arithmetic; no allocation beyond the result.

@@ -72,7 +72,9 @@ void PartitionedStates::start_pipeline(const std::vector<std::size_t>& order, bo
     const auto index = static_cast<std::size_t>(id);
     pieces_left_[index] = static_cast<int>(group_last_[index] - group_first_[index] + 1);
   }
-  // The last step's split parameter was published and its writes waited for (after_step()).
+  // The last step's split parameter was published; its NVMe write from split_out_ may still be in
+  // flight (after_step() does not wait for parameter writes): the next one to fill split_out_ waits.
+  if (split_out_param_ >= 0) split_out_written_ = split_out_param_;
   split_out_param_ = -1;
 }
 
@@ -157,10 +159,17 @@ Status PartitionedStates::submit_group(std::size_t position) {
                      pieces_left_[static_cast<std::size_t>(split_out_param_)] == 0,
                  "optimizer pipeline: a split parameter's pieces are not consecutive in the order");
       ZINF_RETURN_IF_ERROR(split_out_copied_->synchronize());
-      if (split_out_param_ >= 0 && !param_extents_.empty()) {
-        ZINF_RETURN_IF_ERROR(nvme_->wait(param_extents_[static_cast<std::size_t>(split_out_param_)]));
+      const model::ParamId written = split_out_param_ >= 0 ? split_out_param_ : split_out_written_;
+      if (written >= 0 && !param_extents_.empty()) {
+        ZINF_RETURN_IF_ERROR(nvme_->wait_writes(param_extents_[static_cast<std::size_t>(written)]));
       }
+      split_out_written_ = -1;
       split_out_param_ = id;
+    }
+    // In host memory (params_out_, or fp32 master weights) the new values are the source of the last
+    // step's NVMe write of the parameter, which may still be in flight: it finishes first.
+    if (!streamed && zero_.params == spec::Tier::kNvme) {
+      ZINF_RETURN_IF_ERROR(nvme_->wait_writes(param_extents_[index]));
     }
     Slice slice{streamed ? set_states(*set, id) : host_states(id),
                 piece_view(view(grads_.data(), precision_, id, false), piece),

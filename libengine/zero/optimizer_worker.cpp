@@ -4,12 +4,16 @@
 #include <utility>
 
 #include "libengine/core/check.h"
+#include "libengine/core/thread_name.h"
 
 namespace zinf::zero {
 
-OptimizerWorker::OptimizerWorker() : thread_([this] { run(); }) {}
+OptimizerWorker::OptimizerWorker(Placement placement) {
+  if (placement == Placement::kThread) thread_ = std::thread([this] { run(); });
+}
 
 OptimizerWorker::~OptimizerWorker() {
+  if (!thread_.joinable()) return;
   {
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return !running_; });
@@ -20,6 +24,12 @@ OptimizerWorker::~OptimizerWorker() {
 }
 
 void OptimizerWorker::submit(std::function<void()> job) {
+  if (!thread_.joinable()) {
+    const auto start = std::chrono::steady_clock::now();
+    job();
+    busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     ZINF_CHECK(!running_, "OptimizerWorker::submit: a job is still running");
@@ -45,6 +55,7 @@ double OptimizerWorker::busy_seconds() {
 }
 
 void OptimizerWorker::run() {
+  name_this_thread("zinf-optimizer");
   std::unique_lock lock(mutex_);
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || running_; });

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
@@ -479,10 +482,47 @@ void ParamCoordinator::release(model::ParamId id) {
 
 void ParamCoordinator::invalidate() {
   for (model::ParamId id = 0; id < table_.size(); ++id) {
-    ZINF_CHECK(!slots_[static_cast<std::size_t>(id)].in_use, "invalidate: a parameter is still acquired");
-    if (!resident(id)) drop(id);
+    Slot& slot = slots_[static_cast<std::size_t>(id)];
+    ZINF_CHECK(!slot.in_use, "invalidate: a parameter is still acquired");
+    if (!resident(id) && !slot.kept_across_invalidate) drop(id);
+    slot.kept_across_invalidate = false;
   }
+  invalidated_ = true;
   close_pass();
+}
+
+std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* values) {
+  const auto index = static_cast<std::size_t>(id);
+  Slot& slot = slots_[index];
+  const ParamHome& home = homes_[index];
+  // Only into an empty slot: one holding an older copy (kept for reuse during the backward pass) is
+  // dropped by invalidate() and read back as before.
+  if (home.tier != spec::Tier::kNvme || resident(id) || slot.state != State::kNotAvailable ||
+      !traces_[kForward].known) {
+    return 0;
+  }
+  std::uint64_t ahead = 0;
+  bool early = false;
+  for (const model::ParamId next : traces_[kForward].order) {
+    if (next == id) {
+      early = true;
+      break;
+    }
+    if (homes_[static_cast<std::size_t>(next)].tier == spec::Tier::kNvme && !resident(next)) {
+      ahead += homes_[static_cast<std::size_t>(next)].bytes;
+    }
+    if (ahead + home.bytes > far_window_bytes_) break;
+  }
+  if (!early || !room(staging_, home.bytes)) return 0;
+  Result<device::DeviceBuffer> copy = staging_.take(home.bytes, fmt::format("new values of {}", table_[id].name));
+  if (!copy.is_ok()) return 0;  // staging is an optimisation here: the pass reads the values back
+  slot.host_copy = std::move(copy).value();
+  std::memcpy(slot.host_copy.data(), values, home.bytes);
+  slot.state = State::kHost;
+  // Published during the backward pass (the optimizer overlapped with it), the copy must outlive
+  // the invalidate() that ends the pass.
+  slot.kept_across_invalidate = !invalidated_;
+  return home.bytes;
 }
 
 Status ParamCoordinator::adapt_look_ahead() {
@@ -505,6 +545,7 @@ Status ParamCoordinator::adapt_look_ahead() {
 
 Status ParamCoordinator::prefetch_next_forward() {
   close_pass();
+  invalidated_ = false;
   ZINF_RETURN_IF_ERROR(adapt_look_ahead());
   return prefetch();
 }

@@ -87,9 +87,17 @@ class ParamCoordinator {
   void release(model::ParamId id);
   void begin_phase(model::Phase phase);
 
-  // The parameters changed (optimizer step, checkpoint load): every gathered copy is dropped.
-  // Resident copies are the caller's to refresh. Precondition: nothing acquired.
+  // The parameters changed (optimizer step, checkpoint load): every gathered copy is dropped, but
+  // for the new values stage_published() kept since the last step. Resident copies are the caller's
+  // to refresh. Precondition: nothing acquired.
   void invalidate();
+  // The new values of parameter id (this rank's slice, storage precision, host memory) are being
+  // written to its NVMe extent by the caller. When the next forward pass needs the parameter early
+  // (within the far look-ahead from its start) and host staging has room, a copy is kept there as
+  // if read back, so that pass neither waits for the write nor reads the bytes back: the optimizer
+  // writes the first layers' parameters last, and the forward pass needs them first. `values` is
+  // copied before this returns. Returns the bytes kept (0: not kept, the pass reads them back).
+  std::size_t stage_published(model::ParamId id, const void* values);
   // Starts the first transfers of the next forward pass (after invalidate() and once the new
   // values are in their homes or being written there in order). Once per step: the look-ahead
   // grows here when the step stalled (agreed over the ranks: a host collective on every rank).
@@ -139,6 +147,7 @@ class ParamCoordinator {
     device::DeviceBuffer workspace;         // compute-dtype view while acquired (mixed on the CPU backend)
     device::DeviceBuffer resident;          // persistent copy
     bool in_use = false;
+    bool kept_across_invalidate = false;  // host_copy holds new values staged before invalidate()
   };
   struct Trace {
     std::vector<model::ParamId> order;
@@ -195,7 +204,8 @@ class ParamCoordinator {
 
   Trace traces_[2];  // by model::Phase
   model::Phase phase_ = model::Phase::kForward;
-  bool in_pass_ = false;  // a phase has begun since the last invalidate()
+  bool in_pass_ = false;      // a phase has begun since the last invalidate()
+  bool invalidated_ = false;  // invalidate() ran since the last prefetch_next_forward()
   bool recording_ = false;
   std::size_t cursor_ = 0;  // position of the next acquire in traces_[phase_]
   int warnings_left_ = 3;

@@ -185,7 +185,12 @@ Status PartitionedStates::plan_and_allocate() {
       }
     }
   }
-  if (host_optimizer()) worker_ = std::make_unique<OptimizerWorker>();
+  // On the CPU backend CPU Adam runs on the training thread, in the compute's OpenMP team (optimizer_worker.h).
+  if (host_optimizer()) {
+    worker_ = std::make_unique<OptimizerWorker>(device_.kind() == device::DeviceKind::kCpu
+                                                    ? OptimizerWorker::Placement::kOnCaller
+                                                    : OptimizerWorker::Placement::kThread);
+  }
 
   if (zero_.uses_nvme()) {
     NvmeStateStoreOptions nvme;

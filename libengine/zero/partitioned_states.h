@@ -140,8 +140,6 @@ class PartitionedStates final : public ModelStates {
   // memory) goes to the parameter's tier and its resident device copy.
   // `defer_gather`: a persistent copy's gather waits in deferred_gathers_ (see the pipeline).
   Status publish(model::ParamId id, const void* source, bool defer_gather = false);
-  // Until the parameters' NVMe rewrites are on disk (reads issued after them stay in flight).
-  Status wait_param_writes();
   // Parameters on the device tier updated there (optimizer on the device, checkpoint load): this
   // rank's new slice goes into the whole persistent copy and is gathered (stages 1 and 2 at
   // several ranks); nothing otherwise.
@@ -263,6 +261,8 @@ class PartitionedStates final : public ModelStates {
   device::DeviceBuffer split_out_;
   std::unique_ptr<device::Event> split_out_copied_;
   model::ParamId split_out_param_ = -1;
+  // The split parameter of the last step whose NVMe write out of split_out_ may be in flight.
+  model::ParamId split_out_written_ = -1;
   std::vector<int> pieces_left_;  // per parameter: its sub-groups not yet stepped this step
   std::vector<GroupRun> runs_;
   std::vector<PublishItem> publishing_;  // the parameters of the sub-group the worker steps

@@ -33,16 +33,6 @@ Result<double> PartitionedStates::grad_sum_squares() {
   return sum;
 }
 
-Status PartitionedStates::wait_param_writes() {
-  Status first;
-  for (NvmeStateStore::ExtentId extent : param_extents_) {
-    // Only the writes: the next forward pass's prefetched reads (after_step()) may still be in flight.
-    Status status = nvme_->wait_writes(extent);
-    if (!status.is_ok() && first.is_ok()) first = std::move(status);
-  }
-  return first;
-}
-
 Status PartitionedStates::publish(model::ParamId id, const void* source, bool defer_gather) {
   const std::size_t bytes = storage_bytes(id);
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
@@ -61,6 +51,7 @@ Status PartitionedStates::publish(model::ParamId id, const void* source, bool de
       ZINF_RETURN_IF_ERROR(
           nvme_->start_write(param_extents_[static_cast<std::size_t>(id)],
                              std::span<const std::byte>(static_cast<const std::byte*>(source), bytes)));
+      coordinator_->stage_published(id, source);
       break;
   }
   if (coordinator_->persistent(id)) {
@@ -87,8 +78,6 @@ Status PartitionedStates::prepare_step(const optim::AdamOptimizer& optimizer, do
   plan_ = optimizer.plan_without_norm(lr, scaler);
   step_optimizer_ = &optimizer;
   prepared_lr_ = lr;
-  // params_out_ and the parameters' NVMe extents were the source and target of the last step's writes.
-  if (nvme_) ZINF_RETURN_IF_ERROR(wait_param_writes());
   return advance_pipeline(false);
 }
 
@@ -159,10 +148,12 @@ Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer
 }
 
 Status PartitionedStates::after_step() {
-  // Parameter writes, copies out of host buffers and the gathers of persistent copies finish before
-  // those buffers change again; the next forward pass's first transfers start now.
+  // Copies out of host buffers and the gathers of persistent copies finish before those buffers
+  // change again; the next forward pass's first transfers start now. The parameters' NVMe writes go
+  // on into the forward pass: a read of a parameter is issued behind its write and sees the new
+  // bytes (the store keeps each extent's order and serves the writes reads wait for first), and
+  // whoever next fills a write's source buffer waits for that write (finish_set, submit_group).
   ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
-  if (nvme_) ZINF_RETURN_IF_ERROR(wait_param_writes());
   return coordinator_->prefetch_next_forward();
 }
 
