@@ -230,8 +230,9 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
   const double replicas = rules.states_partitioned ? 1.0 : cluster.gpus;
   const double optimizer_stream = 2.0 * memory.optimizer_bytes * replicas;
   // States already in the memory that steps them are read by the update itself; NVMe-resident ones
-  // are read ahead (Phase::kOptimizerRead) and written behind (the update).
+  // are read ahead (Phase::kOptimizerRead) and written behind (Phase::kOptimizerWrite).
   constexpr Phase kUpdate = Phase::kOptimizerUpdate;
+  constexpr Phase kWrite = Phase::kOptimizerWrite;
   switch (optimizer_tier) {
     case Tier::kDevice:
       ledger.charge(kOpt, kUpdate, Resource::kHbm, optimizer_stream / cluster.gpus, node.gpu.memory_bandwidth);
@@ -241,7 +242,7 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
       break;
     case Tier::kNvme:
       move.read_host(Tier::kNvme, kOpt, Phase::kOptimizerRead, memory.optimizer_bytes);
-      move.write_host(Tier::kNvme, kOpt, kUpdate, memory.optimizer_bytes);
+      move.write_host(Tier::kNvme, kOpt, kWrite, memory.optimizer_bytes);
       break;
   }
   // CPU Adam streams NVMe-resident states through CPU memory, so gradients are consumed and updated
@@ -249,7 +250,8 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
   const Tier optimizer_compute_tier = optimizer_tier == Tier::kNvme ? Tier::kCpu : optimizer_tier;
   move.between(grads_tier, optimizer_compute_tier, kOpt, kUpdate, memory.grads_bytes * replicas);
   // The updated parameters: a replicated copy (ZeRO-Offload) is all-gathered from the updated slices.
-  move.between(optimizer_compute_tier, params_tier, kOpt, kUpdate, memory.params_bytes * replicas);
+  move.between(optimizer_compute_tier, params_tier, kOpt, params_tier == Tier::kNvme ? kWrite : kUpdate,
+               memory.params_bytes * replicas);
   if (!rules.params_partitioned && rules.states_partitioned && collectives) {
     ledger.charge(kOpt, kUpdate, Resource::kCollectives, memory.params_bytes * cluster.ring_factor,
                   cluster.collective_bandwidth);

@@ -211,10 +211,15 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
 
   // Traffic per step. Offloaded parameters: the forward pass and the backward pass each fetch them;
   // what is still live at the turn (max_live_bytes) is reused, as is the recompute's copy.
+  // NVMe-resident parameters: the new values of the first prefetch_bytes the forward pass needs stay
+  // in host staging when the optimizer writes them (ParamCoordinator::stage_published), so they are
+  // not read back.
+  double kept_on_host = 0;
   if (partitioned && params_tier != Tier::kDevice) {
     out.host_to_device_bytes = 2.0 * offloaded - std::min(static_cast<double>(out.max_live_bytes), offloaded);
     if (params_tier == Tier::kNvme) {
-      out.nvme_read_bytes += out.host_to_device_bytes;
+      kept_on_host = std::min(static_cast<double>(out.prefetch_bytes), offloaded);
+      out.nvme_read_bytes += out.host_to_device_bytes - kept_on_host;
       out.nvme_write_bytes += storage;  // the updated parameters
     }
   }
@@ -269,7 +274,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
     loads.at(Phase::kBackward)[kCompute] += (elements + recomputed) * per_element;
   }
   if (partitioned && params_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0) {
-    loads.at(Phase::kForward)[kNvme] = forward_fetch / hw.nvme_read_bandwidth;
+    loads.at(Phase::kForward)[kNvme] = (forward_fetch - kept_on_host) / hw.nvme_read_bandwidth;
     loads.at(Phase::kBackward)[kNvme] = backward_fetch / hw.nvme_read_bandwidth;
   }
   // The optimizer: Adam streams its states through memory (the device's or the host's cores).
@@ -278,16 +283,16 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   loads.at(Phase::kOptimizerUpdate)[adam_resource] += elements * kAdamBytesPerElement / hw.memory_bandwidth;
   if (partitioned && optimizer_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0 && hw.nvme_write_bandwidth > 0) {
     loads.at(Phase::kOptimizerRead)[kNvme] += elements * kOptimizerNvmeBytesPerElement / hw.nvme_read_bandwidth;
-    loads.at(Phase::kOptimizerUpdate)[kNvme] += elements * kOptimizerNvmeBytesPerElement / hw.nvme_write_bandwidth;
+    loads.at(Phase::kOptimizerWrite)[kNvme] += elements * kOptimizerNvmeBytesPerElement / hw.nvme_write_bandwidth;
   }
   if (partitioned && params_tier == Tier::kNvme && hw.nvme_write_bandwidth > 0) {
-    loads.at(Phase::kOptimizerUpdate)[kNvme] += storage / hw.nvme_write_bandwidth;
+    loads.at(Phase::kOptimizerWrite)[kNvme] += storage / hw.nvme_write_bandwidth;
   }
   // The optimizer pipeline reads ahead while it writes behind: with both in flight the drive takes
   // max(the reads at the read rate, the writes at the write rate, both at the mixed rate), not the
   // two one after the other.
   double& read_seconds = loads.at(Phase::kOptimizerRead)[kNvme];
-  double& write_seconds = loads.at(Phase::kOptimizerUpdate)[kNvme];
+  double& write_seconds = loads.at(Phase::kOptimizerWrite)[kNvme];
   if (hw.nvme_mixed_bandwidth > 0 && read_seconds > 0 && write_seconds > 0) {
     const double bytes = read_seconds * hw.nvme_read_bandwidth + write_seconds * hw.nvme_write_bandwidth;
     const double together = std::max({read_seconds, write_seconds, bytes / hw.nvme_mixed_bandwidth});

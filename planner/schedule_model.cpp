@@ -22,6 +22,8 @@ std::string_view phase_name(Phase phase) {
       return "optimizer_read";
     case Phase::kOptimizerUpdate:
       return "optimizer_update";
+    case Phase::kOptimizerWrite:
+      return "optimizer_write";
   }
   return "?";
 }
@@ -51,9 +53,13 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
   const PhaseTime backward_alone = busiest(loads.at(Phase::kBackward));
   const ResourceSeconds& read = loads.at(Phase::kOptimizerRead);
   const ResourceSeconds& update = loads.at(Phase::kOptimizerUpdate);
-  // Reads and updates of different sub-groups pipeline against each other (read ahead, step, write
-  // behind), so on its own the optimizer phase lasts as long as its busiest resource.
-  const PhaseTime optimizer_alone = busiest(sum(read, update));
+  const ResourceSeconds& write = loads.at(Phase::kOptimizerWrite);
+  // Reads, updates and writes of different sub-groups pipeline against each other (read ahead,
+  // step, write behind), so on its own the optimizer phase lasts as long as its busiest resource.
+  const PhaseTime optimizer_alone = busiest(sum(sum(read, update), write));
+  // Everything of the step on each resource: what zinf's writes behind and reads ahead share.
+  const PhaseTime shared =
+      busiest(sum(sum(sum(loads.at(Phase::kForward), loads.at(Phase::kBackward)), sum(read, update)), write));
   out.optimizer_work_seconds = optimizer_alone.seconds;
 
   if (options.schedule == Schedule::kDeepSpeed || !options.optimizer_on_host) {
@@ -61,22 +67,24 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
     out.optimizer = optimizer_alone;
   } else if (options.norm_before_step) {
     // The reads that fit the pipeline share the backward pass's resources; the updates wait for
-    // the norm, and the other reads follow them, each into a set written back.
+    // the norm, and the other reads follow them, each into a set whose write must finish first.
+    // The other writes go on into the next forward pass: with everything else they share the step.
     const double ahead = std::clamp(options.read_ahead, 0.0, 1.0);
-    ResourceSeconds read_before{}, read_after{};
+    ResourceSeconds read_before{}, after_norm = update;
     for (std::size_t r = 0; r < read.size(); ++r) {
       read_before[r] = ahead * read[r];
-      read_after[r] = read[r] - read_before[r];
+      after_norm[r] += (1.0 - ahead) * (read[r] + write[r]);
     }
     out.backward = busiest(sum(loads.at(Phase::kBackward), read_before));
-    out.optimizer = busiest(sum(update, read_after));
+    const PhaseTime exposed = busiest(after_norm);
+    const double chain = out.forward.seconds + out.backward.seconds + exposed.seconds;
+    out.optimizer.seconds = std::max(0.0, std::max(shared.seconds, chain) - out.forward.seconds - out.backward.seconds);
+    out.optimizer.bottleneck = chain >= shared.seconds ? exposed.bottleneck : shared.bottleneck;
     out.overlapped = false;
   } else {
     // The optimizer's transfers share the whole step's resources: reads start with the forward pass
-    // and the last sub-groups' writes run on into the next one. The compute chain ends with the last
-    // sub-group's update, exposed after the backward pass.
-    const PhaseTime shared =
-        busiest(sum(sum(sum(loads.at(Phase::kForward), loads.at(Phase::kBackward)), read), update));
+    // and the writes run on into the next one. The compute chain ends with the last sub-group's
+    // update, exposed after the backward pass.
     const PhaseTime update_alone = busiest(update);
     const double tail = update_alone.seconds / std::max(1.0, options.sub_groups);
     const double chain = out.forward.seconds + backward_alone.seconds + tail;

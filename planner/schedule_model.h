@@ -9,15 +9,17 @@
 //        step = fwd + bwd + opt,  each phase lasting as long as its busiest resource.
 //  * zinf (the engine with zero.overlap_optimizer, its default): a sub-group's optimizer states are
 //    read from the forward pass on (as many as the host pipeline holds, then as sub-groups are
-//    written back), its step and write-behind run as soon as its gradients are final, and the last
-//    sub-groups' writes run on into the next forward pass, so the optimizer's transfers share the
-//    whole step's resources:
-//        step = max(max_r (fwd_r + bwd_r + read_r + update_r), fwd + bwd + update / sub_groups)
+//    written back), its step runs as soon as its gradients are final, and its writes (states and
+//    new parameters) are written behind, on into the next forward pass, so the optimizer's
+//    transfers share the whole step's resources:
+//        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r), fwd + bwd + update / sub_groups)
 //    (the last sub-group's update cannot start before the backward ends). When the step needs the
-//    global gradient norm first (clipping, fp16 loss scaling) only the reads that fit the host
-//    pipeline ahead of the first update overlap (a share a of them: the engine's pipeline sets
-//    hold that many sub-groups; the others wait for a set to be written back):
-//        step = fwd + max_r (bwd_r + a·read_r) + max_r (update_r + (1 - a)·read_r).
+//    global gradient norm first (clipping, fp16 loss scaling) every update waits for it; the reads
+//    that fit the host pipeline overlap the backward pass (a share a of them: the engine's pipeline
+//    sets hold that many sub-groups), the others follow the updates, each into a set whose write
+//    must finish first; the other writes are still written behind:
+//        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r),
+//                   fwd + max_r (bwd_r + a·read_r) + max_r (update_r + (1 - a)·(read_r + write_r))).
 //    An optimizer on the device runs after the backward pass in both schedules (the engine overlaps
 //    only the host optimizer).
 // Pure arithmetic; no knowledge of placements or hardware.
@@ -35,11 +37,14 @@ inline constexpr std::array kAllSchedules{Schedule::kZinf, Schedule::kDeepSpeed}
 std::string_view schedule_name(Schedule schedule);  // "zinf", "deepspeed"
 std::optional<Schedule> schedule_from_name(std::string_view name);
 
-// Parts of a step whose transfers the schedules place differently.
-enum class Phase { kForward, kBackward, kOptimizerRead, kOptimizerUpdate };
+// Parts of a step whose transfers the schedules place differently. kOptimizerUpdate: the step's
+// arithmetic and the transfers it waits for; kOptimizerWrite: the writes to NVMe of the updated
+// states and parameters, which zinf writes behind.
+enum class Phase { kForward, kBackward, kOptimizerRead, kOptimizerUpdate, kOptimizerWrite };
 inline constexpr std::array kAllPhases{Phase::kForward, Phase::kBackward, Phase::kOptimizerRead,
-                                       Phase::kOptimizerUpdate};
-std::string_view phase_name(Phase phase);  // "forward", "backward", "optimizer_read", "optimizer_update"
+                                       Phase::kOptimizerUpdate, Phase::kOptimizerWrite};
+// "forward", "backward", "optimizer_read", "optimizer_update", "optimizer_write"
+std::string_view phase_name(Phase phase);
 
 // Busy seconds per resource per phase. Resources are indices 0..kScheduleResources-1
 // (bandwidth_model's Resource enum; index 0 is compute).

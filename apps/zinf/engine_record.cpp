@@ -90,7 +90,7 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
   std::vector<double> stall_fraction;
   std::vector<double> comm_busy_ms, comm_wait_ms, comm_hidden_ms;
   double comm_calls = 0, comm_send_bytes = 0;
-  double checkpoint_to_host = 0, checkpoint_to_device = 0;
+  double checkpoint_to_host = 0, checkpoint_to_device = 0, kept_on_host = 0;
   std::size_t measured = 0;
   double optimizer_elements = 0, overlapped_elements = 0, thread_seconds = 0, overlapped_thread_seconds = 0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -111,6 +111,7 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
     acquires += e.acquires;
     hits += e.prefetch_hits;
     sync_reads += e.sync_nvme_reads;
+    kept_on_host += static_cast<double>(e.params_kept_on_host_bytes);
     optimizer_elements += static_cast<double>(e.optimizer_elements);
     overlapped_elements += static_cast<double>(e.optimizer_elements_overlapped);
     thread_seconds += e.optimizer_worker_seconds;
@@ -137,6 +138,7 @@ json make_engine_record(const EngineRun& run, const std::vector<train::StepMetri
       {"hits", hits},
       {"hit_rate", acquires > 0 ? json(static_cast<double>(hits) / static_cast<double>(acquires)) : json(nullptr)},
       {"synchronous_nvme_reads", sync_reads},
+      {"params_kept_on_host_bytes_per_step", measured > 0 ? kept_on_host / static_cast<double>(measured) : 0.0},
       {"order_mismatches", mismatches}};
   if (!steps.empty()) {
     // The adaptive look-ahead where the run left it (it only grows, after steps that stalled).
@@ -197,7 +199,12 @@ reports::Section render_engine_section(const json& engine) {
       if (prefetch.at("far_budget_bytes").get<std::uint64_t>() > 0) {
         depth += fmt::format(", {} of {} of NVMe reads", bytes("far_window_bytes"), bytes("far_budget_bytes"));
       }
-      section.fields.emplace_back("look-ahead", depth + " (settled at)");
+      depth += " (settled at)";
+      if (prefetch.value("params_kept_on_host_bytes_per_step", 0.0) > 0) {
+        depth += fmt::format("; {}/step of new parameters kept in host staging, not read back",
+                             bytes("params_kept_on_host_bytes_per_step"));
+      }
+      section.fields.emplace_back("look-ahead", depth);
     }
   }
   if (engine.contains("optimizer_overlap")) {

@@ -37,6 +37,7 @@ zero::EngineStats difference(const zero::EngineStats& after, const zero::EngineS
   d.acquires = after.acquires - before.acquires;
   d.prefetch_hits = after.prefetch_hits - before.prefetch_hits;
   d.sync_nvme_reads = after.sync_nvme_reads - before.sync_nvme_reads;
+  d.params_kept_on_host_bytes = after.params_kept_on_host_bytes - before.params_kept_on_host_bytes;
   d.trace_mismatches = after.trace_mismatches - before.trace_mismatches;
   d.optimizer_elements = after.optimizer_elements - before.optimizer_elements;
   d.optimizer_elements_overlapped = after.optimizer_elements_overlapped - before.optimizer_elements_overlapped;

@@ -17,14 +17,17 @@ struct LinkBytes {
 };
 
 struct EngineStats {
-  LinkBytes nvme_read;                 // NVMe -> host
-  LinkBytes nvme_write;                // host -> NVMe
-  LinkBytes host_to_device;            // host -> device
-  LinkBytes device_to_host;            // device -> host
-  double stall_seconds = 0;            // compute thread blocked in acquire() waiting for a transfer
-  std::uint64_t acquires = 0;          // acquires of parameters that are not persistent
-  std::uint64_t prefetch_hits = 0;     // of those, already on the device or in flight when asked for
-  std::uint64_t sync_nvme_reads = 0;   // NVMe reads issued by acquire() itself (not by the prefetcher)
+  LinkBytes nvme_read;                // NVMe -> host
+  LinkBytes nvme_write;               // host -> NVMe
+  LinkBytes host_to_device;           // host -> device
+  LinkBytes device_to_host;           // device -> host
+  double stall_seconds = 0;           // compute thread blocked in acquire() waiting for a transfer
+  std::uint64_t acquires = 0;         // acquires of parameters that are not persistent
+  std::uint64_t prefetch_hits = 0;    // of those, already on the device or in flight when asked for
+  std::uint64_t sync_nvme_reads = 0;  // NVMe reads issued by acquire() itself (not by the prefetcher)
+  // New values of NVMe-resident parameters kept in host staging when the optimizer wrote them, so the
+  // next forward pass did not read them back (ParamCoordinator::stage_published).
+  std::uint64_t params_kept_on_host_bytes = 0;
   std::uint64_t trace_mismatches = 0;  // acquires that differed from the recorded order
   // Optimizer on the CPU or NVMe: elements of this rank's states stepped, and of those the ones
   // whose step began before the backward pass ended (zero.overlap_optimizer); CPU Adam time on the

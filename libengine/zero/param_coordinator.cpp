@@ -173,6 +173,7 @@ void ParamCoordinator::add_stats(EngineStats& stats) const {
   stats.acquires += stats_.acquires;
   stats.prefetch_hits += stats_.prefetch_hits;
   stats.sync_nvme_reads += stats_.sync_nvme_reads;
+  stats.params_kept_on_host_bytes += stats_.params_kept_on_host_bytes;
   stats.trace_mismatches += stats_.trace_mismatches;
   stats.prefetch_near_window_bytes = near_window_bytes_;
   stats.prefetch_near_budget_bytes = options_.max_live_bytes;
@@ -511,7 +512,7 @@ std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* val
     if (homes_[static_cast<std::size_t>(next)].tier == spec::Tier::kNvme && !resident(next)) {
       ahead += homes_[static_cast<std::size_t>(next)].bytes;
     }
-    if (ahead + home.bytes > far_window_bytes_) break;
+    if (ahead + home.bytes > options_.prefetch_bytes) break;
   }
   if (!early || !room(staging_, home.bytes)) return 0;
   Result<device::DeviceBuffer> copy = staging_.take(home.bytes, fmt::format("new values of {}", table_[id].name));
@@ -522,6 +523,7 @@ std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* val
   // Published during the backward pass (the optimizer overlapped with it), the copy must outlive
   // the invalidate() that ends the pass.
   slot.kept_across_invalidate = !invalidated_;
+  stats_.params_kept_on_host_bytes += home.bytes;
   return home.bytes;
 }
 

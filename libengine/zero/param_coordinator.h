@@ -93,7 +93,7 @@ class ParamCoordinator {
   void invalidate();
   // The new values of parameter id (this rank's slice, storage precision, host memory) are being
   // written to its NVMe extent by the caller. When the next forward pass needs the parameter early
-  // (within the far look-ahead from its start) and host staging has room, a copy is kept there as
+  // (within prefetch_bytes of NVMe parameters from its start) and host staging has room, a copy is kept there as
   // if read back, so that pass neither waits for the write nor reads the bytes back: the optimizer
   // writes the first layers' parameters last, and the forward pass needs them first. `values` is
   // copied before this returns. Returns the bytes kept (0: not kept, the pass reads them back).

@@ -14,7 +14,7 @@ namespace {
 constexpr std::size_t kCompute = 0, kPcieH2d = 2, kCpuMemory = 5, kNvme = 6;
 
 // Forward: compute 2 s, PCIe 1 s. Backward: compute 4 s, PCIe 3 s, NVMe 1 s.
-// Optimizer reads: NVMe 3 s. Optimizer update: NVMe 2 s, CPU memory 1.5 s.
+// Optimizer reads: NVMe 3 s. Optimizer update: CPU memory 1.5 s. Optimizer writes: NVMe 2 s.
 PhaseLoads hand_loads() {
   PhaseLoads loads;
   loads.at(Phase::kForward)[kCompute] = 2.0;
@@ -23,7 +23,7 @@ PhaseLoads hand_loads() {
   loads.at(Phase::kBackward)[kPcieH2d] = 3.0;
   loads.at(Phase::kBackward)[kNvme] = 1.0;
   loads.at(Phase::kOptimizerRead)[kNvme] = 3.0;
-  loads.at(Phase::kOptimizerUpdate)[kNvme] = 2.0;
+  loads.at(Phase::kOptimizerWrite)[kNvme] = 2.0;
   loads.at(Phase::kOptimizerUpdate)[kCpuMemory] = 1.5;
   return loads;
 }
@@ -33,7 +33,7 @@ TEST_CASE("deepspeed: forward, backward, then the whole optimizer phase") {
   options.schedule = Schedule::kDeepSpeed;
   const ScheduledStep step = schedule_step(hand_loads(), options);
   // fwd = max(2, 1) = 2 (compute); bwd = max(4, 3, 1) = 4 (compute); opt = max over resources of
-  // read + update = max(NVMe 3 + 2, CPU 1.5) = 5 (NVMe). Step = 2 + 4 + 5 = 11.
+  // read + update + write = max(NVMe 3 + 2, CPU 1.5) = 5 (NVMe). Step = 2 + 4 + 5 = 11.
   CHECK(step.forward.seconds == 2.0);
   CHECK(step.forward.bottleneck == kCompute);
   CHECK(step.backward.seconds == 4.0);
@@ -48,21 +48,21 @@ TEST_CASE("deepspeed: forward, backward, then the whole optimizer phase") {
 TEST_CASE("zinf: the optimizer shares the whole step's resources; the last sub-group is exposed") {
   ScheduleOptions options;  // zinf, no global norm first, 8 sub-groups
   const ScheduledStep step = schedule_step(hand_loads(), options);
-  // Forward + backward + reads + updates per resource: compute 2 + 4 = 6, PCIe 1 + 3 = 4,
+  // Forward + backward + reads + updates + writes per resource: compute 2 + 4 = 6, PCIe 1 + 3 = 4,
   // NVMe 1 + 3 + 2 = 6, CPU 1.5 -> 6. The chain: forward 2 + backward 4 + the last sub-group's
-  // update max(NVMe 2, CPU 1.5) / 8 = 0.25 -> 6.25. Step = max(6, 6.25) = 6.25: the optimizer adds
-  // 0.25 s after the backward pass.
+  // update (its writes go behind) CPU 1.5 / 8 = 0.1875 -> 6.1875. Step = max(6, 6.1875): the
+  // optimizer adds 0.1875 s after the backward pass.
   CHECK(step.backward.seconds == 4.0);
-  CHECK(step.optimizer.seconds == Approx(0.25));
-  CHECK(step.optimizer.bottleneck == kNvme);
-  CHECK(step.step_seconds == Approx(6.25));
-  // DeepSpeed's 11 s less zinf's 6.25 s: 4.75 of the optimizer's 5 s hidden.
-  CHECK(step.optimizer_hidden_seconds == Approx(4.75));
+  CHECK(step.optimizer.seconds == Approx(0.1875));
+  CHECK(step.optimizer.bottleneck == kCpuMemory);
+  CHECK(step.step_seconds == Approx(6.1875));
+  // DeepSpeed's 11 s less zinf's 6.1875 s: 4.8125 of the optimizer's 5 s hidden.
+  CHECK(step.optimizer_hidden_seconds == Approx(4.8125));
   CHECK(step.overlapped);
 
   // A drive three times slower: NVMe 3 + 9 + 6 = 18 s over the step sets it (12 s after the backward).
   PhaseLoads slow_drive = hand_loads();
-  for (const Phase phase : {Phase::kBackward, Phase::kOptimizerRead, Phase::kOptimizerUpdate}) {
+  for (const Phase phase : {Phase::kBackward, Phase::kOptimizerRead, Phase::kOptimizerWrite}) {
     slow_drive.at(phase)[kNvme] *= 3.0;
   }
   const ScheduledStep nvme_bound = schedule_step(slow_drive, options);
@@ -74,22 +74,35 @@ TEST_CASE("zinf: the optimizer shares the whole step's resources; the last sub-g
   PhaseLoads long_backward = hand_loads();
   long_backward.at(Phase::kBackward)[kCompute] = 20.0;
   const ScheduledStep hidden = schedule_step(long_backward, options);
-  // max(20, 6) = 20 vs 20 + 0.25: the tail sets it, 0.25 s after the backward.
-  CHECK(hidden.optimizer.seconds == Approx(0.25));
-  CHECK(hidden.step_seconds == Approx(2.0 + 20.0 + 0.25));
-  CHECK(hidden.optimizer_hidden_seconds == Approx(5.0 - 0.25));
+  // max(22, 6) = 22 vs 2 + 20 + 0.1875: the tail sets it, 0.1875 s after the backward.
+  CHECK(hidden.optimizer.seconds == Approx(0.1875));
+  CHECK(hidden.step_seconds == Approx(2.0 + 20.0 + 0.1875));
+  CHECK(hidden.optimizer_hidden_seconds == Approx(5.0 - 0.1875));
 }
 
-TEST_CASE("zinf with clipping or fp16 loss scaling: only the reads overlap the backward pass") {
+TEST_CASE("zinf with clipping or fp16 loss scaling: the updates wait for the norm, reads and writes overlap") {
   ScheduleOptions options;
   options.norm_before_step = true;
   const ScheduledStep step = schedule_step(hand_loads(), options);
-  // Backward + reads: compute 4, PCIe 3, NVMe 1 + 3 = 4 -> 4. Then the updates: max(2, 1.5) = 2.
+  // Backward + reads: compute 4, PCIe 3, NVMe 1 + 3 = 4 -> 4. Then the updates: CPU 1.5 (the writes
+  // go behind). The step: max(chain 2 + 4 + 1.5, everything per resource 6) = 7.5.
   CHECK(step.backward.seconds == 4.0);
-  CHECK(step.optimizer.seconds == 2.0);
-  CHECK(step.step_seconds == 2.0 + 4.0 + 2.0);
-  CHECK(step.optimizer_hidden_seconds == 3.0);
+  CHECK(step.optimizer.seconds == 1.5);
+  CHECK(step.optimizer.bottleneck == kCpuMemory);
+  CHECK(step.step_seconds == 2.0 + 4.0 + 1.5);
+  CHECK(step.optimizer_hidden_seconds == 3.5);
   CHECK_FALSE(step.overlapped);
+
+  // A drive three times slower: its 18 s over the step set it, 12 s after the backward pass.
+  PhaseLoads slow_drive = hand_loads();
+  for (const Phase phase : {Phase::kBackward, Phase::kOptimizerRead, Phase::kOptimizerWrite}) {
+    slow_drive.at(phase)[kNvme] *= 3.0;
+  }
+  const ScheduledStep nvme_bound = schedule_step(slow_drive, options);
+  // Backward + reads: NVMe 3 + 9 = 12 -> 12; chain 2 + 12 + 1.5 = 15.5 < 18.
+  CHECK(nvme_bound.backward.seconds == Approx(12.0));
+  CHECK(nvme_bound.step_seconds == Approx(18.0));
+  CHECK(nvme_bound.optimizer.bottleneck == kNvme);
 }
 
 TEST_CASE("zinf with the norm first: reads beyond the pipeline's sets follow the updates") {
@@ -98,20 +111,21 @@ TEST_CASE("zinf with the norm first: reads beyond the pipeline's sets follow the
   options.read_ahead = 0.25;  // the sets hold a quarter of the optimizer states
   const ScheduledStep step = schedule_step(hand_loads(), options);
   // Backward + a quarter of the reads: compute 4, PCIe 3, NVMe 1 + 0.75 -> 4 (compute). Then the
-  // updates with the other reads: NVMe 2 + 2.25 = 4.25, CPU 1.5 -> 4.25 (NVMe).
+  // updates with the other reads and the writes they wait for: NVMe 0.75 (3 + 2) = 3.75, CPU 1.5
+  // -> 3.75 (NVMe); chain 2 + 4 + 3.75 = 9.75 > 6.
   CHECK(step.backward.seconds == 4.0);
-  CHECK(step.optimizer.seconds == Approx(4.25));
+  CHECK(step.optimizer.seconds == Approx(3.75));
   CHECK(step.optimizer.bottleneck == kNvme);
-  CHECK(step.step_seconds == Approx(2.0 + 4.0 + 4.25));
-  // DeepSpeed's 11 s less 10.25 s: the 0.75 s of reads taken ahead.
-  CHECK(step.optimizer_hidden_seconds == Approx(0.75));
+  CHECK(step.step_seconds == Approx(2.0 + 4.0 + 3.75));
+  // DeepSpeed's 11 s less 9.75 s: the 0.75 s of reads taken ahead and the 0.5 s of writes behind.
+  CHECK(step.optimizer_hidden_seconds == Approx(1.25));
 
   // No read ahead at all: the whole optimizer phase after the backward pass, as DeepSpeed's.
   options.read_ahead = 0.0;
   CHECK(schedule_step(hand_loads(), options).step_seconds == Approx(11.0));
   // read_ahead does not touch the step planned without the norm.
   options.norm_before_step = false;
-  CHECK(schedule_step(hand_loads(), options).step_seconds == Approx(6.25));
+  CHECK(schedule_step(hand_loads(), options).step_seconds == Approx(6.1875));
 }
 
 TEST_CASE("an optimizer on the device runs after the backward pass in both schedules") {
@@ -153,7 +167,7 @@ HandSteps hand_steps(const StepModel& step, bool optimizer_on_host) {
   const PhaseLoads& p = step.phases;
   ResourceSeconds opt{}, all{};
   for (std::size_t r = 0; r < kScheduleResources; ++r) {
-    opt[r] = p.at(Phase::kOptimizerRead)[r] + p.at(Phase::kOptimizerUpdate)[r];
+    opt[r] = p.at(Phase::kOptimizerRead)[r] + p.at(Phase::kOptimizerUpdate)[r] + p.at(Phase::kOptimizerWrite)[r];
     all[r] = p.at(Phase::kBackward)[r] + opt[r];
   }
   const double fwd = busiest_of(p.at(Phase::kForward));
