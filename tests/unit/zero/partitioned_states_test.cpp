@@ -243,6 +243,41 @@ TEST_CASE("partitioned states: a tight live budget evicts and still matches; pre
   }
 }
 
+TEST_CASE("partitioned states: new NVMe parameter values stay in host staging for the next forward pass") {
+  // Parameters on NVMe: what the optimizer writes is kept in host staging for the parameters the
+  // next forward pass needs first (up to zero.prefetch_bytes of them), and not read back. The bits
+  // are ZeRO-0's either way; the bytes not read are exactly the bytes kept.
+  const TempDir nvme;
+  for (const bool clipping : {true, false}) {
+    INFO("grad_clip " << (clipping ? "0.5 (the step waits for the norm)" : "off (sub-groups step during backward)"));
+    json base = tiny_scenario("bf16", true, 1);
+    if (!clipping) base["optimizer"]["grad_clip"] = 0.0;
+    const std::vector<double> reference = train_losses(base);
+    // The largest offloaded parameter is a 256x64 bf16 MLP weight (32 KiB).
+    std::vector<std::vector<zero::EngineStats>> engines(2);
+    const std::int64_t budgets[] = {2 * 256 * 64 * 2, 64 << 20};
+    for (int run = 0; run < 2; ++run) {
+      json document = with_zero(base, {"nvme", "nvme"}, nvme.path());
+      document["zero"]["prefetch_bytes"] = budgets[run];
+      CHECK(train_losses(document, &engines[run]) == reference);
+      REQUIRE(engines[run].size() == 20);
+    }
+    // Step 1 records the forward order, so from the first update on parameters are kept.
+    for (std::size_t step = 2; step < 20; ++step) {
+      INFO("step " << step);
+      const zero::EngineStats& small = engines[0][step];
+      const zero::EngineStats& large = engines[1][step];
+      CHECK(large.params_kept_on_host_bytes > small.params_kept_on_host_bytes);
+      CHECK(small.params_kept_on_host_bytes <= 2 * 256 * 64 * 2);
+      const auto read = [](const zero::EngineStats& e) { return e.nvme_read.forward_backward + e.nvme_read.optimizer; };
+      CHECK(read(small) - read(large) == large.params_kept_on_host_bytes - small.params_kept_on_host_bytes);
+      CHECK(large.nvme_write.forward_backward + large.nvme_write.optimizer ==
+            small.nvme_write.forward_backward + small.nvme_write.optimizer);
+      CHECK(large.prefetch_hits == large.acquires);
+    }
+  }
+}
+
 TEST_CASE("partitioned states: resume from a checkpoint of NVMe-resident states continues bit for bit") {
   const TempDir nvme;
   const TempDir checkpoints;

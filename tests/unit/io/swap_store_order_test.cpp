@@ -1,0 +1,240 @@
+// SwapStore's order of service (swap_store.cpp, feed()): reads go to the drive before writes that no
+// read waits for; a write that a read of its extent waits behind goes with that read; among the ops
+// someone waits for, reads are served in the order they were issued; write-behind chunks take at
+// most a quarter of the queue depth. Checked on the order in which chunks reach the engine, with
+// completions held back so the store's choices are not a matter of timing.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "libengine/io/io_engine.h"
+#include "libengine/io/swap_store.h"
+#include "tests/catch.h"
+#include "tests/temp_dir.h"
+
+namespace zinf::io {
+namespace {
+
+constexpr std::uint64_t kBlock = 4096;
+constexpr std::size_t kExtentBytes = 16 * kBlock;  // 16 chunks each
+constexpr unsigned kQueueDepth = 8;                // write-behind: at most 2 chunks in flight
+
+struct Submitted {
+  IoOpKind kind;
+  std::uint64_t offset;
+};
+
+// Records every op handed to the engine, in order; while closed, completes nothing.
+class RecordingGate final : public IoEngine {
+ public:
+  explicit RecordingGate(std::unique_ptr<IoEngine> inner) : inner_(std::move(inner)) {}
+  void set_open(bool open) {
+    open_ = open;
+    inner_->wake();
+  }
+  std::vector<Submitted> log() const {
+    std::lock_guard lock(mutex_);
+    return log_;
+  }
+  std::size_t logged() const {
+    std::lock_guard lock(mutex_);
+    return log_.size();
+  }
+  void clear_log() {
+    std::lock_guard lock(mutex_);
+    log_.clear();
+  }
+  std::string_view name() const override { return "recording gate"; }
+  unsigned queue_depth() const override { return inner_->queue_depth(); }
+  Status register_files(std::span<const int> fds) override { return inner_->register_files(fds); }
+  Status register_buffers(std::span<const iovec> buffers) override { return inner_->register_buffers(buffers); }
+  Status submit(std::span<const IoOp> ops) override {
+    {
+      std::lock_guard lock(mutex_);
+      for (const IoOp& op : ops) log_.push_back({op.kind, op.offset});
+    }
+    return inner_->submit(ops);
+  }
+  Result<std::size_t> reap(std::size_t min_results, std::chrono::milliseconds timeout,
+                           std::vector<IoResult>& out) override {
+    if (!open_) {
+      std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(1)));
+      return std::size_t{0};
+    }
+    return inner_->reap(min_results, timeout, out);
+  }
+  unsigned in_flight() const override { return inner_->in_flight(); }
+  void wake() override { inner_->wake(); }
+
+ private:
+  std::unique_ptr<IoEngine> inner_;
+  std::atomic<bool> open_{true};
+  mutable std::mutex mutex_;
+  std::vector<Submitted> log_;
+};
+
+// Blocks until the engine has seen `count` ops (the I/O thread has made its choices), at most 5 s.
+void await_logged(const RecordingGate& gate, std::size_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (gate.logged() < count && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(gate.logged() >= count);
+}
+
+// A store over a RecordingGate with extents A, B, C written (completions flowing), and where each
+// extent's chunks sit in the swap file.
+struct Fixture {
+  testing::TempDir dir;
+  RecordingGate* gate = nullptr;
+  std::unique_ptr<SwapStore> store;
+  std::vector<std::vector<std::byte>> data;                    // A, B, C as written
+  std::vector<Ticket> extents;                                 // A, B, C
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // [first, last] chunk offset of each
+
+  Fixture() {
+    SwapStoreOptions options;
+    options.paths = {dir.path()};
+    options.planned_bytes = 3 * kExtentBytes;
+    options.block_bytes = kBlock;
+    options.queue_depth = kQueueDepth;
+    options.engine = EngineKind::kPosix;
+    Result<std::unique_ptr<IoEngine>> inner = make_io_engine(EngineKind::kPosix, kQueueDepth);
+    REQUIRE(inner.is_ok());
+    auto recording = std::make_unique<RecordingGate>(std::move(inner).value());
+    gate = recording.get();
+    Result<std::unique_ptr<SwapStore>> opened = SwapStore::open(std::move(options), std::move(recording));
+    INFO((opened.is_ok() ? std::string() : opened.status().message()));
+    REQUIRE(opened.is_ok());
+    store = std::move(opened).value();
+    for (int e = 0; e < 3; ++e) {
+      data.emplace_back(kExtentBytes, static_cast<std::byte>(e + 1));
+      gate->clear_log();
+      Result<Ticket> written = store->write(data.back());
+      REQUIRE(written.is_ok());
+      REQUIRE(store->wait(written.value()).is_ok());
+      const std::vector<Submitted> log = gate->log();
+      REQUIRE(log.size() == kExtentBytes / kBlock);
+      const auto [low, high] = std::minmax_element(
+          log.begin(), log.end(), [](const Submitted& a, const Submitted& b) { return a.offset < b.offset; });
+      extents.push_back(written.value());
+      spans.emplace_back(low->offset, high->offset);
+    }
+    gate->clear_log();
+  }
+  // Which extent (0 A, 1 B, 2 C) a submitted chunk belongs to.
+  int extent_of(const Submitted& s) const {
+    for (int e = 0; e < 3; ++e) {
+      if (s.offset >= spans[e].first && s.offset <= spans[e].second) return e;
+    }
+    return -1;
+  }
+  Ticket rewrite(int e) {
+    Result<Ticket> t = store->rewrite(extents[e], data[e]);
+    REQUIRE(t.is_ok());
+    return t.value();
+  }
+  Ticket read(int e, std::vector<std::byte>& into) {
+    into.assign(kExtentBytes, std::byte{0});
+    Result<Ticket> t = store->read(extents[e], into);
+    REQUIRE(t.is_ok());
+    return t.value();
+  }
+  // Position in the log of the n-th (0-based) chunk that matches.
+  template <typename Match>
+  static std::size_t position(const std::vector<Submitted>& log, std::size_t n, Match&& match) {
+    std::size_t seen = 0;
+    for (std::size_t i = 0; i < log.size(); ++i) {
+      if (match(log[i]) && seen++ == n) return i;
+    }
+    return log.size();
+  }
+};
+
+TEST_CASE("swap store order: a read goes ahead of write-behind; write-behind takes a quarter of the queue") {
+  Fixture f;
+  f.gate->set_open(false);
+  const Ticket write_a = f.rewrite(0);
+  const Ticket write_b = f.rewrite(1);
+  // Written behind, nobody waiting: 2 chunks (a quarter of the queue depth of 8) go to the drive.
+  await_logged(*f.gate, 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(f.gate->logged() == 2);
+  std::vector<std::byte> c_back;
+  const Ticket read_c = f.read(2, c_back);
+  await_logged(*f.gate, kQueueDepth);  // the read fills the rest of the queue
+  f.gate->set_open(true);
+  REQUIRE(f.store->wait(read_c).is_ok());
+  REQUIRE(f.store->wait(write_a).is_ok());
+  REQUIRE(f.store->wait(write_b).is_ok());
+  CHECK(c_back == f.data[2]);
+  const std::vector<Submitted> log = f.gate->log();
+  REQUIRE(log.size() == 3 * kExtentBytes / kBlock);
+  const auto is_write = [](const Submitted& s) { return s.kind == IoOpKind::kWrite; };
+  const auto reads_c = [&](const Submitted& s) { return s.kind == IoOpKind::kRead && f.extent_of(s) == 2; };
+  // Every chunk of the read before the third chunk of write-behind.
+  CHECK(Fixture::position(log, 15, reads_c) < Fixture::position(log, 2, is_write));
+  // The writes themselves oldest first: A's chunks before B's.
+  const auto writes_b = [&](const Submitted& s) { return is_write(s) && f.extent_of(s) == 1; };
+  const auto writes_a = [&](const Submitted& s) { return is_write(s) && f.extent_of(s) == 0; };
+  CHECK(Fixture::position(log, 15, writes_a) < Fixture::position(log, 0, writes_b));
+}
+
+TEST_CASE("swap store order: a write that a read waits behind goes with the read, before other writes") {
+  Fixture f;
+  f.gate->set_open(false);
+  const Ticket write_a = f.rewrite(0);
+  await_logged(*f.gate, 2);
+  const Ticket write_b = f.rewrite(1);
+  const Ticket write_c = f.rewrite(2);
+  std::vector<std::byte> b_back;
+  const Ticket read_b = f.read(1, b_back);  // must see the rewrite of B, so it waits behind it
+  await_logged(*f.gate, kQueueDepth);
+  f.gate->set_open(true);
+  for (const Ticket& t : {read_b, write_a, write_b, write_c}) REQUIRE(f.store->wait(t).is_ok());
+  CHECK(b_back == f.data[1]);
+  const std::vector<Submitted> log = f.gate->log();
+  REQUIRE(log.size() == 4 * kExtentBytes / kBlock);
+  const auto on = [&](IoOpKind kind, int e) {
+    return [&f, kind, e](const Submitted& s) { return s.kind == kind && f.extent_of(s) == e; };
+  };
+  // B's rewrite, then B's read, all before C's first chunk and A's third.
+  CHECK(Fixture::position(log, 15, on(IoOpKind::kWrite, 1)) < Fixture::position(log, 0, on(IoOpKind::kRead, 1)));
+  CHECK(Fixture::position(log, 15, on(IoOpKind::kWrite, 1)) < Fixture::position(log, 0, on(IoOpKind::kWrite, 2)));
+  CHECK(Fixture::position(log, 15, on(IoOpKind::kWrite, 1)) < Fixture::position(log, 2, on(IoOpKind::kWrite, 0)));
+}
+
+TEST_CASE("swap store order: the ops reads wait for are served in the order the reads were issued") {
+  // The optimizer writes the last layers' parameters first and the first layers' last; the next
+  // forward pass reads the first layers first. Each write goes with the read behind it: B's,
+  // written after A's but read before it, goes first.
+  Fixture f;
+  f.gate->set_open(false);
+  const Ticket write_a = f.rewrite(0);
+  await_logged(*f.gate, 2);
+  const Ticket write_b = f.rewrite(1);
+  std::vector<std::byte> a_back, b_back;
+  const Ticket read_b = f.read(1, b_back);
+  const Ticket read_a = f.read(0, a_back);
+  await_logged(*f.gate, kQueueDepth);
+  f.gate->set_open(true);
+  for (const Ticket& t : {read_b, read_a, write_a, write_b}) REQUIRE(f.store->wait(t).is_ok());
+  CHECK(a_back == f.data[0]);
+  CHECK(b_back == f.data[1]);
+  const std::vector<Submitted> log = f.gate->log();
+  REQUIRE(log.size() == 4 * kExtentBytes / kBlock);
+  const auto on = [&](IoOpKind kind, int e) {
+    return [&f, kind, e](const Submitted& s) { return s.kind == kind && f.extent_of(s) == e; };
+  };
+  // A's first two chunks were in flight before anyone waited; then all of B's write goes first.
+  CHECK(Fixture::position(log, 15, on(IoOpKind::kWrite, 1)) < Fixture::position(log, 2, on(IoOpKind::kWrite, 0)));
+  CHECK(Fixture::position(log, 15, on(IoOpKind::kRead, 1)) < Fixture::position(log, 0, on(IoOpKind::kRead, 0)));
+}
+
+}  // namespace
+}  // namespace zinf::io
