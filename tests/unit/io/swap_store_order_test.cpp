@@ -16,6 +16,7 @@
 #include "libengine/io/swap_store.h"
 #include "tests/catch.h"
 #include "tests/temp_dir.h"
+#include "tests/unit/io/gate_engine.h"
 
 namespace zinf::io {
 namespace {
@@ -24,59 +25,8 @@ constexpr std::uint64_t kBlock = 4096;
 constexpr std::size_t kExtentBytes = 16 * kBlock;  // 16 chunks each
 constexpr unsigned kQueueDepth = 8;                // write-behind: at most 2 chunks in flight
 
-struct Submitted {
-  IoOpKind kind;
-  std::uint64_t offset;
-};
-
-// Records every op handed to the engine, in order; while closed, completes nothing.
-class RecordingGate final : public IoEngine {
- public:
-  explicit RecordingGate(std::unique_ptr<IoEngine> inner) : inner_(std::move(inner)) {}
-  void set_open(bool open) {
-    open_ = open;
-    inner_->wake();
-  }
-  std::vector<Submitted> log() const {
-    std::lock_guard lock(mutex_);
-    return log_;
-  }
-  std::size_t logged() const {
-    std::lock_guard lock(mutex_);
-    return log_.size();
-  }
-  void clear_log() {
-    std::lock_guard lock(mutex_);
-    log_.clear();
-  }
-  std::string_view name() const override { return "recording gate"; }
-  unsigned queue_depth() const override { return inner_->queue_depth(); }
-  Status register_files(std::span<const int> fds) override { return inner_->register_files(fds); }
-  Status register_buffers(std::span<const iovec> buffers) override { return inner_->register_buffers(buffers); }
-  Status submit(std::span<const IoOp> ops) override {
-    {
-      std::lock_guard lock(mutex_);
-      for (const IoOp& op : ops) log_.push_back({op.kind, op.offset});
-    }
-    return inner_->submit(ops);
-  }
-  Result<std::size_t> reap(std::size_t min_results, std::chrono::milliseconds timeout,
-                           std::vector<IoResult>& out) override {
-    if (!open_) {
-      std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(1)));
-      return std::size_t{0};
-    }
-    return inner_->reap(min_results, timeout, out);
-  }
-  unsigned in_flight() const override { return inner_->in_flight(); }
-  void wake() override { inner_->wake(); }
-
- private:
-  std::unique_ptr<IoEngine> inner_;
-  std::atomic<bool> open_{true};
-  mutable std::mutex mutex_;
-  std::vector<Submitted> log_;
-};
+using Submitted = testing::SubmittedOp;
+using RecordingGate = testing::GateEngine;
 
 // Blocks until the engine has seen `count` ops (the I/O thread has made its choices), at most 5 s.
 void await_logged(const RecordingGate& gate, std::size_t count) {
@@ -106,7 +56,7 @@ struct Fixture {
     options.engine = EngineKind::kPosix;
     Result<std::unique_ptr<IoEngine>> inner = make_io_engine(EngineKind::kPosix, kQueueDepth);
     REQUIRE(inner.is_ok());
-    auto recording = std::make_unique<RecordingGate>(std::move(inner).value());
+    auto recording = std::make_unique<RecordingGate>(std::move(inner).value(), true);
     gate = recording.get();
     Result<std::unique_ptr<SwapStore>> opened = SwapStore::open(std::move(options), std::move(recording));
     INFO((opened.is_ok() ? std::string() : opened.status().message()));

@@ -28,6 +28,7 @@
 #include "libengine/io/io_engine.h"
 #include "tests/catch.h"
 #include "tests/temp_dir.h"
+#include "tests/unit/io/gate_engine.h"
 
 namespace zinf::io {
 namespace {
@@ -104,36 +105,6 @@ std::unique_ptr<SwapStore> open_faulty_store(SwapStoreOptions options, EngineKin
   REQUIRE(store.is_ok());
   return std::move(store).value();
 }
-
-// An engine whose completions are held back until open() is called: lets a test look at the store
-// while an operation is certainly still in flight.
-class GateEngine final : public IoEngine {
- public:
-  explicit GateEngine(std::unique_ptr<IoEngine> inner) : inner_(std::move(inner)) {}
-  void open() {
-    open_ = true;
-    inner_->wake();
-  }
-  std::string_view name() const override { return "gate"; }
-  unsigned queue_depth() const override { return inner_->queue_depth(); }
-  Status register_files(std::span<const int> fds) override { return inner_->register_files(fds); }
-  Status register_buffers(std::span<const iovec> buffers) override { return inner_->register_buffers(buffers); }
-  Status submit(std::span<const IoOp> ops) override { return inner_->submit(ops); }
-  Result<std::size_t> reap(std::size_t min_results, std::chrono::milliseconds timeout,
-                           std::vector<IoResult>& out) override {
-    if (!open_) {
-      std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(2)));
-      return std::size_t{0};
-    }
-    return inner_->reap(min_results, timeout, out);
-  }
-  unsigned in_flight() const override { return inner_->in_flight(); }
-  void wake() override { inner_->wake(); }
-
- private:
-  std::unique_ptr<IoEngine> inner_;
-  std::atomic<bool> open_{false};
-};
 
 // Which engines exist on this machine (io_uring may be disabled by the kernel or a sandbox).
 std::vector<EngineKind> available_engines() {
@@ -327,8 +298,8 @@ TEST_CASE("SwapStore refuses to release an extent with operations in flight", "[
   SwapStoreOptions options = options_for({dir.path()}, 8 * kMiB, 64 * kKiB, 4);
   Result<std::unique_ptr<IoEngine>> inner = make_io_engine(EngineKind::kPosix, 4);
   REQUIRE(inner.is_ok());
-  auto gate_owner = std::make_unique<GateEngine>(std::move(inner).value());
-  GateEngine* gate = gate_owner.get();
+  auto gate_owner = std::make_unique<testing::GateEngine>(std::move(inner).value(), false);
+  testing::GateEngine* gate = gate_owner.get();
   Result<std::unique_ptr<SwapStore>> opened = SwapStore::open(options, std::move(gate_owner));
   REQUIRE(opened.is_ok());
   std::unique_ptr<SwapStore> store = std::move(opened).value();

@@ -1,0 +1,79 @@
+// GateEngine (tests): an IoEngine over a real one that records every op handed to it, in order, and
+// completes nothing while closed — so a test can look at the swap store while an operation is
+// certainly in flight, and at the order the store chose, without depending on timing.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "libengine/io/io_engine.h"
+
+namespace zinf::testing {
+
+using io::IoEngine;
+using io::IoOp;
+using io::IoOpKind;
+using io::IoResult;
+
+struct SubmittedOp {
+  IoOpKind kind;
+  std::uint64_t offset;
+};
+
+class GateEngine final : public IoEngine {
+ public:
+  GateEngine(std::unique_ptr<IoEngine> inner, bool open) : inner_(std::move(inner)), open_(open) {}
+  // Lets completions through (true) or holds them back (false); takes effect at once.
+  void set_open(bool open) {
+    open_ = open;
+    inner_->wake();
+  }
+  void open() { set_open(true); }
+  std::vector<SubmittedOp> log() const {
+    std::lock_guard lock(mutex_);
+    return log_;
+  }
+  std::size_t logged() const {
+    std::lock_guard lock(mutex_);
+    return log_.size();
+  }
+  void clear_log() {
+    std::lock_guard lock(mutex_);
+    log_.clear();
+  }
+
+  std::string_view name() const override { return "gate"; }
+  unsigned queue_depth() const override { return inner_->queue_depth(); }
+  Status register_files(std::span<const int> fds) override { return inner_->register_files(fds); }
+  Status register_buffers(std::span<const iovec> buffers) override { return inner_->register_buffers(buffers); }
+  Status submit(std::span<const IoOp> ops) override {
+    {
+      std::lock_guard lock(mutex_);
+      for (const IoOp& op : ops) log_.push_back({op.kind, op.offset});
+    }
+    return inner_->submit(ops);
+  }
+  Result<std::size_t> reap(std::size_t min_results, std::chrono::milliseconds timeout,
+                           std::vector<IoResult>& out) override {
+    if (!open_) {
+      std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(1)));
+      return std::size_t{0};
+    }
+    return inner_->reap(min_results, timeout, out);
+  }
+  unsigned in_flight() const override { return inner_->in_flight(); }
+  void wake() override { inner_->wake(); }
+
+ private:
+  std::unique_ptr<IoEngine> inner_;
+  std::atomic<bool> open_;
+  mutable std::mutex mutex_;
+  std::vector<SubmittedOp> log_;
+};
+
+}  // namespace zinf::testing
