@@ -158,11 +158,17 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
           std::min(static_cast<double>(out.max_live_bytes), offloaded));
     }
     // Gradients leave the backward pass one block (or the largest parameter: the tied embedding)
-    // at a time: its fp32 buffers and, mixed, their rounded copies travel to the host together.
+    // at a time: its fp32 buffers and, mixed, their rounded copies travel to the host together. The
+    // tied embedding, larger than a block, is committed last (the lookup's backward is the pass's
+    // last operator) while the first block's gradients are still on their way to the host behind it.
     const double unit = std::max(block_elements(scenario.shape), static_cast<double>(largest));
     if (grads_tier != Tier::kDevice || mixed) {
+      const double per_element = 4.0 + (mixed ? half : 0.0);
+      const double behind = static_cast<double>(largest) > block_elements(scenario.shape)
+                                ? block_elements(scenario.shape) * per_element
+                                : 0.0;
       add(out.device_items, out.device_peak_bytes, "fp32 gradient buffers and their rounded copies",
-          std::max(unit * (4.0 + (mixed ? half : 0.0)), largest_fp32));
+          std::max(unit * per_element, largest_fp32) + behind);
     }
     // Half-precision parameters are handed to fp32 kernels as fp32 views, a block at a time.
     if (mixed && params_tier != Tier::kDevice && compute_bytes == 4) {
