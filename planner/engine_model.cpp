@@ -287,6 +287,14 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   const bool host_optimizer = partitioned && optimizer_tier != Tier::kDevice;
   const std::size_t adam_resource = hw.compute_on_host || !host_optimizer ? kCompute : kCpuMemory;
   loads.at(Phase::kOptimizerUpdate)[adam_resource] += elements * kAdamBytesPerElement / hw.memory_bandwidth;
+  if (host_optimizer) {
+    // Before the update, with the norm first: the gradients in host memory are read once more for
+    // it. After it: the new values of the parameters kept in host staging are copied there.
+    if (scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16) {
+      loads.at(Phase::kOptimizerUpdate)[adam_resource] += storage / hw.memory_bandwidth;
+    }
+    loads.at(Phase::kOptimizerUpdate)[adam_resource] += 2.0 * kept_on_host / hw.memory_bandwidth;
+  }
   if (partitioned && optimizer_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0 && hw.nvme_write_bandwidth > 0) {
     loads.at(Phase::kOptimizerRead)[kNvme] += elements * kOptimizerNvmeBytesPerElement / hw.nvme_read_bandwidth;
     loads.at(Phase::kOptimizerWrite)[kNvme] += elements * kOptimizerNvmeBytesPerElement / hw.nvme_write_bandwidth;
