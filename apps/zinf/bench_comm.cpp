@@ -63,7 +63,11 @@ class BenchCommCommand final : public Subcommand {
     cmd_->add_option("--max-bytes", max_text_, "Largest operation size, doubling from --min-bytes (default 64MiB)")
         ->type_name("SIZE");
     cmd_->add_option("--dtype", dtype_text_, "fp32, bf16 or fp16 (default fp32)")->type_name("TYPE");
-    cmd_->add_option("--iters", iters_text_, "Timed calls per repetition (default 10)")->type_name("N");
+    cmd_->add_option("--iters", iters_text_, "Timed calls per repetition, at least (default 10)")->type_name("N");
+    cmd_->add_option("--min-repetition-ms", min_rep_text_,
+                     "Sizes whose --iters calls take less get more calls, as many as fill this (default 1; 0: "
+                     "exactly --iters)")
+        ->type_name("MS");
     cmd_->add_option("--warmup", warmup_text_, "Untimed calls per size and side (default 2)")->type_name("N");
     cmd_->add_option("--repeat", repeat_text_, "Repetitions per side, alternating; the median is reported (default 3)")
         ->type_name("N");
@@ -93,6 +97,7 @@ class BenchCommCommand final : public Subcommand {
   std::string max_text_ = "64MiB";
   std::string dtype_text_ = "fp32";
   std::string iters_text_ = "10";
+  std::string min_rep_text_ = "1";
   std::string warmup_text_ = "2";
   std::string repeat_text_ = "3";
   std::string timeout_text_ = "300";
@@ -125,7 +130,13 @@ Status BenchCommCommand::configure(CommBenchConfig& config) const {
   }
   ZINF_ASSIGN_OR_RETURN(const std::int64_t repeat, parse_positive_int(repeat_text_, "--repeat", 1000));
   ZINF_ASSIGN_OR_RETURN(const std::int64_t timeout_s, parse_positive_int(timeout_text_, "--timeout", 86400));
+  ZINF_ASSIGN_OR_RETURN(const std::uint64_t min_rep_ms,
+                        parse_count(min_rep_text_, "--min-repetition-ms", ZeroIs::kAllowed));
+  if (min_rep_ms > 10000) {
+    return Status::invalid_argument(fmt::format("--min-repetition-ms: '{}' is more than 10000", min_rep_text_));
+  }
   config.iters = static_cast<int>(iters);
+  config.min_repetition_seconds = static_cast<double>(min_rep_ms) * 1e-3;
   config.warmup = static_cast<int>(warmup);
   config.repeat = static_cast<int>(repeat);
   config.timeout = std::chrono::seconds(timeout_s);
@@ -181,6 +192,7 @@ Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBench
         {{"op", comm_op_name(row.op)},
          {"size_bytes", row.bytes},
          {"count", row.count},
+         {"iters", row.iters},
          {"zinf", side_json(row.ours)},
          {"mpi", side_json(row.mpi)},
          {"busbw_ratio", {{"median", ratio.median}, {"min", ratio.min}, {"max", ratio.max}, {"samples", row.ratio}}}});
@@ -195,6 +207,7 @@ Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBench
                           {"min_bytes", config.min_bytes},
                           {"max_bytes", config.max_bytes},
                           {"iters", config.iters},
+                          {"min_repetition_ms", config.min_repetition_seconds * 1e3},
                           {"warmup", config.warmup},
                           {"repeat", config.repeat},
                           {"inline_max_bytes", config.inline_max_bytes},
@@ -210,9 +223,11 @@ Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBench
   setup.title = "Setup";
   setup.fields.emplace_back("ranks", fmt::format("{} ({} on this node)", result.world_size, result.local_size));
   setup.fields.emplace_back("MPI", fmt::format("{}, {}", result.mpi_library, result.thread_level));
-  setup.fields.emplace_back("runs", fmt::format("{} warm-up + {} repetitions x {} calls per size and side, "
-                                                "alternating zinf / MPI; time = slowest rank's mean per call",
-                                                config.warmup, config.repeat, config.iters));
+  setup.fields.emplace_back(
+      "runs", fmt::format("{} warm-up + {} repetitions x at least {} calls per size and side (more where they take "
+                          "under {:g} ms: rows' iters in the record), alternating zinf / MPI and which goes first; "
+                          "time = slowest rank's mean per call",
+                          config.warmup, config.repeat, config.iters, config.min_repetition_seconds * 1e3));
   auto bound = [](std::uint64_t bytes) {
     return bytes == 0 ? std::string("none") : format_bytes(static_cast<double>(bytes));
   };

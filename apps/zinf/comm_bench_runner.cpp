@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -90,17 +91,28 @@ class Bench {
       ZINF_RETURN_IF_ERROR(run_ours(op, block, 1).status());
       ZINF_RETURN_IF_ERROR(run_mpi(op, block, 1).status());
     }
+    // Enough calls for a repetition of min_repetition_seconds, at most 100,000, from an untimed
+    // round of `iters` calls of each side (the slowest rank's mean: every rank picks the same count).
+    row.iters = config_.iters;
+    if (config_.min_repetition_seconds > 0) {
+      ZINF_ASSIGN_OR_RETURN(const double ours_us, run_ours(op, block, config_.iters));
+      ZINF_ASSIGN_OR_RETURN(const double mpi_us, run_mpi(op, block, config_.iters));
+      const double per_call = std::max(ours_us, mpi_us) * 1e-6;
+      if (per_call * config_.iters < config_.min_repetition_seconds) {
+        row.iters = static_cast<int>(std::min(100000.0, std::ceil(config_.min_repetition_seconds / per_call)));
+      }
+    }
     for (int rep = 0; rep < config_.repeat; ++rep) {
       double ours_us = 0;
       double mpi_us = 0;
       // Which side goes first alternates: the second of two back-to-back runs finds caches, MPI's
       // free lists and the peer's timing warmed by the first.
       if (rep % 2 == 0) {
-        ZINF_ASSIGN_OR_RETURN(ours_us, run_ours(op, block, config_.iters));
-        ZINF_ASSIGN_OR_RETURN(mpi_us, run_mpi(op, block, config_.iters));
+        ZINF_ASSIGN_OR_RETURN(ours_us, run_ours(op, block, row.iters));
+        ZINF_ASSIGN_OR_RETURN(mpi_us, run_mpi(op, block, row.iters));
       } else {
-        ZINF_ASSIGN_OR_RETURN(mpi_us, run_mpi(op, block, config_.iters));
-        ZINF_ASSIGN_OR_RETURN(ours_us, run_ours(op, block, config_.iters));
+        ZINF_ASSIGN_OR_RETURN(mpi_us, run_mpi(op, block, row.iters));
+        ZINF_ASSIGN_OR_RETURN(ours_us, run_ours(op, block, row.iters));
       }
       row.ours.time_us.push_back(ours_us);
       row.mpi.time_us.push_back(mpi_us);

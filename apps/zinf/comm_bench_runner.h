@@ -32,7 +32,11 @@ struct CommBenchConfig {
   std::uint64_t min_bytes = 1024;
   std::uint64_t max_bytes = 64ull << 20;
   DType dtype = DType::kF32;
-  int iters = 10;  // timed calls per repetition
+  int iters = 10;  // timed calls per repetition, at least (see min_repetition_seconds)
+  // Sizes whose `iters` calls take less than this get more calls, the same on both sides: a
+  // repetition of 20 calls of a 1.5 us collective lasts 30 us, shorter than the clock and the
+  // scheduler's noise (OSU's benchmarks likewise run 10x more iterations for small messages).
+  double min_repetition_seconds = 1e-3;
   int warmup = 2;  // untimed calls before the repetitions, per side
   int repeat = 3;  // repetitions per side, alternating
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
@@ -55,6 +59,7 @@ struct CommBenchRow {
   CommOp op = CommOp::kAllReduce;
   std::uint64_t bytes = 0;  // nccl-tests "size"
   std::uint64_t count = 0;  // elements of the whole operation
+  int iters = 0;            // timed calls per repetition used for this size
   CommBenchSide ours;
   CommBenchSide mpi;
   std::vector<double> ratio;  // busbw ours / MPI per repetition

@@ -312,10 +312,13 @@ class MpiCommunicator final : public Communicator {
     const int rc = block();
     in_flight_.end();
     // The watchdog's MPI calls may have progressed this collective (MPI_THREAD_MULTIPLE) and copied
-    // into its buffers: once it is out of MPI (progress_mutex_), those copies happen before whatever
-    // follows the collective — also for ThreadSanitizer, which cannot see Open MPI's own ordering
-    // and would otherwise report (suppressed, but slowly, per element) a race on the buffer.
+    // into its buffers. Open MPI orders those copies before the completion this thread saw; but
+    // ThreadSanitizer cannot see Open MPI's own ordering and would report (suppressed, but slowly,
+    // per element) a race on the buffer, so under it the copies are ordered once more: the watchdog
+    // holds progress_mutex_ while in MPI. Elsewhere the lock is left out: ~20 ns of a 1.5 us call.
+#if defined(__SANITIZE_THREAD__)
     { std::lock_guard progress(progress_mutex_); }
+#endif
     if (rc != MPI_SUCCESS)
       return fail(Status::internal(fmt::format("{}: MPI: {}", describe(label), mpi_error_text(rc))));
     return Status::ok();
