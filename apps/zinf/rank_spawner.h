@@ -5,6 +5,9 @@
 // -q keeps mpirun's own multi-line banners out: when a rank fails, the ranks' one-line errors are
 // what the user reads (libengine/comm/mpi_runtime.h). As root (CI containers) it sets
 // OMPI_ALLOW_RUN_AS_ROOT and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM, which mpirun otherwise refuses.
+// Each rank is bound to its share of this process's cores (`--map-by slot:PE=<cores/N> --bind-to
+// core`), or to none when there are more ranks than cores: Open MPI's default binds a lone rank to
+// one core.
 // What it is not: a multi-node launcher; for several machines run mpirun -H or srun yourself.
 #pragma once
 
