@@ -238,10 +238,17 @@ class WorkerStream final : public Stream {
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(const CpuDeviceOptions& options)
-      : tier_("device", options.memory_budget_bytes), host_tier_("host", options.host_memory_budget_bytes) {
+      : tier_("device", options.memory_budget_bytes),
+        host_tier_("host", options.host_memory_budget_bytes),
+        copy_threads_(options.copy_threads) {
     streams_[0] = std::make_unique<InlineStream>(StreamRole::kCompute);
-    streams_[1] = std::make_unique<WorkerStream>(StreamRole::kHostToDevice);
-    streams_[2] = std::make_unique<WorkerStream>(StreamRole::kDeviceToHost);
+    if (options.copy_threads) {
+      streams_[1] = std::make_unique<WorkerStream>(StreamRole::kHostToDevice);
+      streams_[2] = std::make_unique<WorkerStream>(StreamRole::kDeviceToHost);
+    } else {
+      streams_[1] = std::make_unique<InlineStream>(StreamRole::kHostToDevice);
+      streams_[2] = std::make_unique<InlineStream>(StreamRole::kDeviceToHost);
+    }
     streams_[3] = std::make_unique<WorkerStream>(StreamRole::kCollective, &collective_wait_counter());
   }
 
@@ -253,8 +260,9 @@ class CpuDevice final : public Device {
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   std::string describe() const override {
     const std::uint64_t budget = tier_.capacity_bytes();
-    return budget == 0 ? std::string("cpu (no budget)")
-                       : fmt::format("cpu ({} budget)", format_bytes(static_cast<double>(budget)));
+    const std::string copies = copy_threads_ ? "" : "; copies on the calling thread";
+    return budget == 0 ? fmt::format("cpu (no budget{})", copies)
+                       : fmt::format("cpu ({} budget{})", format_bytes(static_cast<double>(budget)), copies);
   }
   memory::MemoryTier& memory() override { return tier_; }
 
@@ -315,6 +323,7 @@ class CpuDevice final : public Device {
 
   memory::MemoryTier tier_;
   memory::MemoryTier host_tier_;
+  bool copy_threads_;  // CpuDeviceOptions::copy_threads
   CpuOps ops_;
   std::array<std::unique_ptr<Stream>, kStreamRoleCount> streams_;
 };

@@ -113,6 +113,44 @@ TEST_CASE("cpu device: a transfer stream runs its work in order, off the calling
   CHECK(worker != std::this_thread::get_id());
 }
 
+TEST_CASE("cpu device: with copy_threads off the transfer streams run on the caller, in order, with events") {
+  auto device = make_cpu_device({.memory_budget_bytes = 1 << 20, .copy_threads = false});
+  CHECK(device->describe() == "cpu (1.00 MiB budget; copies on the calling thread)");
+  for (const StreamRole role : {StreamRole::kHostToDevice, StreamRole::kDeviceToHost}) {
+    Stream& stream = device->stream(role);
+    std::vector<int> order;
+    for (int i = 0; i < 10; ++i) {
+      stream.enqueue([&order, i] {
+        order.push_back(i);
+        CHECK(i >= 0);
+        return Status::ok();
+      });
+      CHECK(order.size() == static_cast<std::size_t>(i + 1));  // done before enqueue returned
+    }
+    // An event recorded there is reached at once; a copy enqueued there is done when it returns.
+    std::unique_ptr<Event> event = device->create_event();
+    stream.record(*event);
+    CHECK(event->query());
+    std::vector<float> from(64, 2.5f), to(64, 0.0f);
+    device->copy(to.data(), from.data(), 64 * sizeof(float), CopyKind::kHostToDevice, stream);
+    CHECK(to == from);
+    // Errors still come back once, from synchronize().
+    stream.enqueue([] { return Status::internal("copy failed"); });
+    const Status first = stream.synchronize();
+    CHECK(first.message() == "copy failed");
+    CHECK(stream.synchronize().is_ok());
+  }
+  // The collective stream keeps its thread.
+  std::thread::id ran_on;
+  Stream& collective = device->stream(StreamRole::kCollective);
+  collective.enqueue([&ran_on] {
+    ran_on = std::this_thread::get_id();
+    return Status::ok();
+  });
+  REQUIRE(collective.synchronize().is_ok());
+  CHECK(ran_on != std::this_thread::get_id());
+}
+
 TEST_CASE("cpu device: an event orders a copy on one stream after work on another") {
   auto device = make_cpu_device({});
   Stream& h2d = device->stream(StreamRole::kHostToDevice);
