@@ -286,11 +286,13 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   // The optimizer: Adam streams its states through memory (the device's or the host's cores).
   const bool host_optimizer = partitioned && optimizer_tier != Tier::kDevice;
   const std::size_t adam_resource = hw.compute_on_host || !host_optimizer ? kCompute : kCpuMemory;
+  // Clipping and fp16 loss scaling need the global gradient norm before any update.
+  const bool norm_first = scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16;
   loads.at(Phase::kOptimizerUpdate)[adam_resource] += elements * kAdamBytesPerElement / hw.memory_bandwidth;
   if (host_optimizer) {
     // Before the update, with the norm first: the gradients in host memory are read once more for
     // it. After it: the new values of the parameters kept in host staging are copied there.
-    if (scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16) {
+    if (norm_first) {
       loads.at(Phase::kOptimizerUpdate)[adam_resource] += storage / hw.memory_bandwidth;
     }
     loads.at(Phase::kOptimizerUpdate)[adam_resource] += 2.0 * kept_on_host / hw.memory_bandwidth;
@@ -316,7 +318,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   }
   ScheduleOptions options;
   options.schedule = zero.overlap_optimizer ? Schedule::kZinf : Schedule::kDeepSpeed;
-  options.norm_before_step = scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16;
+  options.norm_before_step = norm_first;
   options.optimizer_on_host = host_optimizer;
   options.sub_groups = out.sub_groups > 0 ? static_cast<double>(out.sub_groups) : 8.0;
   options.read_ahead = out.optimizer_read_ahead;
