@@ -246,9 +246,28 @@ void ParamCoordinator::close_pass() {
       }
       trace.order.resize(cursor_);
     }
+    if (static_cast<std::size_t>(phase_) == kForward && trace.known) mark_early_in_forward();
   }
   in_pass_ = false;
   recording_ = false;
+}
+
+void ParamCoordinator::mark_early_in_forward() {
+  // An NVMe-resident parameter is early when, at its first acquire in the forward pass, the NVMe
+  // parameters acquired before it and itself fit in prefetch_bytes (the first one always is).
+  early_in_forward_.assign(slots_.size(), false);
+  std::vector<bool> seen(slots_.size(), false);
+  std::uint64_t ahead = 0;
+  for (std::size_t position = 0; position < traces_[kForward].order.size(); ++position) {
+    const auto index = static_cast<std::size_t>(traces_[kForward].order[position]);
+    const ParamHome& home = homes_[index];
+    const bool offloaded = home.tier == spec::Tier::kNvme && !resident(static_cast<model::ParamId>(index));
+    if (!seen[index]) {
+      seen[index] = true;
+      early_in_forward_[index] = offloaded && (position == 0 || ahead + home.bytes <= options_.prefetch_bytes);
+    }
+    if (offloaded) ahead += home.bytes;
+  }
 }
 
 void ParamCoordinator::begin_phase(model::Phase phase) {
@@ -499,22 +518,9 @@ std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* val
   // Only into an empty slot: one holding an older copy (kept for reuse during the backward pass) is
   // dropped by invalidate() and read back as before.
   if (home.tier != spec::Tier::kNvme || resident(id) || slot.state != State::kNotAvailable ||
-      !traces_[kForward].known) {
+      !traces_[kForward].known || !early_in_forward_[index] || !room(staging_, home.bytes)) {
     return 0;
   }
-  std::uint64_t ahead = 0;
-  bool early = false;
-  for (const model::ParamId next : traces_[kForward].order) {
-    if (next == id) {
-      early = true;
-      break;
-    }
-    if (homes_[static_cast<std::size_t>(next)].tier == spec::Tier::kNvme && !resident(next)) {
-      ahead += homes_[static_cast<std::size_t>(next)].bytes;
-    }
-    if (ahead + home.bytes > options_.prefetch_bytes) break;
-  }
-  if (!early || !room(staging_, home.bytes)) return 0;
   Result<device::DeviceBuffer> copy = staging_.take(home.bytes, fmt::format("new values of {}", table_[id].name));
   if (!copy.is_ok()) return 0;  // staging is an optimisation here: the pass reads the values back
   slot.host_copy = std::move(copy).value();

@@ -183,6 +183,8 @@ class ParamCoordinator {
   void drop(model::ParamId id);
   Status prefetch();
   bool needed_soon(model::ParamId id) const;
+  // Recomputes early_in_forward_ from the forward order (once per forward pass, at its end).
+  void mark_early_in_forward();
   // Doubles the windows (up to their budgets) when the compute thread stalled for more than 1% of
   // the time since the last call.
   Status adapt_look_ahead();
@@ -206,6 +208,9 @@ class ParamCoordinator {
   model::Phase phase_ = model::Phase::kForward;
   bool in_pass_ = false;      // a phase has begun since the last invalidate()
   bool invalidated_ = false;  // invalidate() ran since the last prefetch_next_forward()
+  // By parameter: its new values go to host staging when published (stage_published); valid while
+  // traces_[kForward] is known.
+  std::vector<bool> early_in_forward_;
   bool recording_ = false;
   std::size_t cursor_ = 0;  // position of the next acquire in traces_[phase_]
   int warnings_left_ = 3;
