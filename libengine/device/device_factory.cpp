@@ -16,7 +16,7 @@ Result<std::unique_ptr<Device>> make_device(const DeviceOptions& options) {
     case DeviceKind::kCpu:
       return make_cpu_device(CpuDeviceOptions{.memory_budget_bytes = options.memory_budget_bytes,
                                               .host_memory_budget_bytes = options.host_memory_budget_bytes,
-                                              .copy_threads = !options.copies_on_caller});
+                                              .copy_threads = options.copy_threads});
     case DeviceKind::kCuda:
 #if ZINF_DEVICE_WITH_CUDA
       return make_cuda_device(CudaDeviceOptions{.device_index = options.cuda_device_index,

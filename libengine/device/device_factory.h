@@ -17,7 +17,7 @@ struct DeviceOptions {
   std::uint64_t memory_budget_bytes = 0;       // device memory; 0: the backend's default (see below)
   std::uint64_t host_memory_budget_bytes = 0;  // allocate_host(); 0: unbounded (still counted)
   int cuda_device_index = 0;                   // cuda:<index>; ignored for the CPU backend
-  bool copies_on_caller = false;               // CPU backend: CpuDeviceOptions::copy_threads false
+  bool copy_threads = true;                    // CPU backend: CpuDeviceOptions::copy_threads
 };
 
 // A device of `options.kind`. CPU: never fails; a budget of 0 counts without limit. CUDA: as

@@ -90,7 +90,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   device_options.memory_budget_bytes = scenario.device_memory_bytes.value_or(0);
   device_options.host_memory_budget_bytes = scenario.zero.host_memory_bytes;
   // One process alone: its copies run on the training thread (device/cpu_device.h says why).
-  device_options.copies_on_caller = !make_comm;
+  device_options.copy_threads = static_cast<bool>(make_comm);
   Result<std::unique_ptr<device::Device>> device = device::make_device(device_options);
   if (!device.is_ok()) {
     const std::string& message = device.status().message();
