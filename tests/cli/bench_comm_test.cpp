@@ -30,6 +30,10 @@ TEST_CASE("bench comm: bad flags are one line and exit 2") {
   check_usage_error(run_zinf({"bench", "comm", "--min-bytes", "0"}), "--min-bytes");
   check_usage_error(run_zinf({"bench", "comm", "--dtype", "int8"}), "--dtype: 'int8' is not one of fp32, bf16, fp16");
   check_usage_error(run_zinf({"bench", "comm", "--iters", "0"}), "--iters");
+  check_usage_error(run_zinf({"bench", "comm", "--min-repetition-ms", "soon"}), "--min-repetition-ms: 'soon'");
+  check_usage_error(run_zinf({"bench", "comm", "--min-repetition-ms", "-1"}), "--min-repetition-ms");
+  check_usage_error(run_zinf({"bench", "comm", "--min-repetition-ms", "20000"}),
+                    "--min-repetition-ms: '20000' is more than 10000");
   check_usage_error(run_zinf({"bench", "comm", "--ranks", "0"}), "--ranks");
   check_usage_error(run_zinf({"bench", "comm", "--ranks", "four"}), "--ranks");
   check_usage_error(run_zinf({"bench", "comm", "--ranks", "5000"}), "--ranks");
