@@ -65,7 +65,7 @@ class BenchCommCommand final : public Subcommand {
     cmd_->add_option("--dtype", dtype_text_, "fp32, bf16 or fp16 (default fp32)")->type_name("TYPE");
     cmd_->add_option("--iters", iters_text_, "Timed calls per repetition, at least (default 10)")->type_name("N");
     cmd_->add_option("--min-repetition-ms", min_rep_text_,
-                     "Sizes whose --iters calls take less get more calls, as many as fill this (default 1; 0: "
+                     "Sizes whose --iters calls take less get more calls, as many as fill this (default 10; 0: "
                      "exactly --iters)")
         ->type_name("MS");
     cmd_->add_option("--warmup", warmup_text_, "Untimed calls per size and side (default 2)")->type_name("N");
@@ -97,7 +97,7 @@ class BenchCommCommand final : public Subcommand {
   std::string max_text_ = "64MiB";
   std::string dtype_text_ = "fp32";
   std::string iters_text_ = "10";
-  std::string min_rep_text_ = "1";
+  std::string min_rep_text_ = "10";
   std::string warmup_text_ = "2";
   std::string repeat_text_ = "3";
   std::string timeout_text_ = "300";

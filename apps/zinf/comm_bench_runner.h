@@ -35,8 +35,10 @@ struct CommBenchConfig {
   int iters = 10;  // timed calls per repetition, at least (see min_repetition_seconds)
   // Sizes whose `iters` calls take less than this get more calls, the same on both sides: a
   // repetition of 20 calls of a 1.5 us collective lasts 30 us, shorter than the clock and the
-  // scheduler's noise (OSU's benchmarks likewise run 10x more iterations for small messages).
-  double min_repetition_seconds = 1e-3;
+  // scheduler's noise (OSU's benchmarks likewise run 10x more iterations for small messages). At
+  // 1 ms (~600 calls of a 4 KiB collective) one preemption still moved a repetition by 10%: single
+  // runs of 33 sizes had one or two below 0.9x; at 10 ms none in three.
+  double min_repetition_seconds = 10e-3;
   int warmup = 2;  // untimed calls before the repetitions, per side
   int repeat = 3;  // repetitions per side, alternating
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
