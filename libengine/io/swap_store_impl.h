@@ -199,6 +199,7 @@ class SwapStore::Impl {
   std::unordered_map<std::uint64_t, Extent> extents_;  // node-based: Extent* stays valid
   std::unordered_map<std::uint64_t, std::unique_ptr<Op>> ops_;
   std::deque<Op*> incoming_;  // ops that reached the front of their extent's queue
+  bool idle_ = false;         // the I/O thread sleeps on work_cv_ (no op in service): enqueue() wakes it
   SwapStoreStats stats_;
 
   // I/O thread only (active_ is also touched under mutex_ by fail_everything, on the I/O thread).

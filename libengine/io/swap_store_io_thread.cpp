@@ -25,7 +25,9 @@ void SwapStore::Impl::run() {
     {
       std::unique_lock lock(mutex_);
       if (active_.empty() && queue_->pending() == 0) {
+        idle_ = true;
         work_cv_.wait(lock, [this] { return stopping_ || !incoming_.empty(); });
+        idle_ = false;
         if (incoming_.empty()) return;  // stopping, and everything has drained
       }
       while (!incoming_.empty()) {
