@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/copy.h"
 #include "libengine/core/function_ref.h"
 #include "libengine/core/thread_name.h"
 #include "libengine/core/units.h"
@@ -277,13 +278,24 @@ class CpuDevice final : public Device {
   Stream& stream(StreamRole role) override { return *streams_[static_cast<std::size_t>(role)]; }
   std::unique_ptr<Event> create_event() override { return std::make_unique<CpuEvent>(); }
 
+  // On a stream that runs its work on the calling thread (the training thread's) the bytes move
+  // over the compute team (kernels/copy.h); a copy thread's stream keeps to one memcpy on that
+  // thread, as a team begun there would be a second OpenMP team.
   void copy(void* dst, const void* src, std::size_t bytes, CopyKind, Stream& on) override {
+    if (runs_on_caller(on)) {
+      kernels::cpu::copy_bytes(dst, src, bytes);
+      return;
+    }
     on.enqueue([dst, src, bytes] {
       if (bytes != 0) std::memcpy(dst, src, bytes);
       return Status::ok();
     });
   }
   void zero(void* dst, std::size_t bytes, Stream& on) override {
+    if (runs_on_caller(on)) {
+      kernels::cpu::zero_bytes(dst, bytes);
+      return;
+    }
     on.enqueue([dst, bytes] {
       if (bytes != 0) std::memset(dst, 0, bytes);
       return Status::ok();
@@ -302,6 +314,12 @@ class CpuDevice final : public Device {
   Ops& ops() override { return ops_; }
 
  private:
+  // The compute stream, and without copy threads the transfer streams: their work runs at once on
+  // the caller.
+  bool runs_on_caller(const Stream& stream) const {
+    return &stream == streams_[0].get() || (!copy_threads_ && &stream != streams_[3].get());
+  }
+
   // Zero-filled, `alignment`-aligned host memory counted on `tier`.
   static Result<DeviceBuffer> allocate_on(memory::MemoryTier& tier, std::size_t bytes, std::size_t alignment,
                                           std::string_view what) {

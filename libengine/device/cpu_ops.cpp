@@ -8,6 +8,7 @@
 #include "kernels/adam.h"
 #include "kernels/attention.h"
 #include "kernels/convert.h"
+#include "kernels/copy.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
@@ -34,9 +35,7 @@ std::size_t n(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
 
 }  // namespace
 
-void CpuOps::zero(Tensor t) {
-  if (t.bytes() != 0) std::memset(t.data(), 0, t.bytes());
-}
+void CpuOps::zero(Tensor t) { kernels::cpu::zero_bytes(t.data(), t.bytes()); }
 
 namespace {
 
@@ -82,7 +81,7 @@ void CpuOps::copy(Tensor dst, Tensor src) {
     convert(dst, src);
     return;
   }
-  if (dst.bytes() != 0) std::memcpy(dst.data(), src.data(), dst.bytes());
+  kernels::cpu::copy_bytes(dst.data(), src.data(), dst.bytes());
 }
 
 double CpuOps::sum_squares(std::span<const Tensor> tensors) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/copy.h"
 #include "libengine/core/check.h"
 #include "libengine/core/units.h"
 
@@ -524,7 +525,7 @@ std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* val
   Result<device::DeviceBuffer> copy = staging_.take(home.bytes, fmt::format("new values of {}", table_[id].name));
   if (!copy.is_ok()) return 0;  // staging is an optimisation here: the pass reads the values back
   slot.host_copy = std::move(copy).value();
-  std::memcpy(slot.host_copy.data(), values, home.bytes);
+  kernels::cpu::copy_bytes(slot.host_copy.data(), values, home.bytes);  // the training thread's (copy.h)
   slot.state = State::kHost;
   // Published during the backward pass (the optimizer overlapped with it), the copy must outlive
   // the invalidate() that ends the pass.

@@ -20,11 +20,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/copy.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cross_entropy.h"
@@ -467,6 +469,53 @@ void BM_MatmulBackward(benchmark::State& state) {
   report_compute_bound(state, seconds, 4.0 * r * c * o, kF * (r * o + 3.0 * r * c + 3.0 * o * c + 2.0 * o), peak);
 }
 BENCHMARK(BM_MatmulBackward)->ArgName("OC")->Arg(3 * kC)->Arg(4 * kC)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Bulk copies (kernels/copy.h) ----------------------------------------------------------------
+//
+// Blocks of `size` bytes copied one after another through 64 MiB (cache-cold, as the engine's
+// parameter and gradient copies are), by copy_bytes over the compute threads. Ratios: against the
+// triad bound, and against one thread's memcpy over the same blocks measured in the same run (the
+// copy copy_bytes replaces), best of 3.
+
+constexpr std::size_t kCopySpanBytes = std::size_t{64} << 20;
+
+template <typename Copy>
+double copy_walk_seconds(unsigned char* dst, const unsigned char* src, std::size_t size, const Copy& copy) {
+  const double start = omp_get_wtime();
+  for (std::size_t at = 0; at + size <= kCopySpanBytes; at += size) copy(dst + at, src + at, size);
+  benchmark::ClobberMemory();
+  return omp_get_wtime() - start;
+}
+
+void BM_CopyBytes(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  const auto size = static_cast<std::size_t>(state.range(0));
+  auto src = uninitialised<unsigned char>(kCopySpanBytes);
+  auto dst = uninitialised<unsigned char>(kCopySpanBytes);
+  cpu::zero_bytes(dst.get(), kCopySpanBytes);
+  for (std::size_t i = 0; i < kCopySpanBytes; ++i) src[i] = static_cast<unsigned char>(i * 131u);
+  const auto one_thread = [](unsigned char* d, const unsigned char* s, std::size_t n) { std::memcpy(d, s, n); };
+  const auto split = [](unsigned char* d, const unsigned char* s, std::size_t n) { cpu::copy_bytes(d, s, n); };
+  double memcpy_best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double seconds = copy_walk_seconds(dst.get(), src.get(), size, one_thread);
+    if (rep > 0) memcpy_best = std::min(memcpy_best, seconds);
+  }
+  const double walked = static_cast<double>(kCopySpanBytes / size * size);
+  const double seconds = timed_loop(state, [&] { copy_walk_seconds(dst.get(), src.get(), size, split); });
+  // Read and write every byte once.
+  report_memory_bound(state, seconds, 2.0 * walked, bound);
+  const double per_walk = seconds / static_cast<double>(state.iterations());
+  state.counters["vs_one_thread_memcpy"] = benchmark::Counter(memcpy_best / per_walk);
+}
+BENCHMARK(BM_CopyBytes)
+    ->ArgName("block")
+    ->Arg(std::int64_t{64} << 10)
+    ->Arg(std::int64_t{256} << 10)
+    ->Arg(std::int64_t{1} << 20)
+    ->Arg(std::int64_t{4} << 20)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace zinf::kernels
