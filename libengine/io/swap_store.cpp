@@ -95,12 +95,15 @@ Status check_space(const std::vector<std::string>& paths, std::uint64_t share_by
 using namespace swap_store_detail;  // NOLINT(google-build-using-namespace): this file implements them
 
 SwapStore::Impl::Impl(SwapStoreOptions options, std::unique_ptr<IoEngine> engine, std::vector<SwapPath> paths,
-                      std::unique_ptr<memory::StagingPool> staging, std::uint64_t reserved_bytes)
+                      std::unique_ptr<memory::StagingPool> staging, std::uint64_t reserved_bytes,
+                      std::vector<iovec> registered)
     : options_(std::move(options)),
       paths_(std::move(paths)),
       staging_(std::move(staging)),
       engine_(std::move(engine)),
-      reserved_bytes_(reserved_bytes) {
+      reserved_bytes_(reserved_bytes),
+      staging_registered_(!registered.empty()),
+      registered_(std::move(registered)) {
   std::vector<std::string> names;
   for (const SwapPath& p : paths_) names.push_back(fmt::format("swap file in {}", p.file.directory()));
   queue_ = std::make_unique<IoQueue>(*engine_, std::move(names));
@@ -183,6 +186,46 @@ Status SwapStore::Impl::release(const Ticket& written) {
     if (extent.parts[p].bytes > 0) paths_[p].allocator.free(extent.parts[p].offset, extent.parts[p].bytes);
   }
   extents_.erase(it);
+  return Status::ok();
+}
+
+Status SwapStore::Impl::register_memory(std::span<std::byte> region) {
+  // The kernel's limit per registered buffer.
+  constexpr std::size_t kMaxRegisteredBytes = std::size_t{1} << 30;
+  std::unique_lock lock(mutex_);
+  // The engine re-registers everything at once, which it may do only with nothing in flight; the
+  // I/O thread reads the table when it starts chunks. Both hold once it sleeps with no op queued.
+  done_cv_.wait(lock, [this] { return (idle_ && incoming_.empty()) || !broken_.is_ok(); });
+  ZINF_RETURN_IF_ERROR(broken_);
+  if (region.empty()) return Status::ok();
+  const auto begin = reinterpret_cast<std::uintptr_t>(region.data());
+  const std::uintptr_t end = begin + region.size();
+  for (const Region& r : regions_) {
+    if (begin < r.end && r.begin < end) {
+      return Status::invalid_argument("swap: register_memory: the region overlaps one registered before");
+    }
+  }
+  std::vector<iovec> wanted = registered_;
+  std::vector<Region> added;
+  for (std::uintptr_t at = begin; at < end; at += kMaxRegisteredBytes) {
+    const std::size_t bytes = std::min<std::size_t>(kMaxRegisteredBytes, end - at);
+    added.push_back(Region{at, at + bytes, static_cast<int>(wanted.size())});
+    wanted.push_back(iovec{reinterpret_cast<void*>(at), bytes});
+  }
+  if (Status status = engine_->register_buffers(wanted); !status.is_ok()) {
+    // Keep what worked before (the staging buffers' indices stay valid).
+    if (Status restored = engine_->register_buffers(registered_); !restored.is_ok()) {
+      // Nothing is registered now: every transfer goes unregistered.
+      registered_.clear();
+      regions_.clear();
+      staging_registered_ = false;
+    }
+    return status.with_context(
+        fmt::format("swap: registering {} of host buffers", format_bytes(static_cast<double>(region.size()))));
+  }
+  registered_ = std::move(wanted);
+  regions_.insert(regions_.end(), added.begin(), added.end());
+  std::sort(regions_.begin(), regions_.end(), [](const Region& a, const Region& b) { return a.begin < b.begin; });
   return Status::ok();
 }
 
@@ -407,12 +450,17 @@ Result<std::unique_ptr<SwapStore>> SwapStore::open(SwapStoreOptions options, std
   std::vector<int> fds;
   for (const SwapPath& p : paths) fds.push_back(p.file.fd());
   ZINF_RETURN_IF_ERROR(engine->register_files(fds).with_context("swap: registering swap files"));
-  const std::vector<iovec> buffers = staging->iovecs();
-  ZINF_RETURN_IF_ERROR(engine->register_buffers(buffers).with_context("swap: registering staging buffers"));
+  // Registered staging is a speed-up: an engine that refuses it (RLIMIT_MEMLOCK for unprivileged
+  // users) transfers through the same buffers unregistered.
+  std::vector<iovec> registered = staging->iovecs();
+  if (Status status = engine->register_buffers(registered); !status.is_ok()) {
+    if (options.on_warning) options.on_warning("swap: registering staging buffers: " + status.message());
+    registered.clear();
+  }
 
   const std::uint64_t reserved = share_bytes * count;
-  auto impl =
-      std::make_unique<Impl>(std::move(options), std::move(engine), std::move(paths), std::move(staging), reserved);
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(engine), std::move(paths), std::move(staging),
+                                     reserved, std::move(registered));
   return std::unique_ptr<SwapStore>(new SwapStore(std::move(impl)));
 }
 
@@ -427,6 +475,7 @@ Result<Ticket> SwapStore::read(const Ticket& written, std::span<std::byte> into)
 Status SwapStore::wait(const Ticket& ticket) { return impl_->wait(ticket); }
 std::optional<Status> SwapStore::poll(const Ticket& ticket) { return impl_->poll(ticket); }
 Status SwapStore::release(const Ticket& written) { return impl_->release(written); }
+Status SwapStore::register_memory(std::span<std::byte> region) { return impl_->register_memory(region); }
 Result<std::uint64_t> SwapStore::extent_bytes(const Ticket& written) const { return impl_->extent_bytes(written); }
 SwapStoreStats SwapStore::stats() const { return impl_->stats(); }
 std::vector<SwapPathInfo> SwapStore::paths() const { return impl_->path_infos(); }

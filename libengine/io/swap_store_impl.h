@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -98,8 +99,9 @@ class SwapStore::Impl {
   using ChunkInFlight = swap_store_detail::ChunkInFlight;
 
  public:
+  // `registered`: the buffers the engine has registered (the staging pool's, by index, or none).
   Impl(SwapStoreOptions options, std::unique_ptr<IoEngine> engine, std::vector<SwapPath> paths,
-       std::unique_ptr<memory::StagingPool> staging, std::uint64_t reserved_bytes);
+       std::unique_ptr<memory::StagingPool> staging, std::uint64_t reserved_bytes, std::vector<iovec> registered);
 
   ~Impl();
 
@@ -114,6 +116,8 @@ class SwapStore::Impl {
   std::optional<Status> poll(const Ticket& ticket);
 
   Status release(const Ticket& written);
+
+  Status register_memory(std::span<std::byte> region);
 
   Result<std::uint64_t> extent_bytes(const Ticket& written) const;
 
@@ -166,6 +170,9 @@ class SwapStore::Impl {
   // Returns false when the chunk needs a staging buffer and none is free.
   bool submit_chunk(Op& op, bool behind);
 
+  // The index of the registered buffer that holds [data, data + bytes), or -1.
+  int registered_index(const std::byte* data, std::uint64_t bytes) const;
+
   void complete_chunk(const IoDone& done);
 
   // Finalises every active op whose chunks are all done, in one pass under the lock.
@@ -200,6 +207,17 @@ class SwapStore::Impl {
   std::unordered_map<std::uint64_t, std::unique_ptr<Op>> ops_;
   std::deque<Op*> incoming_;  // ops that reached the front of their extent's queue
   bool idle_ = false;         // the I/O thread sleeps on work_cv_ (no op in service): enqueue() wakes it
+  // What the engine has registered, by buffer index: the staging pool's buffers first, then the
+  // regions of register_memory() (at most 1 GiB each, the kernel's limit). Changed only while the
+  // I/O thread is idle, under mutex_, which it takes before its next read of them.
+  bool staging_registered_ = false;  // staging buffer k is registered buffer k
+  std::vector<iovec> registered_;
+  struct Region {
+    std::uintptr_t begin = 0;
+    std::uintptr_t end = 0;
+    int index = 0;
+  };
+  std::vector<Region> regions_;  // register_memory()'s, sorted by begin, non-overlapping
   SwapStoreStats stats_;
 
   // I/O thread only (active_ is also touched under mutex_ by fail_everything, on the I/O thread).

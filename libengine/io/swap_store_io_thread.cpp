@@ -2,6 +2,7 @@
 // chunk transfers, feeds IoQueue in the order of service of feed(), and finalises ops as their
 // chunks complete. Chunk bookkeeping belongs to this thread alone and needs no lock.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -26,6 +27,7 @@ void SwapStore::Impl::run() {
       std::unique_lock lock(mutex_);
       if (active_.empty() && queue_->pending() == 0) {
         idle_ = true;
+        done_cv_.notify_all();  // register_memory() waits for an idle I/O thread
         work_cv_.wait(lock, [this] { return stopping_ || !incoming_.empty(); });
         idle_ = false;
         if (incoming_.empty()) return;  // stopping, and everything has drained
@@ -144,7 +146,8 @@ bool SwapStore::Impl::submit_chunk(Op& op, bool behind) {
   transfer.offset = file_offset;
   transfer.buffer = staged ? chunk.staging : source;
   transfer.length = io_length;
-  transfer.buffer_index = chunk.staging_index;
+  transfer.buffer_index =
+      staged ? (staging_registered_ ? chunk.staging_index : -1) : registered_index(source, io_length);
   transfer.tag = slot;
   queue_->push(transfer);
   if (behind) ++behind_in_flight_;
@@ -152,6 +155,17 @@ bool SwapStore::Impl::submit_chunk(Op& op, bool behind) {
   ++op.chunks_outstanding;
   if (staged) ++staged_ops_;
   return true;
+}
+
+int SwapStore::Impl::registered_index(const std::byte* data, std::uint64_t bytes) const {
+  if (regions_.empty()) return -1;
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  // The last region starting at or before `data`.
+  auto it = std::upper_bound(regions_.begin(), regions_.end(), begin,
+                             [](std::uintptr_t at, const Region& r) { return at < r.begin; });
+  if (it == regions_.begin()) return -1;
+  --it;
+  return begin + bytes <= it->end ? it->index : -1;
 }
 
 void SwapStore::Impl::complete_chunk(const IoDone& done) {

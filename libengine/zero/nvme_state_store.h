@@ -66,6 +66,9 @@ class NvmeStateStore {
   Status wait_writes(ExtentId id);
   // Waits for every operation on every extent (outcomes dropped): before buffers they name go away.
   void drain();
+  // Declares host memory that transfers will name for as long as this store is open (the optimizer
+  // pipeline's buffers): io::SwapStore::register_memory, which says when it fails and what then.
+  Status register_memory(std::span<std::byte> region) { return store_->register_memory(region); }
   // True when nothing is in flight on `id` (outcomes are kept for wait()).
   bool done(ExtentId id);
 

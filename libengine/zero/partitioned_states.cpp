@@ -209,6 +209,7 @@ Status PartitionedStates::plan_and_allocate() {
     nvme.engine = std::move(io_engine_);
     nvme.on_warning = on_warning_;
     ZINF_ASSIGN_OR_RETURN(nvme_, NvmeStateStore::open(std::move(nvme)));
+    register_transfer_buffers();
   }
 
   std::vector<ParamHome> homes(static_cast<std::size_t>(table_.size()));
@@ -267,6 +268,28 @@ Status PartitionedStates::plan_and_allocate() {
   computed_ = device_.create_event();
   reduced_ = device_.create_event();
   return Status::ok();
+}
+
+void PartitionedStates::register_transfer_buffers() {
+  std::vector<device::DeviceBuffer*> buffers;
+  for (PipelineSet& set : sets_) {
+    buffers.push_back(&set.states);
+    buffers.push_back(&set.params_out);
+  }
+  buffers.push_back(&split_out_);
+  if (zero_.params == spec::Tier::kNvme && zero_.optimizer == spec::Tier::kCpu) {
+    // The sources of the parameters' NVMe writes: the new half values, or the fp32 master weights.
+    buffers.push_back(mixed() ? &params_out_ : &master_);
+  }
+  for (device::DeviceBuffer* buffer : buffers) {
+    if (buffer->empty()) continue;
+    const Status status =
+        nvme_->register_memory(std::span<std::byte>(static_cast<std::byte*>(buffer->data()), buffer->bytes()));
+    if (!status.is_ok()) {
+      if (on_warning_) on_warning_(status.message());  // it says what then happens
+      return;
+    }
+  }
 }
 
 Status PartitionedStates::initialise() {

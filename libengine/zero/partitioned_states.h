@@ -132,6 +132,10 @@ class PartitionedStates final : public ModelStates {
 
   PartitionedStates(const model::ParamTable& table, device::Device& device, PartitionedStatesOptions& options);
   Status plan_and_allocate();
+  // Declares to the NVMe store the host buffers its transfers name every step (the pipeline sets,
+  // the new values of parameters on NVMe), so they skip per-transfer page pinning. A refusal
+  // (locked-memory limit) is one warning; the transfers then work unregistered.
+  void register_transfer_buffers();
   Status initialise();
   bool mixed() const { return precision_ != DType::kF32; }
   std::size_t storage_bytes(model::ParamId id) const;

@@ -1,6 +1,7 @@
 // GateEngine (tests): an IoEngine over a real one that records every op handed to it, in order, and
 // completes nothing while closed — so a test can look at the swap store while an operation is
-// certainly in flight, and at the order the store chose, without depending on timing.
+// certainly in flight, and at the order the store chose, without depending on timing. It can also
+// refuse buffer registration, as a locked-memory limit does.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +24,7 @@ using io::IoResult;
 struct SubmittedOp {
   IoOpKind kind;
   std::uint64_t offset;
+  int buffer_index = -1;  // the registered buffer the op names, -1: none
 };
 
 class GateEngine final : public IoEngine {
@@ -50,11 +52,18 @@ class GateEngine final : public IoEngine {
   std::string_view name() const override { return "gate"; }
   unsigned queue_depth() const override { return inner_->queue_depth(); }
   Status register_files(std::span<const int> fds) override { return inner_->register_files(fds); }
-  Status register_buffers(std::span<const iovec> buffers) override { return inner_->register_buffers(buffers); }
+  // register_buffers() of more than `buffers` buffers fails, as a locked-memory limit makes it.
+  void limit_registration(std::size_t buffers) { registration_limit_ = buffers; }
+  Status register_buffers(std::span<const iovec> buffers) override {
+    if (buffers.size() > registration_limit_) {
+      return Status::io_error("io_uring_register_buffers: Cannot allocate memory (ENOMEM)");
+    }
+    return inner_->register_buffers(buffers);
+  }
   Status submit(std::span<const IoOp> ops) override {
     {
       std::lock_guard lock(mutex_);
-      for (const IoOp& op : ops) log_.push_back({op.kind, op.offset});
+      for (const IoOp& op : ops) log_.push_back({op.kind, op.offset, op.buffer_index});
     }
     return inner_->submit(ops);
   }
@@ -72,6 +81,7 @@ class GateEngine final : public IoEngine {
  private:
   std::unique_ptr<IoEngine> inner_;
   std::atomic<bool> open_;
+  std::atomic<std::size_t> registration_limit_{~std::size_t{0}};
   mutable std::mutex mutex_;
   std::vector<SubmittedOp> log_;
 };
