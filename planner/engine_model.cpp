@@ -178,6 +178,11 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
 
   // Host tier: the optimizer pipeline and NVMe read staging; NVMe: what lives there.
   const bool host_optimizer_tier = partitioned && optimizer_tier != Tier::kDevice;
+  // Of the new parameter values kept on the host for the next forward pass, the share copied into
+  // staging (the rest is lent where Adam wrote it, PartitionedStates::finish_group): those in a
+  // pipeline set a later sub-group of the step reuses (spread evenly here), and fp32 values, which
+  // sit in a set's states.
+  double kept_copied_share = 0.0;
   if (host_optimizer_tier) {
     // The engine's own cut (spec/optimizer_pipeline_shape.h) over its padded slices at one rank.
     std::vector<std::int64_t> slices;
@@ -194,6 +199,10 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
     }
     const spec::OptimizerPipelineShape shape = spec::shape_optimizer_pipeline(input);
     out.sub_groups = static_cast<std::int64_t>(shape.groups.size());
+    if (optimizer_tier == Tier::kNvme && !shape.groups.empty()) {
+      const auto count = static_cast<double>(shape.groups.size());
+      kept_copied_share = mixed ? std::max(0.0, count - static_cast<double>(shape.buffers)) / count : 1.0;
+    }
     add(out.host_items, out.host_peak_bytes, "optimizer pipeline", static_cast<double>(shape.host_bytes));
     if (optimizer_tier == Tier::kNvme && !shape.groups.empty()) {
       // Before the first update the buffers hold the first sub-groups of the overlapped order, the
@@ -291,11 +300,12 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   loads.at(Phase::kOptimizerUpdate)[adam_resource] += elements * kAdamBytesPerElement / hw.memory_bandwidth;
   if (host_optimizer) {
     // Before the update, with the norm first: the gradients in host memory are read once more for
-    // it. After it: the new values of the parameters kept in host staging are copied there.
+    // it. After it: the new values of the parameters kept in host staging are copied there, where
+    // they are not lent (kept_copied_share).
     if (norm_first) {
       loads.at(Phase::kOptimizerUpdate)[adam_resource] += storage / hw.memory_bandwidth;
     }
-    loads.at(Phase::kOptimizerUpdate)[adam_resource] += 2.0 * kept_on_host / hw.memory_bandwidth;
+    loads.at(Phase::kOptimizerUpdate)[adam_resource] += 2.0 * kept_copied_share * kept_on_host / hw.memory_bandwidth;
   }
   if (partitioned && optimizer_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0 && hw.nvme_write_bandwidth > 0) {
     loads.at(Phase::kOptimizerRead)[kNvme] += elements * kOptimizerNvmeBytesPerElement / hw.nvme_read_bandwidth;

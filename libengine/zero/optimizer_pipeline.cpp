@@ -167,9 +167,11 @@ Status PartitionedStates::submit_group(std::size_t position) {
       split_out_param_ = id;
     }
     // In host memory (params_out_, or fp32 master weights) the new values are the source of the last
-    // step's NVMe write of the parameter, which may still be in flight: it finishes first.
+    // step's NVMe write of the parameter, which may still be in flight: it finishes first; and they
+    // may be on loan to the coordinator (finish_group).
     if (!streamed && zero_.params == spec::Tier::kNvme) {
       ZINF_RETURN_IF_ERROR(nvme_->wait_writes(param_extents_[index]));
+      coordinator_->revoke_lent(id);
     }
     Slice slice{streamed ? set_states(*set, id) : host_states(id),
                 piece_view(view(grads_.data(), precision_, id, false), piece),
@@ -203,6 +205,12 @@ Status PartitionedStates::submit_group(std::size_t position) {
     if (--pieces_left_[index] == 0) publishing_.push_back({id, source});
     if (piece.count > 0) slices.push_back(std::move(slice));
   }
+  // The set's new parameter values are overwritten: the loans of its last sub-group end.
+  if (set != nullptr) {
+    PipelineSet& lender = sets_[position % sets_.size()];
+    for (model::ParamId id : lender.lent) coordinator_->revoke_lent(id);
+    lender.lent.clear();
+  }
   const std::uint64_t elements = static_cast<std::uint64_t>(group.flat_end - group.flat_begin);
   elements_stepped_ += elements;
   job_overlapped_ = !backward_done_;
@@ -226,18 +234,28 @@ Status PartitionedStates::finish_group(std::size_t position) {
   if (job_overlapped_) overlapped_worker_seconds_ += worker_seconds - worker_seconds_seen_;
   worker_seconds_seen_ = worker_seconds;
   const std::size_t g = (*pipeline_order_)[position];
-  // Gathering, the persistent copies' collectives wait for optimizer_step(): the same order on every rank.
+  // The new values stay where Adam wrote them until Adam next writes there (submit_group), and the
+  // coordinator may keep them there for the next forward pass instead of copying them: a set's
+  // params_out when no later sub-group of this step reuses the set (if one does, they are copied),
+  // params_out_ / the host master weights always. Copied: a split parameter's split_out_, and fp32
+  // values in a set's states, which the read ahead of the next step overwrites first.
+  const bool streamed = zero_.optimizer == spec::Tier::kNvme;
+  PipelineSet* lender = streamed ? &sets_[position % sets_.size()] : nullptr;
+  const bool set_kept = lender != nullptr && mixed() && position + sets_.size() >= pipeline_order_->size();
   for (const PublishItem& item : publishing_) {
-    ZINF_RETURN_IF_ERROR(publish(item.id, item.source, gathering()));
+    const bool split_source = !split_out_.empty() && item.source == split_out_.data();
+    const bool lend = !split_source && (!streamed || set_kept);
+    ZINF_RETURN_IF_ERROR(publish(item.id, item.source, gathering(), lend));
+    if (lend && lender != nullptr) lender->lent.push_back(item.id);
     if (item.source == split_out_.data() && !split_out_.empty()) {
       device_.stream(device::StreamRole::kHostToDevice).record(*split_out_copied_);
     }
   }
-  if (zero_.optimizer != spec::Tier::kNvme) {
+  if (!streamed) {
     runs_[g].stage = GroupRun::Stage::kDone;
     return Status::ok();
   }
-  PipelineSet& set = sets_[position % sets_.size()];
+  PipelineSet& set = *lender;
   device_.stream(device::StreamRole::kHostToDevice).record(*set.copies_done);
   // Write behind: the sub-group goes back while the next one is stepped.
   const SubGroup& group = groups_[g];

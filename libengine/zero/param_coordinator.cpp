@@ -318,7 +318,8 @@ Status ParamCoordinator::start_copy(model::ParamId id) {
     // Gathering a device-tier slice: a device-to-device copy into place, then the all-gather.
     device_.copy(own_slice, home.data, home.bytes, device::CopyKind::kDeviceToDevice, h2d);
   } else {
-    const void* source = home.tier == spec::Tier::kCpu ? home.data : slot.host_copy.data();
+    const void* source = home.tier == spec::Tier::kCpu ? home.data : host_values(slot);
+    slot.copy_from_lent = slot.lent != nullptr;
     device_.copy(own_slice, source, home.bytes, device::CopyKind::kHostToDevice, h2d);
     stats_.host_to_device.forward_backward += home.bytes;
   }
@@ -346,9 +347,11 @@ void ParamCoordinator::drop(model::ParamId id) {
       break;
     case State::kHost:
       staging_.give_now(std::move(slot.host_copy));
+      slot.lent = nullptr;
       break;
     case State::kCopying:
       staging_.give(std::move(slot.host_copy), h2d);
+      slot.lent = nullptr;  // revoke_lent() still waits for the copy (copy_from_lent)
       // Gathering: the all-gather (after the copy) writes into the buffer until the collective stream passes.
       live_.give(std::move(slot.device_copy), gathering() ? device_.stream(device::StreamRole::kCollective) : h2d);
       break;
@@ -471,6 +474,7 @@ Result<Tensor> ParamCoordinator::acquire(model::ParamId id) {
       device::Stream& compute = device_.stream(device::StreamRole::kCompute);
       compute.wait(*slot.copied);
       staging_.give(std::move(slot.host_copy), device_.stream(device::StreamRole::kHostToDevice));
+      slot.lent = nullptr;  // revoke_lent() still waits for the copy (copy_from_lent)
       slot.state = State::kAvailable;
     }
     stats_.stall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
@@ -512,26 +516,47 @@ void ParamCoordinator::invalidate() {
   close_pass();
 }
 
-std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* values) {
+std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* values, bool lend) {
   const auto index = static_cast<std::size_t>(id);
   Slot& slot = slots_[index];
   const ParamHome& home = homes_[index];
   // Only into an empty slot: one holding an older copy (kept for reuse during the backward pass) is
   // dropped by invalidate() and read back as before.
   if (home.tier != spec::Tier::kNvme || resident(id) || slot.state != State::kNotAvailable ||
-      !traces_[kForward].known || !early_in_forward_[index] || !room(staging_, home.bytes)) {
+      !traces_[kForward].known || !early_in_forward_[index] || (!lend && !room(staging_, home.bytes))) {
     return 0;
   }
-  Result<device::DeviceBuffer> copy = staging_.take(home.bytes, fmt::format("new values of {}", table_[id].name));
-  if (!copy.is_ok()) return 0;  // staging is an optimisation here: the pass reads the values back
-  slot.host_copy = std::move(copy).value();
-  kernels::cpu::copy_bytes(slot.host_copy.data(), values, home.bytes);  // the training thread's (copy.h)
+  if (lend) {
+    slot.lent = values;
+  } else {
+    Result<device::DeviceBuffer> copy = staging_.take(home.bytes, fmt::format("new values of {}", table_[id].name));
+    if (!copy.is_ok()) return 0;  // staging is an optimisation here: the pass reads the values back
+    slot.host_copy = std::move(copy).value();
+    kernels::cpu::copy_bytes(slot.host_copy.data(), values, home.bytes);  // the training thread's (copy.h)
+  }
   slot.state = State::kHost;
   // Published during the backward pass (the optimizer overlapped with it), the copy must outlive
   // the invalidate() that ends the pass.
   slot.kept_across_invalidate = !invalidated_;
   stats_.params_kept_on_host_bytes += home.bytes;
   return home.bytes;
+}
+
+void ParamCoordinator::revoke_lent(model::ParamId id) {
+  Slot& slot = slots_[static_cast<std::size_t>(id)];
+  if (slot.copy_from_lent) {
+    // The copy (and, gathering, the all-gather behind it) may still read the values.
+    if (slot.copied) (void)slot.copied->synchronize();  // a failure is the stream's, reported by its synchronize()
+    slot.copy_from_lent = false;
+  }
+  if (slot.lent == nullptr) return;
+  slot.lent = nullptr;
+  if (slot.state == State::kHost) {
+    // Not copied yet: the next pass reads the parameter back after all.
+    slot.state = State::kNotAvailable;
+    slot.kept_across_invalidate = false;
+    stats_.params_kept_on_host_bytes -= homes_[static_cast<std::size_t>(id)].bytes;
+  }
 }
 
 Status ParamCoordinator::adapt_look_ahead() {

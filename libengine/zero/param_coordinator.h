@@ -93,11 +93,17 @@ class ParamCoordinator {
   void invalidate();
   // The new values of parameter id (this rank's slice, storage precision, host memory) are being
   // written to its NVMe extent by the caller. When the next forward pass needs the parameter early
-  // (within prefetch_bytes of NVMe parameters from its start) and host staging has room, a copy is kept there as
-  // if read back, so that pass neither waits for the write nor reads the bytes back: the optimizer
-  // writes the first layers' parameters last, and the forward pass needs them first. `values` is
-  // copied before this returns. Returns the bytes kept (0: not kept, the pass reads them back).
-  std::size_t stage_published(model::ParamId id, const void* values);
+  // (within prefetch_bytes of NVMe parameters from its start) they are kept as if read back, so that
+  // pass neither waits for the write nor reads the bytes back: the optimizer writes the first
+  // layers' parameters last, and the forward pass needs them first. `lend` false: `values` is
+  // copied into host staging (when it has room) before this returns. `lend` true: `values` itself
+  // is used, no copy — the caller keeps it unchanged until it calls revoke_lent(id). Returns the
+  // bytes kept (0: not kept, the pass reads them back).
+  std::size_t stage_published(model::ParamId id, const void* values, bool lend);
+  // Ends a loan of stage_published(..., lend = true), before the caller changes the values: waits
+  // for a host-to-device copy still reading them; a parameter not yet copied is read back from NVMe
+  // when needed. Nothing when id's values are not on loan.
+  void revoke_lent(model::ParamId id);
   // Starts the first transfers of the next forward pass (after invalidate() and once the new
   // values are in their homes or being written there in order). Once per step: the look-ahead
   // grows here when the step stalled (agreed over the ranks: a host collective on every rank).
@@ -144,6 +150,8 @@ class ParamCoordinator {
     std::unique_ptr<device::Event> copied;  // the host→device copy into device_copy (and its gather) is done
     std::unique_ptr<device::Event> staged;  // gathering: this rank's slice is in device_copy
     device::DeviceBuffer host_copy;         // NVMe-resident parameters: the host staging of a read
+    const void* lent = nullptr;             // or the caller's new values, on loan (stage_published)
+    bool copy_from_lent = false;            // the last host-to-device copy read `lent` (revoke_lent waits)
     device::DeviceBuffer workspace;         // compute-dtype view while acquired (mixed on the CPU backend)
     device::DeviceBuffer resident;          // persistent copy
     bool in_use = false;
@@ -181,6 +189,8 @@ class ParamCoordinator {
   // Frees cached copies not in use, farthest next use first, until `bytes` more fit the live budget.
   void evict_for(std::size_t bytes);
   void drop(model::ParamId id);
+  // The host values of an NVMe parameter: its staging copy or the caller's values on loan.
+  static const void* host_values(const Slot& slot) { return slot.lent != nullptr ? slot.lent : slot.host_copy.data(); }
   Status prefetch();
   bool needed_soon(model::ParamId id) const;
   // Recomputes early_in_forward_ from the forward order (once per forward pass, at its end).

@@ -127,6 +127,7 @@ class PartitionedStates final : public ModelStates {
     device::DeviceBuffer params_out;
     std::unique_ptr<device::Event> copies_done;  // host→device copies out of this set
     int group = -1;                              // the sub-group it holds, -1: none
+    std::vector<model::ParamId> lent;            // parameters whose new values in params_out are on loan
     bool carried = false;                        // group is the last step's, its write behind maybe in flight
   };
 
@@ -143,7 +144,9 @@ class PartitionedStates final : public ModelStates {
   // The host copy of parameter id's storage-precision values after an update (`source`, host
   // memory) goes to the parameter's tier and its resident device copy.
   // `defer_gather`: a persistent copy's gather waits in deferred_gathers_ (see the pipeline).
-  Status publish(model::ParamId id, const void* source, bool defer_gather = false);
+  // `lend`: `source` stays unchanged until revoke_lent(id) is called before it changes (a pipeline
+  // buffer), so the coordinator may keep it for the next forward pass without a copy.
+  Status publish(model::ParamId id, const void* source, bool defer_gather = false, bool lend = false);
   // Parameters on the device tier updated there (optimizer on the device, checkpoint load): this
   // rank's new slice goes into the whole persistent copy and is gathered (stages 1 and 2 at
   // several ranks); nothing otherwise.

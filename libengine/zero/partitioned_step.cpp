@@ -33,7 +33,7 @@ Result<double> PartitionedStates::grad_sum_squares() {
   return sum;
 }
 
-Status PartitionedStates::publish(model::ParamId id, const void* source, bool defer_gather) {
+Status PartitionedStates::publish(model::ParamId id, const void* source, bool defer_gather, bool lend) {
   const std::size_t bytes = storage_bytes(id);
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
   switch (zero_.params) {
@@ -51,7 +51,7 @@ Status PartitionedStates::publish(model::ParamId id, const void* source, bool de
       ZINF_RETURN_IF_ERROR(
           nvme_->start_write(param_extents_[static_cast<std::size_t>(id)],
                              std::span<const std::byte>(static_cast<const std::byte*>(source), bytes)));
-      coordinator_->stage_published(id, source);
+      coordinator_->stage_published(id, source, lend);
       break;
   }
   if (coordinator_->persistent(id)) {
