@@ -84,13 +84,18 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
   } else {
     // The optimizer's transfers share the whole step's resources: reads start with the forward pass
     // and the writes run on into the next one. The compute chain ends with the last sub-group's
-    // update, exposed after the backward pass.
+    // update, exposed after the backward pass. The updates stepped during the backward pass take
+    // their time on the compute resource from it where they use it (the CPU backend: CPU Adam on
+    // the training thread, between the backward's operators); on a GPU they run on the host's
+    // memory beside it.
     const PhaseTime update_alone = busiest(update);
-    const double tail = update_alone.seconds / std::max(1.0, options.sub_groups);
-    const double chain = out.forward.seconds + backward_alone.seconds + tail;
-    out.backward = backward_alone;
-    out.optimizer.seconds =
-        std::max(0.0, std::max(shared.seconds, chain) - out.forward.seconds - backward_alone.seconds);
+    const double sub_groups = std::max(1.0, options.sub_groups);
+    const double tail = update_alone.seconds / sub_groups;
+    ResourceSeconds during = loads.at(Phase::kBackward);
+    during[0] += update[0] * (1.0 - 1.0 / sub_groups);
+    out.backward = busiest(during);
+    const double chain = out.forward.seconds + out.backward.seconds + tail;
+    out.optimizer.seconds = std::max(0.0, std::max(shared.seconds, chain) - out.forward.seconds - out.backward.seconds);
     out.optimizer.bottleneck = shared.seconds >= chain ? shared.bottleneck : update_alone.bottleneck;
     out.overlapped = true;
   }

@@ -12,8 +12,10 @@
 //    written back), its step runs as soon as its gradients are final, and its writes (states and
 //    new parameters) are written behind, on into the next forward pass, so the optimizer's
 //    transfers share the whole step's resources:
-//        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r), fwd + bwd + update / sub_groups)
-//    (the last sub-group's update cannot start before the backward ends). When the step needs the
+//        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r), fwd + bwd' + update / sub_groups)
+//    (the last sub-group's update cannot start before the backward ends; bwd' is the backward pass
+//    with the other sub-groups' updates added to its compute resource when they use it — the CPU
+//    backend, whose CPU Adam runs between the backward's operators). When the step needs the
 //    global gradient norm first (clipping, fp16 loss scaling) every update waits for it; the reads
 //    that fit the host pipeline overlap the backward pass (a share a of them: the engine's pipeline
 //    sets hold that many sub-groups), the others follow the updates, each into a set whose write
@@ -76,8 +78,10 @@ struct PhaseTime {
 struct ScheduledStep {
   Schedule schedule = Schedule::kZinf;
   PhaseTime forward;
-  PhaseTime backward;   // the backward pass (with the optimizer reads it absorbs when the norm comes first)
-  PhaseTime optimizer;  // what of the optimizer runs after the backward pass has ended
+  // The backward pass, with the optimizer reads it absorbs when the norm comes first, and without
+  // it the updates stepped during it where they share its compute resource (the CPU backend).
+  PhaseTime backward;
+  PhaseTime optimizer;                  // what of the optimizer runs after the backward pass has ended
   double optimizer_work_seconds = 0;    // the optimizer phase run on its own (deepspeed's phase)
   double optimizer_hidden_seconds = 0;  // of that, hidden behind the backward pass
   double step_seconds = 0;              // forward + backward + exposed optimizer

@@ -70,6 +70,18 @@ TEST_CASE("zinf: the optimizer shares the whole step's resources; the last sub-g
   CHECK(nvme_bound.optimizer.seconds == Approx(12.0));
   CHECK(nvme_bound.optimizer.bottleneck == kNvme);
 
+  // The CPU backend: the updates use the compute resource (CPU Adam between the backward pass's
+  // operators), 1.6 s of it. The 7 of 8 sub-groups stepped during the backward lengthen it:
+  // 4 + 1.4 = 5.4 s; the chain 2 + 5.4 + 1.6 / 8 = 7.6 against compute 2 + 4 + 1.6 = 7.6 and NVMe 6.
+  PhaseLoads cpu_backend = hand_loads();
+  cpu_backend.at(Phase::kOptimizerUpdate)[kCpuMemory] = 0.0;
+  cpu_backend.at(Phase::kOptimizerUpdate)[kCompute] = 1.6;
+  const ScheduledStep on_cores = schedule_step(cpu_backend, options);
+  CHECK(on_cores.backward.seconds == Approx(5.4));
+  CHECK(on_cores.backward.bottleneck == kCompute);
+  CHECK(on_cores.optimizer.seconds == Approx(0.2));
+  CHECK(on_cores.step_seconds == Approx(7.6));
+
   // A backward pass long enough to hide everything but the tail: compute 20 s.
   PhaseLoads long_backward = hand_loads();
   long_backward.at(Phase::kBackward)[kCompute] = 20.0;
