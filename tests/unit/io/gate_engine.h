@@ -1,15 +1,19 @@
 // GateEngine (tests): an IoEngine over a real one that records every op handed to it, in order, and
 // completes nothing while closed — so a test can look at the swap store while an operation is
-// certainly in flight, and at the order the store chose, without depending on timing. It can also
-// refuse buffer registration, as a locked-memory limit does.
+// certainly in flight, and at the order the store chose, without depending on timing. Completions
+// reach the store in the order the ops were submitted (the inner engine's thread pool finishes them
+// in any order; a loaded machine made a test of the store's order flaky). It can also refuse
+// buffer registration, as a locked-memory limit does.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "libengine/io/io_engine.h"
@@ -65,7 +69,12 @@ class GateEngine final : public IoEngine {
       std::lock_guard lock(mutex_);
       for (const IoOp& op : ops) log_.push_back({op.kind, op.offset, op.buffer_index});
     }
-    return inner_->submit(ops);
+    Status submitted = inner_->submit(ops);
+    // The reaping thread is the submitting one (the store's I/O thread): no lock for the order.
+    if (submitted.is_ok()) {
+      for (const IoOp& op : ops) submitted_.push_back(op.tag);
+    }
+    return submitted;
   }
   Result<std::size_t> reap(std::size_t min_results, std::chrono::milliseconds timeout,
                            std::vector<IoResult>& out) override {
@@ -73,17 +82,41 @@ class GateEngine final : public IoEngine {
       std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(1)));
       return std::size_t{0};
     }
-    return inner_->reap(min_results, timeout, out);
+    // Hand out the longest prefix of the submission order that has completed; when none has, wait
+    // for the inner engine as the caller asked.
+    std::size_t given = hand_out(out);
+    if (given > 0) return given;
+    std::vector<IoResult> inner;
+    Result<std::size_t> reaped = inner_->reap(min_results, timeout, inner);
+    if (!reaped.is_ok()) return reaped;
+    for (const IoResult& r : inner) done_.emplace(r.tag, r);
+    return hand_out(out);
   }
-  unsigned in_flight() const override { return inner_->in_flight(); }
+  // Held back for order count as in flight.
+  unsigned in_flight() const override { return inner_->in_flight() + static_cast<unsigned>(done_.size()); }
   void wake() override { inner_->wake(); }
 
  private:
+  std::size_t hand_out(std::vector<IoResult>& out) {
+    std::size_t given = 0;
+    while (!submitted_.empty()) {
+      auto it = done_.find(submitted_.front());
+      if (it == done_.end()) break;
+      out.push_back(it->second);
+      done_.erase(it);
+      submitted_.pop_front();
+      ++given;
+    }
+    return given;
+  }
+
   std::unique_ptr<IoEngine> inner_;
   std::atomic<bool> open_;
   std::atomic<std::size_t> registration_limit_{~std::size_t{0}};
   mutable std::mutex mutex_;
   std::vector<SubmittedOp> log_;
+  std::deque<std::uint64_t> submitted_;               // tags in submission order, not yet handed out
+  std::unordered_map<std::uint64_t, IoResult> done_;  // completed, waiting for an earlier op
 };
 
 }  // namespace zinf::testing
