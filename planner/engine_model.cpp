@@ -300,7 +300,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   loads.at(Phase::kOptimizerUpdate)[adam_resource] += elements * kAdamBytesPerElement / hw.memory_bandwidth;
   if (host_optimizer) {
     // Before the update, with the norm first: the gradients in host memory are read once more for
-    // it. After it: the new values of the parameters kept in host staging are copied there, where
+    // it. After it: the new values of the parameters kept on the host are copied into staging, where
     // they are not lent (kept_copied_share).
     if (norm_first) {
       loads.at(Phase::kOptimizerUpdate)[adam_resource] += storage / hw.memory_bandwidth;

@@ -201,7 +201,7 @@ reports::Section render_engine_section(const json& engine) {
       }
       depth += " (settled at)";
       if (prefetch.value("params_kept_on_host_bytes_per_step", 0.0) > 0) {
-        depth += fmt::format("; {}/step of new parameters kept in host staging, not read back",
+        depth += fmt::format("; {}/step of new parameters kept on the host, not read back",
                              bytes("params_kept_on_host_bytes_per_step"));
       }
       section.fields.emplace_back("look-ahead", depth);

@@ -25,8 +25,9 @@ struct EngineStats {
   std::uint64_t acquires = 0;         // acquires of parameters that are not persistent
   std::uint64_t prefetch_hits = 0;    // of those, already on the device or in flight when asked for
   std::uint64_t sync_nvme_reads = 0;  // NVMe reads issued by acquire() itself (not by the prefetcher)
-  // New values of NVMe-resident parameters kept in host staging when the optimizer wrote them, so the
-  // next forward pass did not read them back (ParamCoordinator::stage_published).
+  // New values of NVMe-resident parameters kept on the host when the optimizer wrote them (lent where
+  // Adam wrote them, or copied into staging), so the next forward pass did not read them back
+  // (ParamCoordinator::stage_published).
   std::uint64_t params_kept_on_host_bytes = 0;
   std::uint64_t trace_mismatches = 0;  // acquires that differed from the recorded order
   // Optimizer on the CPU or NVMe: elements of this rank's states stepped, and of those the ones

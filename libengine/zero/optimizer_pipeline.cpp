@@ -247,9 +247,7 @@ Status PartitionedStates::finish_group(std::size_t position) {
     const bool lend = !split_source && (!streamed || set_kept);
     ZINF_RETURN_IF_ERROR(publish(item.id, item.source, gathering(), lend));
     if (lend && lender != nullptr) lender->lent.push_back(item.id);
-    if (item.source == split_out_.data() && !split_out_.empty()) {
-      device_.stream(device::StreamRole::kHostToDevice).record(*split_out_copied_);
-    }
+    if (split_source) device_.stream(device::StreamRole::kHostToDevice).record(*split_out_copied_);
   }
   if (!streamed) {
     runs_[g].stage = GroupRun::Stage::kDone;

@@ -95,6 +95,10 @@ struct Fixture {
     REQUIRE(t.is_ok());
     return t.value();
   }
+  // Matches the chunks of `kind` on extent e (0 A, 1 B, 2 C).
+  auto on(IoOpKind kind, int e) const {
+    return [this, kind, e](const Submitted& s) { return s.kind == kind && extent_of(s) == e; };
+  }
   // Position in the log of the n-th (0-based) chunk that matches.
   template <typename Match>
   static std::size_t position(const std::vector<Submitted>& log, std::size_t n, Match&& match) {
@@ -126,13 +130,10 @@ TEST_CASE("swap store order: a read goes ahead of write-behind; write-behind tak
   const std::vector<Submitted> log = f.gate->log();
   REQUIRE(log.size() == 3 * kExtentBytes / kBlock);
   const auto is_write = [](const Submitted& s) { return s.kind == IoOpKind::kWrite; };
-  const auto reads_c = [&](const Submitted& s) { return s.kind == IoOpKind::kRead && f.extent_of(s) == 2; };
   // Every chunk of the read before the third chunk of write-behind.
-  CHECK(Fixture::position(log, 15, reads_c) < Fixture::position(log, 2, is_write));
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kRead, 2)) < Fixture::position(log, 2, is_write));
   // The writes themselves oldest first: A's chunks before B's.
-  const auto writes_b = [&](const Submitted& s) { return is_write(s) && f.extent_of(s) == 1; };
-  const auto writes_a = [&](const Submitted& s) { return is_write(s) && f.extent_of(s) == 0; };
-  CHECK(Fixture::position(log, 15, writes_a) < Fixture::position(log, 0, writes_b));
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kWrite, 0)) < Fixture::position(log, 0, f.on(IoOpKind::kWrite, 1)));
 }
 
 TEST_CASE("swap store order: a write that a read waits behind goes with the read, before other writes") {
@@ -150,13 +151,10 @@ TEST_CASE("swap store order: a write that a read waits behind goes with the read
   CHECK(b_back == f.data[1]);
   const std::vector<Submitted> log = f.gate->log();
   REQUIRE(log.size() == 4 * kExtentBytes / kBlock);
-  const auto on = [&](IoOpKind kind, int e) {
-    return [&f, kind, e](const Submitted& s) { return s.kind == kind && f.extent_of(s) == e; };
-  };
   // B's rewrite, then B's read, all before C's first chunk and A's third.
-  CHECK(Fixture::position(log, 15, on(IoOpKind::kWrite, 1)) < Fixture::position(log, 0, on(IoOpKind::kRead, 1)));
-  CHECK(Fixture::position(log, 15, on(IoOpKind::kWrite, 1)) < Fixture::position(log, 0, on(IoOpKind::kWrite, 2)));
-  CHECK(Fixture::position(log, 15, on(IoOpKind::kWrite, 1)) < Fixture::position(log, 2, on(IoOpKind::kWrite, 0)));
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kWrite, 1)) < Fixture::position(log, 0, f.on(IoOpKind::kRead, 1)));
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kWrite, 1)) < Fixture::position(log, 0, f.on(IoOpKind::kWrite, 2)));
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kWrite, 1)) < Fixture::position(log, 2, f.on(IoOpKind::kWrite, 0)));
 }
 
 TEST_CASE("swap store order: the ops reads wait for are served in the order the reads were issued") {
@@ -178,12 +176,9 @@ TEST_CASE("swap store order: the ops reads wait for are served in the order the 
   CHECK(b_back == f.data[1]);
   const std::vector<Submitted> log = f.gate->log();
   REQUIRE(log.size() == 4 * kExtentBytes / kBlock);
-  const auto on = [&](IoOpKind kind, int e) {
-    return [&f, kind, e](const Submitted& s) { return s.kind == kind && f.extent_of(s) == e; };
-  };
   // A's first two chunks were in flight before anyone waited; then all of B's write goes first.
-  CHECK(Fixture::position(log, 15, on(IoOpKind::kWrite, 1)) < Fixture::position(log, 2, on(IoOpKind::kWrite, 0)));
-  CHECK(Fixture::position(log, 15, on(IoOpKind::kRead, 1)) < Fixture::position(log, 0, on(IoOpKind::kRead, 0)));
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kWrite, 1)) < Fixture::position(log, 2, f.on(IoOpKind::kWrite, 0)));
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kRead, 1)) < Fixture::position(log, 0, f.on(IoOpKind::kRead, 0)));
 }
 
 }  // namespace
