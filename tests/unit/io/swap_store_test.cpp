@@ -1,16 +1,14 @@
 // SwapStore end to end on the real file system: round trips of every size through both engines,
 // many tickets in flight, striping, ordering, injected faults (each must become a clear Status with
 // no crash, no staging buffer left in use and no file left behind), ENOSPC, checksums, buffered
-// fallback, the free-space check and cleanup after a signal.
+// fallback and the free-space check (cleanup after a signal: swap_store_signal_test.cpp).
 #include "libengine/io/swap_store.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -603,63 +601,6 @@ TEST_CASE("SwapStore falls back to buffered I/O on a file system that refuses O_
   }
   INFO(why);
   CHECK(WEXITSTATUS(wstatus) == 0);
-}
-
-TEST_CASE("SwapStore's files vanish when the process is killed by a signal", "[swap_store][signal]") {
-  for (int signal_number : {SIGINT, SIGTERM, SIGKILL}) {
-    DYNAMIC_SECTION("signal " << signal_number) {
-      testing::TempDir dir;
-      struct statvfs before {};
-      REQUIRE(::statvfs(dir.path().c_str(), &before) == 0);
-      int ready[2];
-      REQUIRE(::pipe(ready) == 0);
-      const std::uint64_t planned = 512 * kMiB;
-      const pid_t child = ::fork();
-      REQUIRE(child >= 0);
-      if (child == 0) {
-        // Child: open a store that reserves `planned` bytes, write into it, say so, wait to be killed.
-        // The test runner's own signal handlers came along with fork(); a zinf process has none.
-        ::signal(SIGINT, SIG_DFL);
-        ::signal(SIGTERM, SIG_DFL);
-        ::close(ready[0]);
-        Result<std::unique_ptr<SwapStore>> store = SwapStore::open(options_for({dir.path()}, planned, kMiB, 4));
-        if (!store.is_ok()) ::_exit(3);
-        std::vector<std::byte> data(4 * kMiB, std::byte{1});
-        Result<Ticket> t = (*store)->write(data);
-        if (!t.is_ok() || !(*store)->wait(*t).is_ok()) ::_exit(4);
-        const char ok = 'k';
-        if (::write(ready[1], &ok, 1) != 1) ::_exit(5);
-        for (;;) ::pause();
-      }
-      ::close(ready[1]);
-      char got = 0;
-      REQUIRE(::read(ready[0], &got, 1) == 1);
-      ::close(ready[0]);
-      struct statvfs during {};
-      REQUIRE(::statvfs(dir.path().c_str(), &during) == 0);
-      CHECK(directory_is_empty(dir.path()));
-      REQUIRE(::kill(child, signal_number) == 0);
-      int wstatus = 0;
-      REQUIRE(::waitpid(child, &wstatus, 0) == child);
-      CHECK(WIFSIGNALED(wstatus));
-      CHECK(WTERMSIG(wstatus) == signal_number);
-      CHECK(directory_is_empty(dir.path()));
-      // The reserved blocks were held while the child lived and come back once it has died. The
-      // kernel tears down a dead process's io_uring (which holds the registered file) in a
-      // worker, so the blocks return shortly after waitpid(), not at once: poll for up to 10 s.
-      // Other processes may write to this file system meanwhile, so compare with a wide margin.
-      const auto free_bytes = [](const struct statvfs& s) { return static_cast<double>(s.f_bavail) * s.f_frsize; };
-      const double margin = 0.5 * static_cast<double>(planned);
-      CHECK(free_bytes(before) - free_bytes(during) > margin);
-      struct statvfs after {};
-      for (int i = 0; i < 1000; ++i) {
-        REQUIRE(::statvfs(dir.path().c_str(), &after) == 0);
-        if (free_bytes(after) - free_bytes(during) > margin) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      CHECK(free_bytes(after) - free_bytes(during) > margin);
-    }
-  }
 }
 
 }  // namespace zinf::io
