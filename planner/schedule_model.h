@@ -15,7 +15,10 @@
 //        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r), fwd + bwd' + update / sub_groups)
 //    (the last sub-group's update cannot start before the backward ends; bwd' is the backward pass
 //    with the other sub-groups' updates added to its compute resource when they use it — the CPU
-//    backend, whose CPU Adam runs between the backward's operators). When the step needs the
+//    backend, whose CPU Adam runs between the backward's operators). When the first term sets the
+//    step, the time beyond the chain is waited for in the forward and backward passes (their
+//    prefetches queue behind the optimizer's transfers), split in proportion to their length, and
+//    the optimizer phase is the last update alone. When the step needs the
 //    global gradient norm first (clipping, fp16 loss scaling) every update waits for it; the reads
 //    that fit the host pipeline overlap the backward pass (a share a of them: the engine's pipeline
 //    sets hold that many sub-groups), the others follow the updates, each into a set whose write
