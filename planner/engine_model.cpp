@@ -299,12 +299,11 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   const bool norm_first = scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16;
   loads.at(Phase::kOptimizerUpdate)[adam_resource] += elements * kAdamBytesPerElement / hw.memory_bandwidth;
   if (host_optimizer) {
-    // Before the update, with the norm first: the gradients in host memory are read once more for
-    // it. After it: the new values of the parameters kept on the host are copied into staging, where
-    // they are not lent (kept_copied_share).
-    if (norm_first) {
-      loads.at(Phase::kOptimizerUpdate)[adam_resource] += storage / hw.memory_bandwidth;
-    }
+    // After the backward pass the gradients in host memory are read once more for the global norm
+    // (every step: clipping and loss scaling wait for it, the report shows it). After the update:
+    // the new values of the parameters kept on the host are copied into staging, where they are
+    // not lent (kept_copied_share).
+    loads.at(Phase::kGradientNorm)[adam_resource] += storage / hw.memory_bandwidth;
     loads.at(Phase::kOptimizerUpdate)[adam_resource] += 2.0 * kept_copied_share * kept_on_host / hw.memory_bandwidth;
   }
   if (partitioned && optimizer_tier == Tier::kNvme && hw.nvme_read_bandwidth > 0 && hw.nvme_write_bandwidth > 0) {

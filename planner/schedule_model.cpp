@@ -24,6 +24,8 @@ std::string_view phase_name(Phase phase) {
       return "optimizer_update";
     case Phase::kOptimizerWrite:
       return "optimizer_write";
+    case Phase::kGradientNorm:
+      return "gradient_norm";
   }
   return "?";
 }
@@ -55,12 +57,13 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
   const ResourceSeconds& read = loads.at(Phase::kOptimizerRead);
   const ResourceSeconds& update = loads.at(Phase::kOptimizerUpdate);
   const ResourceSeconds& write = loads.at(Phase::kOptimizerWrite);
+  const ResourceSeconds& norm = loads.at(Phase::kGradientNorm);
   // Reads, updates and writes of different sub-groups pipeline against each other (read ahead,
   // step, write behind), so on its own the optimizer phase lasts as long as its busiest resource.
-  const PhaseTime optimizer_alone = busiest(sum(sum(read, update), write));
+  const PhaseTime optimizer_alone = busiest(sum(sum(sum(read, update), write), norm));
   // Everything of the step on each resource: what zinf's writes behind and reads ahead share.
-  const PhaseTime shared =
-      busiest(sum(sum(sum(loads.at(Phase::kForward), loads.at(Phase::kBackward)), sum(read, update)), write));
+  const PhaseTime shared = busiest(
+      sum(sum(sum(loads.at(Phase::kForward), loads.at(Phase::kBackward)), sum(read, update)), sum(write, norm)));
   out.optimizer_work_seconds = optimizer_alone.seconds;
 
   if (options.schedule == Schedule::kDeepSpeed || !options.optimizer_on_host) {
@@ -71,7 +74,7 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
     // the norm, and the other reads follow them, each into a set whose write must finish first.
     // The other writes go on into the next forward pass: with everything else they share the step.
     const double ahead = std::clamp(options.read_ahead, 0.0, 1.0);
-    ResourceSeconds read_before{}, after_norm = update;
+    ResourceSeconds read_before{}, after_norm = sum(norm, update);
     for (std::size_t r = 0; r < read.size(); ++r) {
       read_before[r] = ahead * read[r];
       after_norm[r] += (1.0 - ahead) * (read[r] + write[r]);
@@ -89,13 +92,16 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
     // their time on the compute resource from it where they use it (the CPU backend: CPU Adam on
     // the training thread, between the backward's operators); on a GPU they run on the host's
     // memory beside it.
+    // After the backward pass: the norm (its report's; nothing waits for it), then the last update.
     const PhaseTime update_alone = busiest(update);
+    const PhaseTime norm_alone = busiest(norm);
     const double sub_groups = std::max(1.0, options.sub_groups);
-    const double tail = update_alone.seconds / sub_groups;
+    const double last_update = update_alone.seconds / sub_groups;
+    const double tail = norm_alone.seconds + last_update;
     ResourceSeconds during = loads.at(Phase::kBackward);
     during[0] += update[0] * (1.0 - 1.0 / sub_groups);
     out.backward = busiest(during);
-    out.optimizer = {tail, update_alone.bottleneck};
+    out.optimizer = {tail, norm_alone.seconds > last_update ? norm_alone.bottleneck : update_alone.bottleneck};
     const double chain = out.forward.seconds + out.backward.seconds + tail;
     // A shared resource busier than the compute chain (the drive, usually) makes the compute wait
     // where it needs that resource's transfers: the parameters prefetched in the forward and the

@@ -12,7 +12,8 @@
 //    written back), its step runs as soon as its gradients are final, and its writes (states and
 //    new parameters) are written behind, on into the next forward pass, so the optimizer's
 //    transfers share the whole step's resources:
-//        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r), fwd + bwd' + update / sub_groups)
+//        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r + norm_r),
+//                   fwd + bwd' + norm + update / sub_groups)
 //    (the last sub-group's update cannot start before the backward ends; bwd' is the backward pass
 //    with the other sub-groups' updates added to its compute resource when they use it — the CPU
 //    backend, whose CPU Adam runs between the backward's operators). When the first term sets the
@@ -23,8 +24,9 @@
 //    that fit the host pipeline overlap the backward pass (a share a of them: the engine's pipeline
 //    sets hold that many sub-groups), the others follow the updates, each into a set whose write
 //    must finish first; the other writes are still written behind:
-//        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r),
-//                   fwd + max_r (bwd_r + a·read_r) + max_r (update_r + (1 - a)·(read_r + write_r))).
+//        step = max(max_r (fwd_r + bwd_r + read_r + update_r + write_r + norm_r),
+//                   fwd + max_r (bwd_r + a·read_r) + max_r (norm_r + update_r + (1 - a)·(read_r + write_r))).
+//    DeepSpeed's optimizer phase holds the norm as well (it computes one every step too).
 //    An optimizer on the device runs after the backward pass in both schedules (the engine overlaps
 //    only the host optimizer).
 // Pure arithmetic; no knowledge of placements or hardware.
@@ -44,11 +46,13 @@ std::optional<Schedule> schedule_from_name(std::string_view name);
 
 // Parts of a step whose transfers the schedules place differently. kOptimizerUpdate: the step's
 // arithmetic and the transfers it waits for; kOptimizerWrite: the writes to NVMe of the updated
-// states and parameters, which zinf writes behind.
-enum class Phase { kForward, kBackward, kOptimizerRead, kOptimizerUpdate, kOptimizerWrite };
-inline constexpr std::array kAllPhases{Phase::kForward, Phase::kBackward, Phase::kOptimizerRead,
-                                       Phase::kOptimizerUpdate, Phase::kOptimizerWrite};
-// "forward", "backward", "optimizer_read", "optimizer_update", "optimizer_write"
+// states and parameters, which zinf writes behind; kGradientNorm: the global gradient norm, one
+// pass over every gradient once the backward pass has ended (the engine computes it every step:
+// clipping and fp16 loss scaling need it before any update, and the step's report shows it).
+enum class Phase { kForward, kBackward, kOptimizerRead, kOptimizerUpdate, kOptimizerWrite, kGradientNorm };
+inline constexpr std::array kAllPhases{Phase::kForward,         Phase::kBackward,       Phase::kOptimizerRead,
+                                       Phase::kOptimizerUpdate, Phase::kOptimizerWrite, Phase::kGradientNorm};
+// "forward", "backward", "optimizer_read", "optimizer_update", "optimizer_write", "gradient_norm"
 std::string_view phase_name(Phase phase);
 
 // Busy seconds per resource per phase. Resources are indices 0..kScheduleResources-1

@@ -182,6 +182,23 @@ TEST_CASE("engine model on the CPU backend: copies and fp32 views of half-precis
   CHECK(k.step.backward.seconds == Approx((2 * (2 * matmuls + 524288.0) + matmuls) / 1e10 + 1e-3 + 2 * 2e-3 +
                                           elements * 2 / 5e9 + (elements + block) * 6 / 2e10));
   CHECK(k.compute_seconds == Approx((3 * (2 * matmuls + 524288.0) + matmuls) / 1e10 + 3 * 1e-3 + 2 * 2e-3));
+  // After the backward pass, every step: the global norm, one pass over the bf16 gradients in host
+  // memory (2 bytes per element), on the cores. Without clipping it is followed only by the last
+  // sub-group's update (the others were stepped during the backward pass); with clipping by every
+  // update. The optimizer's work is the norm and the updates (all on the cores).
+  const double norm = elements * 2 / 2e10;
+  s.optimizer.grad_clip = 0;
+  const EnginePrediction overlapped = predict_engine(s, hw);
+  REQUIRE(overlapped.sub_groups > 1);
+  CHECK(overlapped.step.overlapped);
+  CHECK(overlapped.step.optimizer_work_seconds > norm);
+  CHECK(overlapped.step.optimizer.seconds ==
+        Approx(norm + (overlapped.step.optimizer_work_seconds - norm) / overlapped.sub_groups));
+  s.optimizer.grad_clip = 1.0;
+  const EnginePrediction clipped = predict_engine(s, hw);
+  CHECK_FALSE(clipped.step.overlapped);
+  CHECK(clipped.step.optimizer.seconds == Approx(clipped.step.optimizer_work_seconds));
+  CHECK(clipped.step.optimizer_work_seconds == Approx(overlapped.step.optimizer_work_seconds));
   // fp32 parameters need no views; on a GPU the copies run beside the kernels, over PCIe.
   s.precision = DType::kF32;
   CHECK(predict_engine(s, hw).conversion_seconds == 0.0);

@@ -100,6 +100,26 @@ TEST_CASE("zinf: the optimizer shares the whole step's resources; the last sub-g
   CHECK(hidden.optimizer_hidden_seconds == Approx(5.0 - 0.1875));
 }
 
+TEST_CASE("the gradient norm runs after the backward pass: exposed in both schedules, before the last update") {
+  PhaseLoads loads = hand_loads();
+  loads.at(Phase::kGradientNorm)[kCpuMemory] = 0.5;
+  // zinf: per resource compute 6, PCIe 4, NVMe 6, CPU 1.5 + 0.5 = 2 -> 6. The chain: 2 + 4 + the norm
+  // 0.5 + the last update 1.5 / 8 = 6.6875, the optimizer phase 0.6875 on CPU memory.
+  const ScheduledStep zinf = schedule_step(loads, ScheduleOptions{});
+  CHECK(zinf.step_seconds == Approx(6.6875));
+  CHECK(zinf.optimizer.seconds == Approx(0.6875));
+  CHECK(zinf.optimizer.bottleneck == kCpuMemory);
+  // DeepSpeed: the optimizer phase max(NVMe 3 + 2, CPU 1.5 + 0.5) = 5, step 11; 4.3125 s hidden.
+  CHECK(zinf.optimizer_hidden_seconds == Approx(11.0 - 6.6875));
+  ScheduleOptions deepspeed;
+  deepspeed.schedule = Schedule::kDeepSpeed;
+  CHECK(schedule_step(loads, deepspeed).step_seconds == Approx(11.0));
+  // A norm longer than the drive's share: CPU 1.5 + 6 = 7.5 is the optimizer phase alone.
+  loads.at(Phase::kGradientNorm)[kCpuMemory] = 6.0;
+  CHECK(schedule_step(loads, deepspeed).optimizer.seconds == Approx(7.5));
+  CHECK(schedule_step(loads, deepspeed).optimizer.bottleneck == kCpuMemory);
+}
+
 TEST_CASE("zinf with clipping or fp16 loss scaling: the updates wait for the norm, reads and writes overlap") {
   ScheduleOptions options;
   options.norm_before_step = true;
