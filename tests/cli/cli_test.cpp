@@ -202,7 +202,7 @@ TEST_CASE("out flag writes atomically and replaces an existing file") {
   CHECK(entries == 1);  // no temporary file left behind
 }
 
-TEST_CASE("hw list and show; a shown profile is a valid --hw file") {
+TEST_CASE("hw list and show, a shown profile is a valid --hw file") {
   const Outcome list = zinf({"hw", "list", "--format", "json"});
   REQUIRE(list.code == 0);
   std::vector<std::string> names;
@@ -264,7 +264,7 @@ TEST_CASE("bad input: one clear line and exit code 2") {
   expect_bad_input({"hw", "show", "nope"}, "profile: 'nope' is not a built-in hardware profile");
 }
 
-TEST_CASE("plan --schedule: the phases under both schedules; DeepSpeed's optimizer runs after the backward pass") {
+TEST_CASE("plan --schedule: the phases under both schedules, DeepSpeed's optimizer runs after the backward pass") {
   const auto run = [](const std::string& schedule) {
     const Outcome o = zinf(
         {"plan", "--params", "1T", "--hw", "dgx2-v100", "--nodes", "4", "--schedule", schedule, "--format", "json"});
@@ -299,7 +299,7 @@ TEST_CASE("plan --schedule: the phases under both schedules; DeepSpeed's optimiz
   CHECK(sweep.out.find("zinf vs DeepSpeed") != std::string::npos);
 }
 
-TEST_CASE("plan --scenario follows the scenario; without checkpointing a step is 6 FLOPs per parameter per token") {
+TEST_CASE("plan --scenario follows the scenario, without checkpointing a step is 6 FLOPs per parameter per token") {
   TempDir dir;
   nlohmann::json scenario = {{"model", {{"layers", 4}, {"hidden", 256}, {"heads", 4}, {"vocab", 512}}},
                              {"batch", 8},

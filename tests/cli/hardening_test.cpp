@@ -80,7 +80,7 @@ TEST_CASE("hardening: special files and directories as input are refused at once
   CHECK(o.err.size() < 300);
 }
 
-TEST_CASE("hardening: figures that would make a step infinite are refused; no plan prints inf or nan") {
+TEST_CASE("hardening: figures that would make a step infinite are refused, no plan prints inf or nan") {
   for (const char* flag : {"--gpu-flops", "--gpu-peak-flops"}) {
     check_usage_error(run_zinf({"plan", "--params", "1T", flag, "1e-300"}),
                       std::string(flag) + ": 1e-300 FLOP/s is outside 1 GFLOP/s to 10 EFLOP/s");

@@ -148,7 +148,7 @@ TEST_CASE("train hardening: the final loss after a resume is the run's, not this
 }
 
 // Defect 12: never more compute threads than cores unless asked; asked for, it is said.
-TEST_CASE("train hardening: threads default to the available cores; more is allowed, with a warning") {
+TEST_CASE("train hardening: threads default to the available cores, more is allowed, with a warning") {
   zinf::kernels::cpu::set_compute_threads(0);
   CHECK(zinf::kernels::cpu::compute_threads() == zinf::kernels::cpu::available_cores());
   TempDir dir;

@@ -109,7 +109,7 @@ TEST_CASE("train: a flat uint16 token file trains, and an eval that reuses train
   CHECK(losses.back() < losses.front());
 }
 
-TEST_CASE("train: the same seed gives bit-identical losses; another seed does not") {
+TEST_CASE("train: the same seed gives bit-identical losses, another seed does not") {
   TempDir dir;
   json scenario = tiny_scenario();
   const std::string a = dir.write("a.json", scenario.dump());
@@ -329,7 +329,7 @@ TEST_CASE("train: the offloaded engine runs from the CLI, records its placement 
   CHECK(losses_of(json::parse(read_text(dir.path() + "/plain.json"))) == losses_of(record));
 }
 
-TEST_CASE("train: --hw plans the run with a profile; a bad profile fails before training with one line") {
+TEST_CASE("train: --hw plans the run with a profile, a bad profile fails before training with one line") {
   TempDir dir;
   json scenario = tiny_scenario();
   scenario["steps"] = 3;

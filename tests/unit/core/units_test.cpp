@@ -103,7 +103,7 @@ TEST_CASE("formatting keeps three significant digits") {
 
 // Issue 15, defect 11: integers went through a double (9007199254740993 became ...992 and
 // 2^64 - 1 was refused as over 2^64), and 1e-300 bytes was accepted as 0 where 0 is refused.
-TEST_CASE("integer literals are exact in 64 bits; fractions never round to zero") {
+TEST_CASE("integer literals are exact in 64 bits, fractions never round to zero") {
   CHECK(parse_count("9007199254740993", "--seed", ZeroIs::kAllowed).value() == 9007199254740993ULL);
   CHECK(parse_count("18446744073709551615", "--seed", ZeroIs::kAllowed).value() == 18446744073709551615ULL);
   CHECK(count_error("18446744073709551616").find("too large") != std::string::npos);

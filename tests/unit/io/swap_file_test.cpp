@@ -230,7 +230,7 @@ TEST_CASE("swap file: reopen_path reaches the same bytes from a new descriptor",
   CHECK(std::memcmp(back.data(), written.data(), back.size()) == 0);
 }
 
-TEST_CASE("swap file: moves transfer the descriptor; destruction closes it", "[swap_file]") {
+TEST_CASE("swap file: moves transfer the descriptor, destruction closes it", "[swap_file]") {
   TempDir dir;
   auto first = SwapFile::create(dir.path(), true).value();
   REQUIRE(first.reserve(kMiB).is_ok());

@@ -110,7 +110,7 @@ struct Fixture {
   }
 };
 
-TEST_CASE("swap store order: a read goes ahead of write-behind; write-behind takes a quarter of the queue") {
+TEST_CASE("swap store order: a read goes ahead of write-behind, write-behind takes a quarter of the queue") {
   Fixture f;
   f.gate->set_open(false);
   const Ticket write_a = f.rewrite(0);

@@ -45,7 +45,7 @@ TEST_CASE("deepspeed: forward, backward, then the whole optimizer phase") {
   CHECK_FALSE(step.overlapped);
 }
 
-TEST_CASE("zinf: the optimizer shares the whole step's resources; the last sub-group is exposed") {
+TEST_CASE("zinf: the optimizer shares the whole step's resources, the last sub-group is exposed") {
   ScheduleOptions options;  // zinf, no global norm first, 8 sub-groups
   const ScheduledStep step = schedule_step(hand_loads(), options);
   // Forward + backward + reads + updates + writes per resource: compute 2 + 4 = 6, PCIe 1 + 3 = 4,
@@ -178,7 +178,7 @@ TEST_CASE("an optimizer on the device runs after the backward pass in both sched
   CHECK(deepspeed.step_seconds == 11.0);
 }
 
-TEST_CASE("schedule names round-trip; unknown names are refused") {
+TEST_CASE("schedule names round-trip, unknown names are refused") {
   for (Schedule s : kAllSchedules) CHECK(schedule_from_name(schedule_name(s)) == s);
   CHECK_FALSE(schedule_from_name("megatron").has_value());
 }

@@ -34,7 +34,7 @@ TEST_CASE("csv: raw rows, with and without a header") {
   CHECK(without_header.str() == "1,0.5\n2,\"a,b\"\n");
 }
 
-TEST_CASE("csv: a lone empty field is quoted so the record is not lost; no columns writes nothing") {
+TEST_CASE("csv: a lone empty field is quoted so the record is not lost, no columns writes nothing") {
   std::ostringstream single;
   write_csv({"name"}, {{""}}, single);
   CHECK(single.str() == "name\n\"\"\n");

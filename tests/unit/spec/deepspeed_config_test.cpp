@@ -231,7 +231,7 @@ TEST_CASE("cpu_checkpointing with partition_activations keeps the checkpoints in
   CHECK(zero->sub_group_size == 0);  // not given: derived
 }
 
-TEST_CASE("sub_group_size below the model caps zinf's sub-groups; at least the model leaves them derived") {
+TEST_CASE("sub_group_size below the model caps zinf's sub-groups, at least the model leaves them derived") {
   for (const auto& [given, expected] :
        {std::pair{std::int64_t{5000}, std::int64_t{5000}}, std::pair{std::int64_t{100'000}, std::int64_t{0}},
         std::pair{std::int64_t{1'000'000'000}, std::int64_t{0}}}) {

@@ -35,14 +35,14 @@ TEST_CASE("optimizer pipeline shape: a parameter larger than a sub-group is spli
   CHECK(shape.host_bytes == 3 * 1024 * 12 + 5024 * 4);  // fp32: the split parameter's new master values
 }
 
-TEST_CASE("optimizer pipeline shape: whole parameters pack up to the target; the budget adds buffers") {
+TEST_CASE("optimizer pipeline shape: whole parameters pack up to the target, the budget adds buffers") {
   // 8 parameters of 2 Mi elements: an eighth of them is 2 Mi, so every parameter is one sub-group.
   const std::vector<std::int64_t> slices(8, std::int64_t{2} << 20);
   OptimizerPipelineInput input{slices, Tier::kNvme, 2};  // bf16: 14 bytes per element in a buffer
   input.budgeted = true;
   const std::uint64_t buffer = 14ull * (2 << 20);
-  // Three buffers plus 5 more: half of what is left after the three is 2.5 buffers, so 3 + 2 = 5.
-  input.host_left_bytes = 8 * buffer;
+  // Three buffers, then as many more as the rest of the budget holds: 5.5 buffers' worth gives 3 + 2.
+  input.host_left_bytes = 5 * buffer + buffer / 2;
   OptimizerPipelineShape shape = shape_optimizer_pipeline(input);
   REQUIRE(shape.fits());
   CHECK(shape.groups.size() == 8);

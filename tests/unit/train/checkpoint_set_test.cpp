@@ -109,7 +109,7 @@ TEST_CASE("checkpoint sets: written at 1, 2, 3 or 4 ranks, read back at every ot
   }
 }
 
-TEST_CASE("checkpoint sets: shards without a manifest are not a checkpoint; keep_last prunes whole sets") {
+TEST_CASE("checkpoint sets: shards without a manifest are not a checkpoint, keep_last prunes whole sets") {
   const model::ParamTable table = make_table();
   TempDir dir;
   write_set(dir.path(), table, 2, 1, 2);

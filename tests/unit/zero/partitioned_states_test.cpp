@@ -217,7 +217,7 @@ TEST_CASE("partitioned states: stages 1 and 2 with an offloaded optimizer equal 
   }
 }
 
-TEST_CASE("partitioned states: a tight live budget evicts and still matches; prefetch hits after step 1") {
+TEST_CASE("partitioned states: a tight live budget evicts and still matches, prefetch hits after step 1") {
   const TempDir nvme;
   const json base = tiny_scenario("bf16", true, 1);
   const std::vector<double> reference = train_losses(base);
@@ -386,7 +386,7 @@ std::unique_ptr<io::FaultInjectingEngine> fault_engine() {
 
 bool directory_empty(const std::string& path) { return std::filesystem::is_empty(path); }
 
-TEST_CASE("partitioned states: an NVMe read or write error fails the step with one line; the checkpoint still loads") {
+TEST_CASE("partitioned states: an NVMe read or write error fails the step with one line, the checkpoint still loads") {
   const TempDir nvme;
   const TempDir checkpoints;
   json document = with_zero(tiny_scenario("bf16", false, 1), {"nvme", "nvme"}, nvme.path());

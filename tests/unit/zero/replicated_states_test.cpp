@@ -248,7 +248,7 @@ TEST_CASE("the device tier holds exactly state_bytes(), and the workspace pool s
   CHECK(device->memory().usage().current_bytes == 0);
 }
 
-TEST_CASE("a budget too small for the states fails naming the state; a full tier fails acquire naming the workspace") {
+TEST_CASE("a budget too small for the states fails naming the state, a full tier fails acquire naming the workspace") {
   const ParamTable table = make_table();
   {
     auto device = device::make_cpu_device({.memory_budget_bytes = 1024});
@@ -278,7 +278,7 @@ TEST_CASE("a budget too small for the states fails naming the state; a full tier
   CHECK_FALSE((*states)->acquire(3).is_ok());
 }
 
-TEST_CASE("checkpoint arrays: master, then m, then v per parameter; push_checkpoint_arrays re-rounds the master") {
+TEST_CASE("checkpoint arrays: master, then m, then v per parameter, push_checkpoint_arrays re-rounds the master") {
   const ParamTable table = make_table();
   auto device = device::make_cpu_device({});
   auto states = ReplicatedStates::create(table, *device, {.precision = DType::kBF16}).value();
