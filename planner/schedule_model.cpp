@@ -92,7 +92,8 @@ ScheduledStep schedule_step(const PhaseLoads& loads, const ScheduleOptions& opti
     // their time on the compute resource from it where they use it (the CPU backend: CPU Adam on
     // the training thread, between the backward's operators); on a GPU they run on the host's
     // memory beside it.
-    // After the backward pass: the norm (its report's; nothing waits for it), then the last update.
+    // After the backward pass: the norm (for the step's report; no update needs it, but the engine
+    // computes it before it steps the sub-groups still waiting), then the last update.
     const PhaseTime update_alone = busiest(update);
     const PhaseTime norm_alone = busiest(norm);
     const double sub_groups = std::max(1.0, options.sub_groups);
