@@ -314,11 +314,9 @@ class CpuDevice final : public Device {
   Ops& ops() override { return ops_; }
 
  private:
-  // The compute stream, and without copy threads the transfer streams: their work runs at once on
-  // the caller.
-  bool runs_on_caller(const Stream& stream) const {
-    return &stream == streams_[0].get() || (!copy_threads_ && &stream != streams_[3].get());
-  }
+  // Whether `stream` runs its work at once on the caller: an InlineStream (the compute stream, and
+  // without copy threads the transfer streams).
+  static bool runs_on_caller(const Stream& stream) { return dynamic_cast<const InlineStream*>(&stream) != nullptr; }
 
   // Zero-filled, `alignment`-aligned host memory counted on `tier`.
   static Result<DeviceBuffer> allocate_on(memory::MemoryTier& tier, std::size_t bytes, std::size_t alignment,

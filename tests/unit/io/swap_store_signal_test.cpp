@@ -3,7 +3,6 @@
 // reserved come back once it has died.
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "libengine/io/swap_file.h"
 #include "libengine/io/swap_store.h"
 #include "tests/catch.h"
 #include "tests/temp_dir.h"
@@ -21,8 +21,6 @@ namespace zinf::io {
 namespace {
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
-
-bool directory_is_empty(const std::string& path) { return std::filesystem::is_empty(std::filesystem::path(path)); }
 
 // Bytes of the blocks that process `pid` holds in open files without a name (link count 0) on the
 // file system of `directory`. Read from /proc/<pid>/fd, so it is exact whatever other processes
@@ -45,9 +43,9 @@ std::uint64_t unlinked_bytes_held(pid_t pid, const std::string& directory) {
 }
 
 double free_bytes(const std::string& directory) {
-  struct statvfs info {};
-  REQUIRE(::statvfs(directory.c_str(), &info) == 0);
-  return static_cast<double>(info.f_bavail) * static_cast<double>(info.f_frsize);
+  const Result<std::uint64_t> free = free_space_bytes(directory);
+  REQUIRE(free.is_ok());
+  return static_cast<double>(*free);
 }
 
 }  // namespace
@@ -89,13 +87,13 @@ TEST_CASE("SwapStore's files vanish when the process is killed by a signal", "[s
       const std::uint64_t held = unlinked_bytes_held(child, dir.path());
       const double free_during = free_bytes(dir.path());
       CHECK(held >= planned);
-      CHECK(directory_is_empty(dir.path()));
+      CHECK(std::filesystem::is_empty(dir.path()));
       REQUIRE(::kill(child, signal_number) == 0);
       int wstatus = 0;
       REQUIRE(::waitpid(child, &wstatus, 0) == child);
       CHECK(WIFSIGNALED(wstatus));
       CHECK(WTERMSIG(wstatus) == signal_number);
-      CHECK(directory_is_empty(dir.path()));
+      CHECK(std::filesystem::is_empty(dir.path()));
       // The blocks come back once it has died. The kernel tears down a dead process's io_uring
       // (which holds the registered files) in a worker, so they return shortly after waitpid(), not
       // at once: poll for up to 10 s. Other processes may write to this file system meanwhile, so
