@@ -1,4 +1,5 @@
-// The rank spawner (rank_spawner.h): posix_spawn of mpirun with this process's stdio.
+// The rank spawner (rank_spawner.h): posix_spawn of mpirun with this process's stdio, a stop
+// forwarded to it, and nothing of the job left running.
 #include "apps/zinf/rank_spawner.h"
 
 #include <spawn.h>
@@ -6,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -13,7 +16,9 @@
 
 #include <fmt/format.h>
 
+#include "apps/zinf/output.h"
 #include "apps/zinf/process.h"
+#include "apps/zinf/stop_signals.h"
 #include "kernels/threads.h"
 #include "libengine/comm/launch_info.h"
 #include "libengine/core/units.h"
@@ -54,7 +59,64 @@ std::vector<std::string> args_without_ranks(const CLI::App& command) {
   return path;
 }
 
+namespace {
+
+// Kills (SIGKILL) every process of `job` still running; returns how many were.
+int kill_running(const std::vector<ProcessId>& job) {
+  int killed = 0;
+  for (const ProcessId& process : job) {
+    if (still_running(process) && ::kill(process.pid, SIGKILL) == 0) ++killed;
+  }
+  return killed;
+}
+
+// Waits for mpirun (`pid`), forwarding the first SIGINT/SIGTERM this process receives; after the
+// grace period kills what is left of the job.
+Result<RankJobEnd> wait_for_job(pid_t pid, StopSignals& signals) {
+  using Clock = std::chrono::steady_clock;
+  RankJobEnd end;
+  Clock::time_point deadline{};
+  std::vector<ProcessId> job;  // mpirun's descendants when the stop came: the ranks
+  int wait_status = 0;
+  for (;;) {
+    const pid_t reaped = ::waitpid(pid, &wait_status, WNOHANG);
+    if (reaped == pid) break;
+    if (reaped < 0 && errno != EINTR)
+      return Status::io_error(fmt::format("--ranks: waitpid: {}", std::strerror(errno)));
+    // SIGCHLD wakes the wait when mpirun ends; the timeout is only a safety net.
+    const int stop = signals.wait(std::chrono::milliseconds(end.stop_signal == 0 ? 1000 : 100));
+    if (stop != 0 && end.stop_signal == 0) {
+      end.stop_signal = stop;
+      job = descendants_of(pid);
+      ::kill(pid, stop);  // mpirun stops its ranks with SIGTERM and exits
+      deadline = Clock::now() + std::chrono::seconds(kStopGraceSeconds);
+    }
+    if (end.stop_signal != 0 && !end.killed && Clock::now() >= deadline) {
+      // The ranks mpirun started after the snapshot, if any, are its descendants now.
+      for (const ProcessId& process : descendants_of(pid)) job.push_back(process);
+      ::kill(pid, SIGKILL);
+      kill_running(job);
+      end.killed = true;
+    }
+  }
+  end.exit_status =
+      WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + (WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0);
+  if (end.stop_signal != 0) {
+    // mpirun has ended; a rank it failed to stop would train on, orphaned.
+    end.leftovers_killed = kill_running(job);
+    end.exit_status = 128 + end.stop_signal;
+  }
+  return end;
+}
+
+}  // namespace
+
 Result<int> spawn_ranks(int ranks, std::span<const std::string> args) {
+  ZINF_ASSIGN_OR_RETURN(const RankJobEnd end, run_rank_job(ranks, args));
+  return end.exit_status;
+}
+
+Result<RankJobEnd> run_rank_job(int ranks, std::span<const std::string> args) {
   ZINF_ASSIGN_OR_RETURN(const comm::LaunchInfo launch, comm::launch_info_from_environment());
   if (launch.under_launcher()) {
     return Status::invalid_argument(
@@ -88,20 +150,20 @@ Result<int> spawn_ranks(int ranks, std::span<const std::string> args) {
   std::vector<char*> c_argv;
   for (std::string& arg : argv) c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
+  // A rank's stdout is mpirun's pseudo-terminal, whatever this process's is: tell the ranks
+  // (output.h, stdout_reaches_terminal), so a run redirected to a file gets no escape codes.
+  ::setenv(kStdoutTerminalEnv, ::isatty(STDOUT_FILENO) == 1 ? "1" : "0", 1);
   if (::geteuid() == 0) {
     // mpirun refuses root unless told twice; containers and CI run as root.
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   }
+  // Installed before the spawn: a stop that comes while mpirun starts is forwarded, not fatal.
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<StopSignals> signals, StopSignals::install());
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, c_argv[0], nullptr, nullptr, c_argv.data(), environ);
   if (rc != 0) return Status::io_error(fmt::format("--ranks: cannot start {}: {}", argv[0], std::strerror(rc)));
-  int wait_status = 0;
-  while (::waitpid(pid, &wait_status, 0) < 0) {
-    if (errno != EINTR) return Status::io_error(fmt::format("--ranks: waitpid: {}", std::strerror(errno)));
-  }
-  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
-  return 128 + (WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0);
+  return wait_for_job(pid, *signals);
 }
 
 }  // namespace zinf::cli
