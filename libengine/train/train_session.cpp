@@ -58,6 +58,16 @@ optim::LrScheduleKind schedule_kind(spec::ScheduleKind kind) {
 
 }  // namespace
 
+Status check_world_size(const spec::Scenario& scenario, int world_size) {
+  if (world_size < 1 || scenario.batch % world_size != 0) {
+    return Status::invalid_argument(fmt::format(
+        "scenario.batch: {} does not split evenly over {} ranks; use a multiple of {} (each rank trains on batch / "
+        "ranks rows of every batch)",
+        scenario.batch, world_size, world_size));
+  }
+  return Status::ok();
+}
+
 Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario& scenario, bool resume,
                                                            std::int64_t stop_after,
                                                            std::function<void(const std::string&)> on_warning,
@@ -109,12 +119,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   session->comm_ = std::move(timed);
   comm::Communicator* comm = session->comm_.get();
   const int world_size = comm->world_size();
-  if (scenario.batch % world_size != 0) {
-    return Status::invalid_argument(fmt::format(
-        "scenario.batch: {} does not split evenly over {} ranks; use a multiple of {} (each rank trains on batch / "
-        "ranks rows of every batch)",
-        scenario.batch, world_size, world_size));
-  }
+  ZINF_RETURN_IF_ERROR(check_world_size(scenario, world_size));
   // Mixed precision computes in the storage precision where the device can (CUDA: bf16/fp16 GEMMs
   // and attention on tensor cores); the CPU backend computes in fp32 from the half copies.
   const DType compute_dtype =

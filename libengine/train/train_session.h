@@ -26,6 +26,12 @@
 
 namespace zinf::train {
 
+// Whether `scenario` can train over `world_size` data-parallel ranks: each rank trains on batch /
+// world_size rows, so the batch must split evenly. InvalidArgument naming scenario.batch otherwise.
+// What TrainSession::create checks once the communicator exists, and what a launcher (zinf train
+// --ranks N) checks before it starts any rank.
+Status check_world_size(const spec::Scenario& scenario, int world_size);
+
 class TrainSession {
  public:
   // Fails with InvalidArgument naming the scenario field: "scenario.device" for a backend this
