@@ -161,6 +161,15 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
         fmt::format("compare: cannot compare a {} record with a {} record; give two records of the same kind",
                     base_kind, new_kind));
   }
+  // A run that failed midway records the steps it completed: a partial run's figures are no
+  // baseline and no candidate.
+  for (const auto& [which, record] : {std::pair<const char*, const json*>{"base", &base}, {"new", &candidate}}) {
+    if (string_at(*record, "status") == "failed") {
+      return Status::invalid_argument(
+          fmt::format("compare: the {} record is of a run that failed midway ({}); compare completed runs", which,
+                      string_at(*record, "error", "no error recorded")));
+    }
+  }
   out.kind = base_kind;
   out.base_fingerprint = scenario_fingerprint(base);
   out.new_fingerprint = scenario_fingerprint(candidate);

@@ -17,6 +17,7 @@
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/rank_spawner.h"
 #include "apps/zinf/subcommand.h"
+#include "apps/zinf/train_launch.h"
 #include "apps/zinf/train_plan.h"
 #include "apps/zinf/train_progress.h"
 #include "apps/zinf/train_record.h"
@@ -76,11 +77,24 @@ Result<nlohmann::json> gather_rank_figures(comm::Communicator& comm, const nlohm
   return nlohmann::json{{"world_size", comm.world_size()}, {"backend", comm.backend()}, {"per_rank", per_rank}};
 }
 
-// Forwards the loop's measurements to the progress display and keeps them for the record.
+// Writes the run record to `path` (creating its directory), then says where on io.err unless quiet.
+Status write_record(const std::string& path, const nlohmann::json& record, std::string_view field, bool quiet,
+                    const Io& io) {
+  const std::filesystem::path record_path(path);
+  std::error_code ec;
+  if (record_path.has_parent_path()) std::filesystem::create_directories(record_path.parent_path(), ec);
+  ZINF_RETURN_IF_ERROR(write_output_file(path, record.dump(2) + "\n", field, io));
+  if (!quiet) io.err << "run record: " << path << '\n';
+  return Status::ok();
+}
+
+// Forwards the loop's measurements to the progress display and keeps them for the record — also
+// what a run that fails midway records: the step it started at, its steps, its last checkpoint.
 class RunObserver final : public train::StepObserver {
  public:
   RunObserver(TrainProgress& progress, TrainRun& run) : progress_(progress), run_(run) {}
   void on_start(std::int64_t first_step, std::int64_t total_steps) override {
+    run_.outcome.first_step = first_step;
     progress_.start(first_step, total_steps);
   }
   void on_step(const train::StepMetrics& metrics) override {
@@ -92,6 +106,7 @@ class RunObserver final : public train::StepObserver {
     progress_.eval(metrics);
   }
   void on_checkpoint(std::int64_t step, const std::filesystem::path& path, double seconds) override {
+    run_.outcome.last_checkpoint = path;
     progress_.checkpoint(step, path, seconds);
   }
 
@@ -200,15 +215,16 @@ Status TrainCommand::run(const Io& io) {
     ZINF_ASSIGN_OR_RETURN(
         stop_after, parse_int_in_range(stop_after_, "--stop-after", spec::kStepsRange.min, spec::kStepsRange.max));
   }
-  const spec::ShapeResolver resolver = scenario_shape_resolver();
+  std::optional<int> ranks;
   if (!ranks_text_.empty()) {
-    // Each rank re-reads and checks everything itself; mpirun's exit status is this command's.
-    ZINF_ASSIGN_OR_RETURN(const int ranks, parse_ranks(ranks_text_));
-    ZINF_ASSIGN_OR_RETURN(delegated_, spawn_ranks(ranks, args_without_ranks(*cmd_)));
-    return Status::ok();
+    ZINF_ASSIGN_OR_RETURN(ranks, parse_ranks(ranks_text_));
   }
+  const spec::ShapeResolver resolver = scenario_shape_resolver();
   ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
-  for (const std::string& warning : scenario.warnings) io.err << "warning: " << warning << "\n";
+  // Under --ranks the ranks print the scenario's warnings themselves.
+  if (!ranks) {
+    for (const std::string& warning : scenario.warnings) io.err << "warning: " << warning << "\n";
+  }
   if (steps) scenario.steps = *steps;
   if (threads) scenario.threads = *threads;
   if (!record_path_.empty()) scenario.output.record = record_path_;
@@ -218,6 +234,13 @@ Status TrainCommand::run(const Io& io) {
   if (!hw_.empty()) {
     const Result<planner::HardwareProfile> profile = planner::load_hardware_profile(hw_);
     if (!profile.is_ok()) return profile.status().with_context("--hw");
+  }
+  if (ranks) {
+    // Everything above and the scenario against the world size are checked here, once, before any
+    // rank starts; each rank then re-reads and checks everything itself. mpirun's exit status is
+    // this command's, or 128 + the signal that stopped it.
+    ZINF_ASSIGN_OR_RETURN(delegated_, launch_train_ranks(scenario, *ranks, args_without_ranks(*cmd_), !no_resume_, io));
+    return Status::ok();
   }
   const int cores = kernels::cpu::available_cores();
   if (!quiet_ && scenario.threads > cores) {
@@ -283,6 +306,16 @@ Status TrainCommand::run(const Io& io) {
   run.flops_per_step = model.flops_per_step();
   run.activation_bytes = model.activation_bytes();
   ZINF_ASSIGN_OR_RETURN(run.peak, train::measure_matmul_peak(device, model.config().compute_dtype));
+  // The plan's hardware figures are measured now, before step 1 (the probes cannot disturb steps
+  // that have not started, and a probe that cannot run — no room for its 128 MiB next to the run's
+  // swap files — is recorded as unmeasured here rather than costing a finished run its record).
+  ZINF_ASSIGN_OR_RETURN(RunHardware hardware,
+                        run_hardware(scenario, hw_, run.peak.flops_per_s, scenario.device == spec::DeviceKind::kCpu));
+  if (!quiet) {
+    for (const std::string& what : hardware.unmeasured) {
+      io.err << "warning: " << what << "; the plan's times are not predicted\n";
+    }
+  }
 
   const ProgressMode mode = quiet                ? ProgressMode::kQuiet
                             : io.err_is_terminal ? ProgressMode::kBar
@@ -319,8 +352,24 @@ Status TrainCommand::run(const Io& io) {
   const Clock::time_point train_start = Clock::now();
   Result<train::TrainOutcome> outcome = session->trainer().run(observer);
   progress.finish();
-  if (!outcome.is_ok()) return outcome.status();
   run.train_seconds = std::chrono::duration<double>(Clock::now() - train_start).count();
+  if (!outcome.is_ok()) {
+    // A run that fails midway keeps what it did: the record says "failed", the error, and every
+    // step it completed (no plan and no rank figures: those would run collectives a broken job
+    // cannot, and compare a partial run with a plan of a whole one).
+    run.status = "failed";
+    run.error = outcome.status().message();
+    run.outcome.steps_run = static_cast<std::int64_t>(run.steps.size());
+    run.device_memory = device.memory().usage();
+    run.host_memory = device.host_memory().usage();
+    run.host_peak_rss_bytes = peak_rss_bytes();
+    run.state_bytes = session->states().state_bytes();
+    if (lead && !scenario.output.record.empty()) {
+      const Status written = write_record(scenario.output.record, make_train_record(run), record_field, quiet, io);
+      if (!written.is_ok() && !quiet) io.err << "error: " << written.message() << '\n';
+    }
+    return outcome.status();
+  }
   // A second peak probe after the timed steps: a machine whose load changed during the run (other
   // jobs starting or stopping) gave the first probe a different share of it than the steps got.
   // The best probe is the peak; an MFU above 1 even then is flagged in the record, not printed.
@@ -331,6 +380,7 @@ Status TrainCommand::run(const Io& io) {
     run.peak_probes_flops_per_s.push_back(after.flops_per_s);
     if (after.flops_per_s > run.peak.flops_per_s) run.peak = after;
   }
+  use_compute_peak(hardware, run.peak.flops_per_s);
   run.outcome = outcome.value();
   run.device_memory = device.memory().usage();
   run.host_memory = device.host_memory().usage();
@@ -339,16 +389,13 @@ Status TrainCommand::run(const Io& io) {
 
   nlohmann::json record = make_train_record(run);
   {
-    // The run's own plan next to what it measured (the probes run after the steps, so they do not
-    // disturb them).
-    ZINF_ASSIGN_OR_RETURN(const RunHardware hardware,
-                          run_hardware(scenario, hw_, run.peak.flops_per_s, scenario.device == spec::DeviceKind::kCpu));
+    // The run's own plan (its hardware measured before step 1) next to what it measured.
     record["plan"] = plan_vs_measured(planner::predict_engine(scenario, hardware.figures), hardware, record);
     // The engine model partitions nothing over ranks and models no collectives: say so rather
     // than let a data-parallel run's errors look like the model's verdict on one rank.
     record["plan"]["ranks_modelled"] = 1;
     record["plan"]["machine_load"] = machine_load();
-    std::string note = shared_machine_note(record["plan"]["machine_load"]);
+    std::string note = shared_machine_note(record["plan"]["machine_load"], hardware);
     if (comm.world_size() > 1) {
       note = fmt::format(
           "the plan models one rank; this run has {} ranks (partitioned states, collectives), so its errors are "
@@ -366,11 +413,7 @@ Status TrainCommand::run(const Io& io) {
   // summary: print it first, then report the failure naming the setting the path came from.
   Status record_written;
   if (!scenario.output.record.empty()) {
-    const std::filesystem::path record_path(scenario.output.record);
-    std::error_code ec;
-    if (record_path.has_parent_path()) std::filesystem::create_directories(record_path.parent_path(), ec);
-    record_written = write_output_file(scenario.output.record, record.dump(2) + "\n", record_field, io);
-    if (record_written.is_ok() && !quiet) io.err << "run record: " << scenario.output.record << '\n';
+    record_written = write_record(scenario.output.record, record, record_field, quiet, io);
   }
   const Status emitted = emit(output_, render_train_record(record), io);
   return record_written.is_ok() ? emitted : record_written;

@@ -163,13 +163,14 @@ Result<RunHardware> run_hardware(const spec::Scenario& scenario, const std::stri
     out.figures.nvme_read_bandwidth = node.nvme_read_bandwidth;
     out.figures.nvme_write_bandwidth = node.nvme_write_bandwidth;
     out.source = {{"from", fmt::format("profile {}", profile)}};
+    out.from_profile = true;
   } else {
     out.figures.compute_flops = measured_flops;
     out.source = {{"from", "measured in this run"},
                   {"compute_flops", "the run's matmul peak probe (best of the probes)"}};
     if (compute_on_host) {
-      const double shapes = model_shape_matmul_flops(scenario);
-      if (shapes > 0) out.figures.compute_flops = std::min(measured_flops, shapes);
+      out.model_shape_flops = model_shape_matmul_flops(scenario);
+      use_compute_peak(out, measured_flops);
       out.source["compute_flops"] =
           "the model's four block matmul shapes, best of 5 rounds (at most the run's 2048^3 peak)";
       const BlockKernelSeconds kernels = probe_block_kernels(scenario);
@@ -193,16 +194,31 @@ Result<RunHardware> run_hardware(const spec::Scenario& scenario, const std::stri
     out.source["memory_bandwidth"] = "triad over 3 x 128 MiB, best of 3";
     out.source["host_device_bandwidth"] = "half of memcpy, best of 3";
     if (scenario.zero.partitioned() && scenario.zero.uses_nvme()) {
-      ZINF_ASSIGN_OR_RETURN(const NvmeProbe nvme, probe_nvme(scenario.zero.nvme_paths));
-      out.figures.nvme_write_bandwidth = nvme.write;
-      out.figures.nvme_read_bandwidth = nvme.read;
-      out.figures.nvme_mixed_bandwidth = nvme.mixed;
-      out.source["nvme"] =
-          "64 MiB sequential writes and reads through the swap store on scenario.zero.nvme_paths, then a 64 MiB "
-          "read and a 64 MiB rewrite at once (mixed), each the best of 3";
+      const Result<NvmeProbe> nvme = probe_nvme(scenario.zero.nvme_paths);
+      if (nvme.is_ok()) {
+        out.figures.nvme_write_bandwidth = nvme->write;
+        out.figures.nvme_read_bandwidth = nvme->read;
+        out.figures.nvme_mixed_bandwidth = nvme->mixed;
+        out.source["nvme"] =
+            "64 MiB sequential writes and reads through the swap store on scenario.zero.nvme_paths, then a 64 MiB "
+            "read and a 64 MiB rewrite at once (mixed), each the best of 3";
+      } else {
+        // The run does not need this probe; its plan cannot do without it, and says so.
+        const std::string why =
+            fmt::format("NVMe bandwidth unmeasured: the 64 MiB probe on scenario.zero.nvme_paths could not run: {}",
+                        nvme.status().message());
+        out.source["nvme"] = why;
+        out.unmeasured.push_back(why);
+      }
     }
   }
   return out;
+}
+
+void use_compute_peak(RunHardware& hardware, double peak_flops) {
+  if (hardware.from_profile) return;
+  hardware.figures.compute_flops =
+      hardware.model_shape_flops > 0 ? std::min(peak_flops, hardware.model_shape_flops) : peak_flops;
 }
 
 json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& hardware, const json& record) {
@@ -212,6 +228,13 @@ json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& har
   rows.push_back(row("forward", "ms", p.step.forward.seconds * 1e3, number_at(summary, {"forward_ms_median"})));
   rows.push_back(row("backward", "ms", p.step.backward.seconds * 1e3, number_at(summary, {"backward_ms_median"})));
   rows.push_back(row("optimizer", "ms", p.step.optimizer.seconds * 1e3, number_at(summary, {"optimizer_ms_median"})));
+  if (!hardware.unmeasured.empty()) {
+    // A bandwidth of 0 drops that traffic's time from the model: a prediction, but of another run.
+    for (json& time_row : rows) {
+      time_row["predicted"] = nullptr;
+      time_row["error_percent"] = nullptr;
+    }
+  }
   const json& memory = record.at("memory");
   rows.push_back(row("device peak", "bytes", p.device_peak_bytes, number_at(memory, {"device", "peak_bytes"})));
   rows.push_back(row("host peak", "bytes", p.host_peak_bytes, number_at(memory, {"host", "peak_bytes"})));
@@ -238,6 +261,7 @@ json plan_vs_measured(const planner::EnginePrediction& p, const RunHardware& har
             {"block_kernel_backward_seconds", hw.block_kernel_backward_seconds},
             {"source", hardware.source}}},
           {"rows", std::move(rows)},
+          {"unmeasured", hardware.unmeasured},
           {"optimizer_work_ms", p.step.optimizer_work_seconds * 1e3},
           {"optimizer_hidden_ms", p.step.optimizer_hidden_seconds * 1e3},
           {"resolved",
@@ -259,11 +283,17 @@ json machine_load() {
   return {{"load_average_1min", one_minute}, {"cores", kernels::cpu::available_cores()}};
 }
 
-std::string shared_machine_note(const json& load) {
+std::string shared_machine_note(const json& load, const RunHardware& hardware) {
   if (!load.is_object()) return {};
   const double average = load.at("load_average_1min").get<double>();
   const int cores = load.at("cores").get<int>();
   if (average <= static_cast<double>(cores)) return {};
+  if (hardware.from_profile) {
+    return fmt::format(
+        "the machine was shared: 1-min load average {:.1f} on {} cores after the steps; the steps had what the other "
+        "jobs left of the profile's hardware, so the measured figures read slow against its plan",
+        average, cores);
+  }
   return fmt::format(
       "the machine was shared: 1-min load average {:.1f} on {} cores after the steps; the probes take the machine's "
       "best moment and the steps had what the other jobs left, so the plan reads fast",
@@ -284,16 +314,21 @@ reports::Section render_plan_section(const json& plan) {
       return format_bytes(value) + (unit == "bytes/step" ? "/step" : "");
     };
     const json& error = r.at("error_percent");
-    const double predicted = r.at("predicted").get<double>();
     const double measured = r.at("measured").get<double>();
     std::string error_text = "-";
     if (error.is_number()) error_text = fmt::format("{:+.1f}%", error.get<double>());
-    s.table.rows.push_back({r.at("figure").get<std::string>(), text(predicted), text(measured),
+    const json& predicted = r.at("predicted");
+    s.table.rows.push_back({r.at("figure").get<std::string>(),
+                            predicted.is_number() ? text(predicted.get<double>()) : std::string("unmeasured"),
+                            text(measured),
                             reports::Cell(error_text, error.is_number() && std::abs(error.get<double>()) > 20.0
                                                           ? reports::Emphasis::kWarn
                                                           : reports::Emphasis::kNone)});
   }
   if (const auto note = plan.find("note"); note != plan.end() && note->is_string()) s.notes.push_back(*note);
+  if (const auto unmeasured = plan.find("unmeasured"); unmeasured != plan.end() && unmeasured->is_array()) {
+    for (const json& why : *unmeasured) s.notes.push_back(why.get<std::string>() + "; the times are not predicted");
+  }
   s.notes.push_back(fmt::format("hardware: {}; error = (predicted - measured) / measured",
                                 plan.at("hardware").at("source").value("from", std::string("?"))));
   return s;

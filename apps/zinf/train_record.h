@@ -50,6 +50,10 @@ struct TrainRun {
   std::uint64_t activation_bytes = 0;
   double setup_seconds = 0;
   double train_seconds = 0;
+  // "completed", or "failed" for a run that stopped at an error midway (`error` says which; `steps`
+  // are the steps it completed, `outcome` has first_step, steps_run and last_checkpoint only).
+  std::string status = "completed";
+  std::string error;
   // Data parallelism: {"world_size", "backend", "per_rank": [{"rank", "step_ms_median", ...}]}
   // gathered from every rank at the end of the run; null for a run of one rank.
   nlohmann::json ranks;
