@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/exit_codes.h"
+#include "apps/zinf/output.h"
 #include "libengine/comm/communicator_factory.h"
 #include "libengine/core/build_info.h"
 
@@ -53,7 +55,10 @@ void print_error(const Io& io, const std::string& message) { io.err << "error: "
 }  // namespace
 
 Io process_io(std::ostream& out, std::ostream& err) {
-  const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  const bool tty = stdout_reaches_terminal(::isatty(STDOUT_FILENO) == 1, [](std::string_view name) {
+    const char* value = std::getenv(std::string(name).c_str());
+    return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+  });
   const char* no_color = std::getenv("NO_COLOR");
   const char* term = std::getenv("TERM");
   const bool color_allowed =
