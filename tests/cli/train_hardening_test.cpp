@@ -9,7 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/zinf/plan_flags.h"
+#include "apps/zinf/train_plan.h"
 #include "kernels/threads.h"
+#include "libengine/spec/scenario.h"
 #include "tests/catch.h"
 #include "tests/cli/cli_test_support.h"
 #include "tests/temp_dir.h"
@@ -158,6 +161,89 @@ TEST_CASE("train hardening: threads default to the available cores, more is allo
   CHECK(o.code == 0);
   CHECK(o.err.find(fmt::format("warning: {} compute threads on {} available core", more, more - 1)) !=
         std::string::npos);
+}
+
+// Issue 24: a run that failed midway (here the loss overflows: lr 1e30) exited with its error and
+// no record; the steps it completed were lost. Its record now says "failed", the error and those
+// steps; a finished run's says "completed".
+TEST_CASE("train hardening: a run that fails midway still writes its record, status failed, with its steps") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  scenario["output"] = {{"record", dir.path() + "/ok.json"}};
+  REQUIRE(run_zinf({"train", dir.write("ok.json", scenario.dump()), "--quiet", "--steps", "2"}).code == 0);
+  const json ok = json::parse(read_text(dir.path() + "/ok.json"));
+  CHECK(ok.at("status") == "completed");
+  CHECK(ok.at("error").is_null());
+
+  scenario["optimizer"]["lr"] = 1e30;
+  scenario["checkpoint"] = {{"dir", dir.path() + "/ckpt"}, {"every", 1}};
+  scenario["output"] = {{"record", dir.path() + "/failed.json"}};
+  const auto o = run_zinf({"train", dir.write("diverges.json", scenario.dump())});
+  INFO("stderr: " << o.err);
+  CHECK(o.code == 1);
+  CHECK(o.err.find("error: loss became non-finite") != std::string::npos);
+  CHECK(o.err.find("run record: " + dir.path() + "/failed.json") != std::string::npos);
+  const json record = json::parse(read_text(dir.path() + "/failed.json"));
+  CHECK(record.at("status") == "failed");
+  CHECK(record.at("error").get<std::string>().rfind("loss became non-finite", 0) == 0);
+  const json& steps = record.at("steps");
+  REQUIRE(steps.size() >= 1);
+  CHECK(steps.size() < 12);
+  CHECK(record.at("summary").at("steps_run") == steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps.at(i).at("step") == i);
+  // The error names the step that failed: the one after the last completed.
+  CHECK(record.at("error").get<std::string>().find(fmt::format("at step {}", steps.size())) != std::string::npos);
+  CHECK(record.at("checkpoint").at("last_written").get<std::string>().find(dir.path() + "/ckpt/") == 0);
+  CHECK_FALSE(record.contains("plan"));  // no plan of a whole run next to a partial one
+}
+
+// Issue 24: the NVMe probe's rule where it is decided — a probe that cannot run (its directory
+// unusable: a path under a regular file) is unmeasured with the reason, never an error, and the
+// plan leaves out the times it would have mis-predicted.
+TEST_CASE("train hardening: an NVMe bandwidth probe that cannot run is unmeasured, not an error") {
+  TempDir dir;
+  json scenario = tiny_scenario();
+  scenario["zero"] = {{"params", "nvme"},
+                      {"optimizer", "nvme"},
+                      {"nvme_paths", {dir.path()}},
+                      {"host_memory", "64MiB"},
+                      {"persistence_threshold", 64}};
+  Result<zinf::spec::Scenario> loaded =
+      zinf::spec::load_scenario(dir.write("nvme.json", scenario.dump()), zinf::cli::scenario_shape_resolver());
+  REQUIRE(loaded.is_ok());
+  const std::string file = dir.write("a-file", "x");
+  loaded->zero.nvme_paths = {file + "/swap"};
+  Result<zinf::cli::RunHardware> hardware = zinf::cli::run_hardware(*loaded, "", 1e9, true);
+  REQUIRE(hardware.is_ok());
+  REQUIRE(hardware->unmeasured.size() == 1);
+  CHECK(hardware->unmeasured[0].rfind("NVMe bandwidth unmeasured: the 64 MiB probe on scenario.zero.nvme_paths could "
+                                      "not run: ",
+                                      0) == 0);
+  CHECK(hardware->figures.nvme_read_bandwidth == 0);
+  CHECK(hardware->source.at("nvme") == hardware->unmeasured[0]);
+  const json record = {{"summary", {{"step_ms", {{"median", 10.0}}}, {"optimizer_ms_median", 4.0}}},
+                       {"memory", {{"device", {{"peak_bytes", 1e6}}}}},
+                       {"engine", {{"links", json::object()}}}};
+  const json plan =
+      zinf::cli::plan_vs_measured(zinf::planner::predict_engine(*loaded, hardware->figures), *hardware, record);
+  CHECK(plan.at("unmeasured") == json::array({hardware->unmeasured[0]}));
+  for (const json& row : plan.at("rows")) {
+    INFO(row.dump());
+    CHECK(row.at("predicted").is_null() == (row.at("unit") == "ms"));
+  }
+}
+
+// Issue 24: with --hw PROFILE no probe ran, yet the plan's shared-machine note spoke of the probes.
+TEST_CASE("train hardening: the shared-machine note speaks of probes only where probes ran") {
+  const json busy = {{"load_average_1min", 9.0}, {"cores", 2}};
+  zinf::cli::RunHardware measured;
+  CHECK(zinf::cli::shared_machine_note(busy, measured).find("probes") != std::string::npos);
+  zinf::cli::RunHardware profile;
+  profile.from_profile = true;
+  const std::string note = zinf::cli::shared_machine_note(busy, profile);
+  CHECK(note.find("load average 9.0 on 2 cores") != std::string::npos);
+  CHECK(note.find("probe") == std::string::npos);
+  CHECK(zinf::cli::shared_machine_note({{"load_average_1min", 1.0}, {"cores", 2}}, profile).empty());
 }
 
 }  // namespace
