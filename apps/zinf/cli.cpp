@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/exit_codes.h"
-#include "apps/zinf/output.h"
+#include "apps/zinf/stdout_terminal.h"
 #include "libengine/comm/communicator_factory.h"
 #include "libengine/core/build_info.h"
 

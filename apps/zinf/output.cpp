@@ -8,7 +8,6 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -231,13 +230,6 @@ Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io
   io.out.flush();
   if (!io.out) return Status::io_error("writing to standard output failed");
   return Status::ok();
-}
-
-bool stdout_reaches_terminal(bool stdout_isatty, const comm::EnvLookup& env) {
-  const Result<comm::LaunchInfo> launch = comm::launch_info_from(env);
-  // A malformed launcher variable fails the command later, naming it; until then assume a launcher.
-  if (launch.is_ok() && !launch->under_launcher()) return stdout_isatty;
-  return env(kStdoutTerminalEnv) == std::optional<std::string>("1");
 }
 
 }  // namespace zinf::cli

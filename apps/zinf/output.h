@@ -12,9 +12,7 @@
 //   - a directory: refused.
 // check_output_path() runs the same decisions before the work, so a run that would fail to write its
 // output fails in milliseconds instead of after hours. Color: only for table output to a terminal,
-// never under NO_COLOR. Under a launcher a rank's stdout is not the user's: Open MPI's mpirun hands
-// its ranks a pseudo-terminal whatever its own stdout is, so isatty() says "terminal" for a run
-// redirected to a file (stdout_reaches_terminal).
+// never under NO_COLOR.
 #pragma once
 
 #include <string>
@@ -24,7 +22,6 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/zinf/subcommand.h"
-#include "libengine/comm/launch_info.h"
 #include "libengine/core/status.h"
 #include "reports/document.h"
 
@@ -38,16 +35,6 @@ struct OutputOptions {
 };
 
 void add_output_options(CLI::App& command, OutputOptions& options);
-
-// Set by the rank spawner (`--ranks N`) in its ranks' environment: "1" when the spawner's own stdout
-// is a terminal, "0" otherwise.
-inline constexpr const char* kStdoutTerminalEnv = "ZINF_STDOUT_IS_TERMINAL";
-
-// Whether this process's stdout reaches a terminal: `stdout_isatty` for a process started directly;
-// under a launcher (comm::LaunchInfo) only what kStdoutTerminalEnv says, and no terminal without it
-// (a plain `mpirun ... > file` cannot be told from a terminal, and escape codes in a file are worse
-// than a plain table on a terminal).
-bool stdout_reaches_terminal(bool stdout_isatty, const comm::EnvLookup& env);
 
 struct Rendered {
   reports::Document document;  // table, md and html

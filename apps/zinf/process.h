@@ -5,7 +5,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "libengine/core/status.h"
 
@@ -20,21 +19,6 @@ struct ProcessOutput {
   std::string out;
   std::string err;
 };
-
-// A running process as /proc shows it: its pid and its start time (clock ticks after boot), which
-// tells it from a later process that reuses the pid.
-struct ProcessId {
-  int pid = 0;
-  unsigned long long start_time = 0;
-};
-
-// Every process whose parent chain leads to `pid` (children, their children, ...), read from /proc;
-// empty where /proc cannot be read. A snapshot: processes may end or start right after.
-std::vector<ProcessId> descendants_of(int pid);
-
-// Whether `process` still runs (exists, is not a zombie, and is the same process, not a reuse of
-// its pid).
-bool still_running(const ProcessId& process);
 
 // Runs argv[0] (a path, not searched) with argv, the current environment, stdin from /dev/null,
 // and stdout/stderr captured. Blocks until the child exits. IoError when it cannot be started.

@@ -16,8 +16,9 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/output.h"
 #include "apps/zinf/process.h"
+#include "apps/zinf/process_tree.h"
+#include "apps/zinf/stdout_terminal.h"
 #include "apps/zinf/stop_signals.h"
 #include "kernels/threads.h"
 #include "libengine/comm/launch_info.h"

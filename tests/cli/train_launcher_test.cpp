@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/zinf/process.h"
+#include "apps/zinf/process_tree.h"
 #include "tests/catch.h"
 #include "tests/cli/cli_test_support.h"
 #include "tests/temp_dir.h"
