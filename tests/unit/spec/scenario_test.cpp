@@ -426,6 +426,19 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
       {{{"sub_group_size", 1.5}},
        "scenario.zero.sub_group_size: expected a number of elements in 0..2^40 (0: derived), found 1.5 (number)"},
       {{{"prefetch", 1}}, "scenario.zero.prefetch: unknown field"},
+      // Budgets above 2^60 bytes: 2 x max_live_bytes (the derived prefetch_bytes) would wrap.
+      {{{"params", "nvme"}, {"optimizer", "nvme"}, {"nvme_paths", {"/tmp"}}, {"max_live_bytes", 1ull << 63}},
+       "scenario.zero.max_live_bytes: 9223372036854775808 bytes (8.00 EiB) is above the limit of 2^60 bytes "
+       "(1.00 EiB)"},
+      {{{"params", "nvme"},
+        {"optimizer", "nvme"},
+        {"nvme_paths", {"/tmp"}},
+        {"host_memory", "64MiB"},
+        {"max_live_bytes", ~0ull}},
+       "scenario.zero.max_live_bytes: 18446744073709551615 bytes (16.0 EiB) is above the limit of 2^60 bytes"},
+      {{{"prefetch_bytes", "2048PiB"}}, "scenario.zero.prefetch_bytes: 2305843009213693952 bytes"},
+      {{{"reduce_bucket_bytes", (1ull << 60) + 1}}, "scenario.zero.reduce_bucket_bytes: 1152921504606846977 bytes"},
+      {{{"host_memory", "8192PiB"}}, "scenario.zero.host_memory: 9223372036854775808 bytes"},
   };
   for (const Case& c : cases) {
     json bad = minimal();
@@ -436,6 +449,9 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
     if (message.rfind(c.expected_start, 0) != 0) WARN("got: " << message);
   }
   CHECK(error_of(with("/zero", "cpu")).rfind("scenario.zero: expected a JSON object", 0) == 0);
+  json at_limit = minimal();
+  at_limit["zero"] = {{"max_live_bytes", 1ull << 60}, {"reduce_bucket_bytes", 1ull << 60}};
+  CHECK(parse_scenario(at_limit, "s.json", test_resolver).is_ok());
 }
 
 TEST_CASE("the offload scenarios parse with their placement") {
