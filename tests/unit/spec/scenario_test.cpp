@@ -421,6 +421,7 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
        "scenario.zero.nvme_paths: expected a non-empty list of directories, found [] (array)"},
       {{{"optimizer", "nvme"}, {"nvme_paths", {""}}}, "scenario.zero.nvme_paths[0]: expected a directory path"},
       {{{"host_memory", "lots"}}, "scenario.zero.host_memory: 'lots'"},
+      {{{"max_live_bytes", "-1"}}, "scenario.zero.max_live_bytes: '-1'"},
       {{{"max_live_bytes", -5}}, "scenario.zero.max_live_bytes:"},
       {{{"persistence_threshold", -1}}, "scenario.zero.persistence_threshold: expected a number of elements"},
       {{{"sub_group_size", 1.5}},
@@ -449,6 +450,39 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
     if (message.rfind(c.expected_start, 0) != 0) WARN("got: " << message);
   }
   CHECK(error_of(with("/zero", "cpu")).rfind("scenario.zero: expected a JSON object", 0) == 0);
+  // Issue 24: 0 meant an error (device_memory), no budget (host_memory) and derived (the others).
+  // One rule now: a size of 0 is the same as leaving the field out, and errors say what that is.
+  json zeros = minimal();
+  zeros["device_memory"] = 0;
+  zeros["zero"] = {{"host_memory", 0}, {"max_live_bytes", "0"}, {"prefetch_bytes", 0}, {"reduce_bucket_bytes", 0}};
+  json left_out = minimal();
+  left_out["zero"] = json::object();
+  const Result<Scenario> zeroed = parse_scenario(zeros, "s.json", test_resolver);
+  REQUIRE(zeroed.is_ok());
+  const Result<Scenario> absent = parse_scenario(left_out, "s.json", test_resolver);
+  REQUIRE(absent.is_ok());
+  CHECK_FALSE(zeroed->device_memory_bytes.has_value());
+  CHECK(zeroed->zero == absent->zero);
+  CHECK(to_json(*zeroed) == to_json(*absent));
+  const auto zero_error = [&](const char* pointer, json value) {
+    json bad = minimal();
+    bad["zero"] = json::object();
+    bad[json::json_pointer(pointer)] = std::move(value);
+    return error_of(bad);
+  };
+  const auto ends_with = [](const std::string& text, const std::string& end) {
+    INFO(text);
+    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+  };
+  CHECK(ends_with(zero_error("/device_memory", "2 gigs"), "; 0 or leaving it out: no budget"));
+  CHECK(ends_with(zero_error("/zero/host_memory", "lots"), "; 0 or leaving it out: no budget"));
+  for (const char* derived : {"/zero/max_live_bytes", "/zero/prefetch_bytes", "/zero/reduce_bucket_bytes"}) {
+    CHECK(ends_with(zero_error(derived, -1), "; 0 or leaving it out: derived"));
+  }
+  // The unknown-field line lists every field of the section, activations included.
+  CHECK(ends_with(zero_error("/zero/activation", "cpu"),
+                  "allowed: stage, params, grads, optimizer, nvme_paths, host_memory, prefetch_bytes, max_live_bytes, "
+                  "persistence_threshold, overlap_optimizer, reduce_bucket_bytes, sub_group_size, activations"));
   json at_limit = minimal();
   at_limit["zero"] = {{"max_live_bytes", 1ull << 60}, {"reduce_bucket_bytes", 1ull << 60}};
   CHECK(parse_scenario(at_limit, "s.json", test_resolver).is_ok());
