@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +124,15 @@ Status BenchCommCommand::configure(CommBenchConfig& config) const {
   const std::optional<DType> dtype = dtype_from_name(dtype_text_);
   if (!dtype) return Status::invalid_argument(fmt::format("--dtype: '{}' is not one of fp32, bf16, fp16", dtype_text_));
   config.dtype = *dtype;
+  // A size is a number of elements: one that is not whole would be measured as another size.
+  const std::uint64_t element = dtype_size_bytes(config.dtype);
+  for (const auto& [flag, text, bytes] : {std::tuple{"--min-bytes", min_text_, config.min_bytes},
+                                          std::tuple{"--max-bytes", max_text_, config.max_bytes}}) {
+    if (bytes % element != 0) {
+      return Status::invalid_argument(fmt::format("{}: '{}' is not a whole number of {} elements ({} bytes each)", flag,
+                                                  text, dtype_name(config.dtype), element));
+    }
+  }
   ZINF_ASSIGN_OR_RETURN(const std::int64_t iters, parse_positive_int(iters_text_, "--iters", kMaxIters));
   ZINF_ASSIGN_OR_RETURN(const std::uint64_t warmup, parse_count(warmup_text_, "--warmup", ZeroIs::kAllowed));
   if (warmup > static_cast<std::uint64_t>(kMaxIters)) {

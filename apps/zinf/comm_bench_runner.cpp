@@ -257,12 +257,21 @@ Result<CommBenchResult> run_comm_bench(const CommBenchConfig& config,
   const std::size_t elem = dtype_size_bytes(config.dtype);
   Status status;
   for (const CommOp op : config.ops) {
+    std::uint64_t previous_block = 0;
     for (std::uint64_t bytes = config.min_bytes; bytes <= config.max_bytes && status.is_ok(); bytes *= 2) {
-      // Per-rank block: all_reduce moves `bytes` per rank; the others split it over the ranks.
+      // Per-rank block: all_reduce moves `bytes` per rank; the others split it over the ranks,
+      // rounded up to whole elements per rank so that no size is below --min-bytes (the sizes
+      // are whole elements: bench_comm.cpp refuses others). Rounding can give two sizes the same
+      // block (fewer elements than ranks): that one is measured once.
       const std::uint64_t divisor = op == CommOp::kAllReduce ? 1 : static_cast<std::uint64_t>(result.world_size);
-      const std::uint64_t block = bytes / elem / divisor;
-      if (block == 0) continue;
-      if (result.rank == 0) progress(fmt::format("{} {}", comm_op_name(op), format_bytes(static_cast<double>(bytes))));
+      const std::uint64_t block = (bytes / elem + divisor - 1) / divisor;
+      if (block == previous_block) continue;
+      previous_block = block;
+      // The size measured, as the table and the record show it.
+      const std::uint64_t measured = block * divisor * elem;
+      if (result.rank == 0) {
+        progress(fmt::format("{} {}", comm_op_name(op), format_bytes(static_cast<double>(measured))));
+      }
       Result<CommBenchRow> row = bench.measure(op, block);
       if (!row.is_ok()) {
         status = row.status();

@@ -57,7 +57,7 @@ struct Stamp {
   std::uint64_t pass;
   std::uint64_t offset;
 };
-static_assert(sizeof(Stamp) == 32);
+static_assert(sizeof(Stamp) == kIoBenchStampBytes);
 
 Stamp stamp_for(std::uint64_t seed, std::uint64_t tensor, std::uint64_t pass, std::uint64_t offset) {
   return Stamp{kStampMagic ^ seed, tensor, pass, offset};
@@ -255,6 +255,21 @@ Result<IoBenchLayout> plan_io_bench(const IoBenchConfig& config, std::uint64_t b
                     format_bytes(static_cast<double>(config.size_bytes)), layout.tensor_count, kMaxTensors));
   }
   layout.last_tensor_bytes = config.size_bytes - (layout.tensor_count - 1) * config.tensor_bytes;
+  // Verification needs one whole stamp per tensor (its tensor and pass): a shorter tensor would be
+  // "verified" on a few bytes of the magic only.
+  if (config.tensor_bytes < kIoBenchStampBytes) {
+    return Status::invalid_argument(fmt::format(
+        "--tensor: {} is smaller than the {}-byte stamp that verifies each tensor read back; use --tensor {} or more",
+        format_bytes(static_cast<double>(config.tensor_bytes)), kIoBenchStampBytes, kIoBenchStampBytes));
+  }
+  if (layout.last_tensor_bytes < kIoBenchStampBytes) {
+    return Status::invalid_argument(fmt::format(
+        "--size: {} leaves a last tensor of {} (after {} of --tensor {}), smaller than the {}-byte stamp that "
+        "verifies each tensor read back; use a --size that is a multiple of --tensor",
+        format_bytes(static_cast<double>(config.size_bytes)),
+        format_bytes(static_cast<double>(layout.last_tensor_bytes)), layout.tensor_count - 1,
+        format_bytes(static_cast<double>(config.tensor_bytes)), kIoBenchStampBytes));
+  }
   layout.buffer_alignment_bytes = std::max<std::uint64_t>(4096, buffer_alignment_bytes);
   const std::uint64_t buffer_bytes =
       ceil_div(config.tensor_bytes, layout.buffer_alignment_bytes) * layout.buffer_alignment_bytes;

@@ -92,8 +92,12 @@ struct IoBenchLayout {
   std::uint64_t stamp_stride_bytes = 0;
 };
 
+// The bytes of one verification stamp: every tensor (the last one too) carries at least one whole.
+inline constexpr std::uint64_t kIoBenchStampBytes = 32;
+
 // Validates the config against the store's block size and queue depth and lays the run out.
-// InvalidArgument names the flag (--size, --tensor, --repeat, --tests); a tensor whose buffer and
+// InvalidArgument names the flag (--size, --tensor, --repeat, --tests); a tensor (or the last one
+// of a pass) shorter than a stamp is refused, as verification could not tell its pass; a tensor whose buffer and
 // the staging pool exceed memory_limit_bytes is refused naming --tensor and the largest that fits.
 inline constexpr std::uint64_t kMaxTensors = 1ull << 20;
 Result<IoBenchLayout> plan_io_bench(const IoBenchConfig& config, std::uint64_t block_bytes, unsigned queue_depth,

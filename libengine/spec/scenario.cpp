@@ -448,7 +448,13 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
 
   ZINF_ASSIGN_OR_RETURN(out.device, choice(root, "device", DeviceKind::kCpu, kDeviceNames));
   if (given(root, "device_memory")) {
-    ZINF_ASSIGN_OR_RETURN(out.device_memory_bytes, root.bytes("device_memory"));
+    // 0 is the same as leaving the field out (no budget), as for every size budget of a scenario
+    // (scenarios/README.md).
+    Result<std::uint64_t> budget = root.bytes("device_memory", true);
+    if (!budget.is_ok()) {
+      return Status(budget.status().code(), budget.status().message() + "; 0 or leaving it out: no budget");
+    }
+    if (*budget != 0) out.device_memory_bytes = *budget;
   }
   ZINF_ASSIGN_OR_RETURN(out.threads, non_negative_int(root, "threads", 0, kMaxThreads));
   ZINF_ASSIGN_OR_RETURN(out.activation_checkpointing, boolean(root, "activation_checkpointing", false));

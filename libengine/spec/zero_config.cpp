@@ -4,6 +4,8 @@
 
 #include <string_view>
 
+#include "libengine/core/units.h"
+
 namespace zinf::spec {
 namespace {
 
@@ -61,6 +63,25 @@ Result<std::int64_t> element_count_field(const JsonObject& zero, std::string_vie
                                                 zero.field_path(key), zero_means, shown(value)));
   }
   return value.get<std::int64_t>();
+}
+
+// A byte budget of the zero section, at most kMaxZeroBudgetBytes (a larger one would wrap the
+// derived prefetch_bytes, 2 x max_live_bytes, and the budget sums to a small number). 0 is the
+// same as leaving the field out (scenarios/README.md): `zero_means` says what that is, in errors.
+Result<std::uint64_t> budget_field(const JsonObject& zero, std::string_view key, std::string_view zero_means) {
+  Result<std::uint64_t> bytes = zero.bytes(key, true);
+  if (!bytes.is_ok()) {
+    return Status(bytes.status().code(),
+                  fmt::format("{}; 0 or leaving it out: {}", bytes.status().message(), zero_means));
+  }
+  if (*bytes > kMaxZeroBudgetBytes) {
+    return Status::invalid_argument(
+        fmt::format("{}: {} bytes ({}) is above the limit of 2^60 bytes ({}); zinf derives prefetch_bytes as 2 x "
+                    "max_live_bytes and adds budgets in 64 bits",
+                    zero.field_path(key), *bytes, format_bytes(static_cast<double>(*bytes)),
+                    format_bytes(static_cast<double>(kMaxZeroBudgetBytes))));
+  }
+  return *bytes;
 }
 
 }  // namespace
@@ -138,16 +159,16 @@ Result<ZeroConfig> parse_zero_config(const JsonObject& zero) {
                     zero.field_path("nvme_paths")));
   }
   if (given(zero, "host_memory")) {
-    ZINF_ASSIGN_OR_RETURN(out.host_memory_bytes, zero.bytes("host_memory", true));
+    ZINF_ASSIGN_OR_RETURN(out.host_memory_bytes, budget_field(zero, "host_memory", "no budget"));
   }
   if (given(zero, "prefetch_bytes")) {
-    ZINF_ASSIGN_OR_RETURN(out.prefetch_bytes, zero.bytes("prefetch_bytes", true));
+    ZINF_ASSIGN_OR_RETURN(out.prefetch_bytes, budget_field(zero, "prefetch_bytes", "derived"));
   }
   if (given(zero, "max_live_bytes")) {
-    ZINF_ASSIGN_OR_RETURN(out.max_live_bytes, zero.bytes("max_live_bytes", true));
+    ZINF_ASSIGN_OR_RETURN(out.max_live_bytes, budget_field(zero, "max_live_bytes", "derived"));
   }
   if (given(zero, "reduce_bucket_bytes")) {
-    ZINF_ASSIGN_OR_RETURN(out.reduce_bucket_bytes, zero.bytes("reduce_bucket_bytes", true));
+    ZINF_ASSIGN_OR_RETURN(out.reduce_bucket_bytes, budget_field(zero, "reduce_bucket_bytes", "derived"));
   }
   if (given(zero, "persistence_threshold")) {
     ZINF_ASSIGN_OR_RETURN(out.persistence_threshold,

@@ -23,6 +23,10 @@
 namespace zinf::spec {
 
 inline constexpr std::int64_t kDefaultPersistenceThreshold = 100000;  // elements; DeepSpeed's default
+// The largest byte budget the zero section accepts (host_memory, max_live_bytes, prefetch_bytes,
+// reduce_bucket_bytes): 1 EiB. The engine and the planner derive prefetch_bytes as 2 x
+// max_live_bytes and add budgets together in 64 bits; below this bound none of that can wrap.
+inline constexpr std::uint64_t kMaxZeroBudgetBytes = std::uint64_t{1} << 60;
 
 struct ZeroConfig {
   int stage = 0;

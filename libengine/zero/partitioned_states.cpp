@@ -109,6 +109,8 @@ Status PartitionedStates::plan_and_allocate() {
     zero_.max_live_bytes = std::min(std::max(offloaded_storage, 2 * largest_storage),
                                     std::max<std::uint64_t>(4 * largest_storage, 256 * kMiB));
   }
+  // Cannot wrap: a given max_live_bytes is at most spec::kMaxZeroBudgetBytes (2^60), a derived one
+  // at most 4 x the largest parameter.
   if (zero_.params == Tier::kNvme && zero_.prefetch_bytes == 0) zero_.prefetch_bytes = 2 * zero_.max_live_bytes;
   // Gradient buckets across ranks: a few MiB per collective (many small parameters share one call),
   // and at least the largest whole gradient (a bucket holds one parameter at least).

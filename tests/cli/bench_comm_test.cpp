@@ -29,6 +29,13 @@ TEST_CASE("bench comm: bad flags are one line and exit 2") {
   check_usage_error(run_zinf({"bench", "comm", "--max-bytes", "1TiB"}), "--max-bytes: '1TiB' is more than");
   check_usage_error(run_zinf({"bench", "comm", "--min-bytes", "0"}), "--min-bytes");
   check_usage_error(run_zinf({"bench", "comm", "--dtype", "int8"}), "--dtype: 'int8' is not one of fp32, bf16, fp16");
+  // Sizes are whole elements: 3 bytes of bf16 would be measured as 2 (below the minimum).
+  check_usage_error(run_zinf({"bench", "comm", "--min-bytes", "3", "--max-bytes", "8", "--dtype", "bf16"}),
+                    "--min-bytes: '3' is not a whole number of bf16 elements (2 bytes each)");
+  check_usage_error(run_zinf({"bench", "comm", "--min-bytes", "4", "--max-bytes", "7", "--dtype", "bf16"}),
+                    "--max-bytes: '7' is not a whole number of bf16 elements (2 bytes each)");
+  check_usage_error(run_zinf({"bench", "comm", "--min-bytes", "6", "--max-bytes", "64"}),
+                    "--min-bytes: '6' is not a whole number of fp32 elements (4 bytes each)");
   check_usage_error(run_zinf({"bench", "comm", "--iters", "0"}), "--iters");
   check_usage_error(run_zinf({"bench", "comm", "--min-repetition-ms", "soon"}), "--min-repetition-ms: 'soon'");
   check_usage_error(run_zinf({"bench", "comm", "--min-repetition-ms", "-1"}), "--min-repetition-ms");
@@ -63,9 +70,11 @@ void check_record(const nlohmann::json& record, int world, const std::string& dt
     CHECK(row["busbw_ratio"]["samples"].size() == 2);
   }
   CHECK(record["rows"][0]["op"] == "all_gather");
-  // all_gather splits the size over the ranks: 64 KiB rounded down to whole elements per rank.
+  // all_gather splits the size over the ranks: 64 KiB rounded up to whole elements per rank (at 3
+  // ranks 65544 bytes), never below --min-bytes.
   const int elem = dtype == "fp32" ? 4 : 2;
-  CHECK(record["rows"][0]["size_bytes"] == 65536 / elem / world * world * elem);
+  CHECK(record["rows"][0]["size_bytes"] == (65536 / elem + world - 1) / world * world * elem);
+  for (const nlohmann::json& row : record["rows"]) CHECK(row["size_bytes"].get<std::uint64_t>() >= 65536);
   CHECK(record["rows"][8]["op"] == "all_reduce");
   CHECK(record["rows"][8]["size_bytes"] == 262144);
 }

@@ -421,11 +421,25 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
        "scenario.zero.nvme_paths: expected a non-empty list of directories, found [] (array)"},
       {{{"optimizer", "nvme"}, {"nvme_paths", {""}}}, "scenario.zero.nvme_paths[0]: expected a directory path"},
       {{{"host_memory", "lots"}}, "scenario.zero.host_memory: 'lots'"},
+      {{{"max_live_bytes", "-1"}}, "scenario.zero.max_live_bytes: '-1'"},
       {{{"max_live_bytes", -5}}, "scenario.zero.max_live_bytes:"},
       {{{"persistence_threshold", -1}}, "scenario.zero.persistence_threshold: expected a number of elements"},
       {{{"sub_group_size", 1.5}},
        "scenario.zero.sub_group_size: expected a number of elements in 0..2^40 (0: derived), found 1.5 (number)"},
       {{{"prefetch", 1}}, "scenario.zero.prefetch: unknown field"},
+      // Budgets above 2^60 bytes: 2 x max_live_bytes (the derived prefetch_bytes) would wrap.
+      {{{"params", "nvme"}, {"optimizer", "nvme"}, {"nvme_paths", {"/tmp"}}, {"max_live_bytes", 1ull << 63}},
+       "scenario.zero.max_live_bytes: 9223372036854775808 bytes (8.00 EiB) is above the limit of 2^60 bytes "
+       "(1.00 EiB)"},
+      {{{"params", "nvme"},
+        {"optimizer", "nvme"},
+        {"nvme_paths", {"/tmp"}},
+        {"host_memory", "64MiB"},
+        {"max_live_bytes", ~0ull}},
+       "scenario.zero.max_live_bytes: 18446744073709551615 bytes (16.0 EiB) is above the limit of 2^60 bytes"},
+      {{{"prefetch_bytes", "2048PiB"}}, "scenario.zero.prefetch_bytes: 2305843009213693952 bytes"},
+      {{{"reduce_bucket_bytes", (1ull << 60) + 1}}, "scenario.zero.reduce_bucket_bytes: 1152921504606846977 bytes"},
+      {{{"host_memory", "8192PiB"}}, "scenario.zero.host_memory: 9223372036854775808 bytes"},
   };
   for (const Case& c : cases) {
     json bad = minimal();
@@ -436,6 +450,42 @@ TEST_CASE("the zero section: defaults, round trip, placement rules and one-line 
     if (message.rfind(c.expected_start, 0) != 0) WARN("got: " << message);
   }
   CHECK(error_of(with("/zero", "cpu")).rfind("scenario.zero: expected a JSON object", 0) == 0);
+  // Issue 24: 0 meant an error (device_memory), no budget (host_memory) and derived (the others).
+  // One rule now: a size of 0 is the same as leaving the field out, and errors say what that is.
+  json zeros = minimal();
+  zeros["device_memory"] = 0;
+  zeros["zero"] = {{"host_memory", 0}, {"max_live_bytes", "0"}, {"prefetch_bytes", 0}, {"reduce_bucket_bytes", 0}};
+  json left_out = minimal();
+  left_out["zero"] = json::object();
+  const Result<Scenario> zeroed = parse_scenario(zeros, "s.json", test_resolver);
+  REQUIRE(zeroed.is_ok());
+  const Result<Scenario> absent = parse_scenario(left_out, "s.json", test_resolver);
+  REQUIRE(absent.is_ok());
+  CHECK_FALSE(zeroed->device_memory_bytes.has_value());
+  CHECK(zeroed->zero == absent->zero);
+  CHECK(to_json(*zeroed) == to_json(*absent));
+  const auto zero_error = [&](const char* pointer, json value) {
+    json bad = minimal();
+    bad["zero"] = json::object();
+    bad[json::json_pointer(pointer)] = std::move(value);
+    return error_of(bad);
+  };
+  const auto ends_with = [](const std::string& text, const std::string& end) {
+    INFO(text);
+    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+  };
+  CHECK(ends_with(zero_error("/device_memory", "2 gigs"), "; 0 or leaving it out: no budget"));
+  CHECK(ends_with(zero_error("/zero/host_memory", "lots"), "; 0 or leaving it out: no budget"));
+  for (const char* derived : {"/zero/max_live_bytes", "/zero/prefetch_bytes", "/zero/reduce_bucket_bytes"}) {
+    CHECK(ends_with(zero_error(derived, -1), "; 0 or leaving it out: derived"));
+  }
+  // The unknown-field line lists every field of the section, activations included.
+  CHECK(ends_with(zero_error("/zero/activation", "cpu"),
+                  "allowed: stage, params, grads, optimizer, nvme_paths, host_memory, prefetch_bytes, max_live_bytes, "
+                  "persistence_threshold, overlap_optimizer, reduce_bucket_bytes, sub_group_size, activations"));
+  json at_limit = minimal();
+  at_limit["zero"] = {{"max_live_bytes", 1ull << 60}, {"reduce_bucket_bytes", 1ull << 60}};
+  CHECK(parse_scenario(at_limit, "s.json", test_resolver).is_ok());
 }
 
 TEST_CASE("the offload scenarios parse with their placement") {
