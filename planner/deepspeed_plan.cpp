@@ -111,7 +111,7 @@ std::vector<DsFinding> check_deepspeed(const spec::ResolvedDeepSpeed& resolved, 
   }
   if (c.stage == 3) {
     if (resolved.prefetch_bucket_size > resolved.max_live_parameters) {
-      out.push_back({"zero_optimization.stage3_prefetch_bucket_size",
+      out.push_back({c.key("zero_optimization.stage3_prefetch_bucket_size"),
                      fmt::format("{} elements prefetched is more than the {} live parameters allowed "
                                  "(stage3_max_live_parameters); the prefetch can never be in flight whole",
                                  resolved.prefetch_bucket_size, resolved.max_live_parameters),
@@ -121,13 +121,13 @@ std::vector<DsFinding> check_deepspeed(const spec::ResolvedDeepSpeed& resolved, 
         std::min(static_cast<double>(resolved.max_live_parameters), static_cast<double>(plan.memory.params)) *
         bytes_per_element;
     if (plan.placement[StateKind::kParams] != Tier::kDevice && live > device_free) {
-      out.push_back({"zero_optimization.stage3_max_live_parameters",
+      out.push_back({c.key("zero_optimization.stage3_max_live_parameters"),
                      fmt::format("{} of gathered parameters may be live, but the placement leaves {} of GPU memory",
                                  format_bytes(live), format_bytes(device_free)),
                      count_text(device_free / bytes_per_element)});
     }
     if (static_cast<double>(resolved.max_live_parameters) < 2.0 * largest) {
-      out.push_back({"zero_optimization.stage3_max_live_parameters",
+      out.push_back({c.key("zero_optimization.stage3_max_live_parameters"),
                      fmt::format("{} elements cannot hold the two largest parameters gathered at once ({} elements)",
                                  resolved.max_live_parameters, count_text(2.0 * largest)),
                      count_text(2.0 * largest)});

@@ -31,7 +31,7 @@ Result<spec::ResolvedDeepSpeed> apply_ds_config(const std::string& path, const D
   sources.default_micro_batch = 1;  // zinf plan's default micro-batch
   sources.precision = flags.precision;
   sources.micro_batch_name = flags.micro_batch ? "--micro-batch" : "--micro-batch (default 1)";
-  sources.precision_name = flags.precision ? "--precision" : "--precision (not given: fp32, as DeepSpeed)";
+  sources.precision_name = "--precision";
   sources.optimizer_name = "Hugging Face TrainingArguments default";
   sources.grad_clip_name = "Hugging Face TrainingArguments max_grad_norm default";
   Result<spec::ResolvedDeepSpeed> resolved = spec::resolve_deepspeed(*config, sources, "ds_config");

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "libengine/spec/deepspeed_keys.h"
 #include "libengine/spec/json_input.h"
 
 namespace zinf::spec {
@@ -28,14 +29,32 @@ struct KeySets {
 const KeySets kZeroKeys{
     {"stage", "offload_param", "offload_optimizer", "stage3_max_live_parameters", "stage3_prefetch_bucket_size",
      "stage3_param_persistence_threshold", "sub_group_size", "reduce_bucket_size", "aio"},
-    {"overlap_comm", "contiguous_gradients", "allgather_partitions", "allgather_bucket_size", "reduce_scatter",
-     "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
-     "stage3_gather_fp16_weights_on_model_save", "gather_16bit_weights_on_model_save", "round_robin_gradients",
-     "elastic_checkpoint", "load_from_fp32_weights", "ignore_unused_parameters", "legacy_stage1",
-     "log_trace_cache_warnings", "memory_efficient_linear", "use_multi_rank_bucket_allreduce",
-     "stage3_module_granularity_threshold", "use_all_reduce_for_fetch_params"},
-    {"cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory", "zero_quantized_weights",
-     "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "zero_hpz_partition_size", "mics_shard_size"}};
+    {"overlap_comm",
+     "contiguous_gradients",
+     "allgather_partitions",
+     "allgather_bucket_size",
+     "reduce_scatter",
+     "stage3_max_reuse_distance",
+     "stage3_gather_16bit_weights_on_model_save",
+     "stage3_gather_fp16_weights_on_model_save",
+     "gather_16bit_weights_on_model_save",
+     "round_robin_gradients",
+     "elastic_checkpoint",
+     "load_from_fp32_weights",
+     "ignore_unused_parameters",
+     "legacy_stage1",
+     "log_trace_cache_warnings",
+     "memory_efficient_linear",
+     "use_multi_rank_bucket_allreduce",
+     "stage3_module_granularity_threshold",
+     "stage3_use_all_reduce_for_fetch_params",
+     "stage3_model_persistence_threshold",
+     "zeropp_loco_param",
+     "mics_hierarchical_params_gather",
+     "pipeline_loading_checkpoint",
+     "override_module_apply"},
+    {"zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
+     "zero_hpz_partition_size", "mics_shard_size"}};
 const KeySets kOffloadParamKeys{
     {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"}, {}, {}};
 const KeySets kOffloadOptimizerKeys{{"device", "nvme_path", "pin_memory", "buffer_count", "ratio"},
@@ -64,23 +83,49 @@ bool truthy(const json& value) {
   return true;
 }
 
-// Sorts the keys of `object`: refused keys with a truthy value are an error; unused keys are
-// recorded; unknown keys are an error (`strict`) or recorded as unused (the top level, where
-// DeepSpeed has dozens of sections zinf has nothing to do with).
-Status sort_keys(const JsonObject& object, const KeySets& keys, bool strict, std::vector<std::string>& unused) {
+// A refused key is harmless at false/0/null and at DeepSpeed's own default, which leaves the
+// feature off (zero_hpz_partition_size 1: no secondary partition; mics_shard_size -1: no MiCS).
+bool refused_value(std::string_view key, const json& value) {
+  if (!truthy(value)) return false;
+  if (!value.is_number() || value.is_boolean()) return true;
+  const double number = value.get<double>();
+  if (key == "zero_hpz_partition_size") return number != 1.0;
+  if (key == "mics_shard_size") return number != -1.0;
+  return true;
+}
+
+// Sorts the keys of `object` (the section `section` of DeepSpeedConfig, "" = top level, none for
+// a section without other names): a key
+// under another of its names (deepspeed_key_aliases) counts as the key it names; refused keys
+// with a value that turns their feature on are an error; unused keys are recorded; unknown keys
+// are an error (`strict`) or recorded as unused (the top level, where DeepSpeed has dozens of
+// sections zinf has nothing to do with).
+Status sort_keys(const JsonObject& object, const KeySets& keys, bool strict, DeepSpeedConfig& out,
+                 std::optional<std::string_view> section = std::nullopt) {
   std::vector<std::string_view> known = keys.used;
   known.insert(known.end(), keys.unused.begin(), keys.unused.end());
   known.insert(known.end(), keys.refused.begin(), keys.refused.end());
+  std::vector<std::string_view> used = keys.used;
+  // Only the top level ("") and zero_optimization have other names.
+  const std::vector<const DsKeyAlias*> aliases = section ? aliases_in(*section) : std::vector<const DsKeyAlias*>{};
+  for (const DsKeyAlias* alias : aliases) {
+    known.push_back(alias->name);
+    if (std::find(keys.used.begin(), keys.used.end(), alias->canonical) != keys.used.end()) {
+      used.push_back(alias->name);
+    }
+  }
   if (strict) ZINF_RETURN_IF_ERROR(object.reject_unknown_keys(known));
+  if (section) ZINF_RETURN_IF_ERROR(check_aliases(object, *section, out.written_as));
+  std::vector<std::string>& unused = out.unused_keys;
   for (const auto& [key, value] : object.raw().items()) {
     const auto in = [&key = key](const std::vector<std::string_view>& list) {
       return std::find(list.begin(), list.end(), key) != list.end();
     };
-    if (in(keys.refused) && truthy(value)) {
+    if (in(keys.refused) && refused_value(key, value)) {
       return Status::invalid_argument(fmt::format("{}: {} is not supported by zinf; remove the key or set it to false",
                                                   object.field_path(key), describe_json_value(value)));
     }
-    if (!in(keys.used)) unused.push_back(object.field_path(key));
+    if (!in(used)) unused.push_back(object.field_path(key));
   }
   return Status::ok();
 }
@@ -160,12 +205,13 @@ Result<bool> bool_or(const JsonObject& object, std::string_view key, bool fallba
   return value.get<bool>();
 }
 
-Result<DsSetting<bool>> enabled_setting(const JsonObject& root, std::string_view section, KeySets keys,
-                                        std::vector<std::string>& unused, DeepSpeedConfig& out) {
+// `section` as the file names it: "fp16", "bf16" or DeepSpeed's legacy "bfloat16".
+Result<DsSetting<bool>> enabled_setting(const JsonObject& root, std::string_view section, const KeySets& keys,
+                                        DeepSpeedConfig& out) {
   DsSetting<bool> enabled;
   if (!root.has(section) || root.raw().at(section).is_null()) return enabled;
   ZINF_ASSIGN_OR_RETURN(const JsonObject object, root.object(section));
-  ZINF_RETURN_IF_ERROR(sort_keys(object, keys, true, unused));
+  ZINF_RETURN_IF_ERROR(sort_keys(object, keys, true, out));
   if (object.has("enabled") && is_auto(object.raw().at("enabled"))) {
     enabled.is_auto = true;
   } else {
@@ -186,15 +232,14 @@ Result<DsSetting<bool>> enabled_setting(const JsonObject& root, std::string_view
   return enabled;
 }
 
-Result<DsOffload> parse_offload(const JsonObject& zero, std::string_view key, bool params,
-                                std::vector<std::string>& unused) {
+Result<DsOffload> parse_offload(const JsonObject& zero, std::string_view key, bool params, DeepSpeedConfig& config) {
   DsOffload out;
   out.buffer_count = params ? 5 : 4;
   out.buffer_size = params ? 100'000'000 : 0;
   out.max_in_cpu = params ? 1'000'000'000 : 0;
   if (!zero.has(key) || zero.raw().at(key).is_null()) return out;
   ZINF_ASSIGN_OR_RETURN(const JsonObject offload, zero.object(key));
-  ZINF_RETURN_IF_ERROR(sort_keys(offload, params ? kOffloadParamKeys : kOffloadOptimizerKeys, true, unused));
+  ZINF_RETURN_IF_ERROR(sort_keys(offload, params ? kOffloadParamKeys : kOffloadOptimizerKeys, true, config));
   if (offload.has("device") && !offload.raw().at("device").is_null()) {
     const json& device = offload.raw().at("device");
     const std::string text = device.is_string() ? device.get<std::string>() : "";
@@ -233,41 +278,65 @@ Result<DsOffload> parse_offload(const JsonObject& zero, std::string_view key, bo
   return out;
 }
 
+// DeepSpeed's deprecated cpu_offload / cpu_offload_param (true: that section with device "cpu"):
+// applied to `offload` when written; `written` names the key for later messages.
+Status deprecated_cpu_offload(const JsonObject& zero, std::string_view key, DsOffload& offload, std::string& written) {
+  if (!zero.has(key) || zero.raw().at(key).is_null()) return Status::ok();
+  ZINF_ASSIGN_OR_RETURN(const bool on, bool_or(zero, key, false));
+  if (on) {
+    offload.device = Tier::kCpu;
+    written = zero.field_path(key);
+  }
+  return Status::ok();
+}
+
 Status parse_zero(const JsonObject& root, DeepSpeedConfig& out) {
   if (!root.has("zero_optimization") || root.raw().at("zero_optimization").is_null()) return Status::ok();
+  if (root.raw().at("zero_optimization").is_boolean()) {
+    // DeepSpeed's deprecated form (runtime/zero/config.py read_zero_config_deprecated): true is stage 1.
+    out.stage = root.raw().at("zero_optimization").get<bool>() ? 1 : 0;
+    return Status::ok();
+  }
   ZINF_ASSIGN_OR_RETURN(const JsonObject zero, root.object("zero_optimization"));
-  ZINF_RETURN_IF_ERROR(sort_keys(zero, kZeroKeys, true, out.unused_keys));
+  ZINF_RETURN_IF_ERROR(sort_keys(zero, kZeroKeys, true, out, "zero_optimization"));
   ZINF_ASSIGN_OR_RETURN(const std::int64_t stage, count_or(zero, "stage", 0, 0));
   if (stage > 3) {
     return Status::invalid_argument(
         fmt::format("{}: {} is not a ZeRO stage; expected 0, 1, 2 or 3", zero.field_path("stage"), stage));
   }
   out.stage = static_cast<int>(stage);
-  ZINF_ASSIGN_OR_RETURN(out.offload_param, parse_offload(zero, "offload_param", true, out.unused_keys));
-  ZINF_ASSIGN_OR_RETURN(out.offload_optimizer, parse_offload(zero, "offload_optimizer", false, out.unused_keys));
+  ZINF_ASSIGN_OR_RETURN(out.offload_param, parse_offload(zero, "offload_param", true, out));
+  ZINF_ASSIGN_OR_RETURN(out.offload_optimizer, parse_offload(zero, "offload_optimizer", false, out));
+  std::string param_device = zero.field_path("offload_param.device");
+  std::string optimizer_device = zero.field_path("offload_optimizer.device");
+  ZINF_RETURN_IF_ERROR(deprecated_cpu_offload(zero, "cpu_offload_param", out.offload_param, param_device));
+  ZINF_RETURN_IF_ERROR(deprecated_cpu_offload(zero, "cpu_offload", out.offload_optimizer, optimizer_device));
   if (out.offload_param.device != Tier::kDevice && out.stage != 3) {
-    return Status::invalid_argument(fmt::format("{}: offloading parameters needs stage 3 (found {})",
-                                                zero.field_path("offload_param.device"), out.stage));
+    return Status::invalid_argument(
+        fmt::format("{}: offloading parameters needs stage 3 (found {})", param_device, out.stage));
   }
   if (out.offload_optimizer.device != Tier::kDevice && out.stage == 0) {
-    return Status::invalid_argument(fmt::format("{}: offloading the optimizer needs stage 1, 2 or 3 (found 0)",
-                                                zero.field_path("offload_optimizer.device")));
+    return Status::invalid_argument(
+        fmt::format("{}: offloading the optimizer needs stage 1, 2 or 3 (found 0)", optimizer_device));
   }
   if (out.offload_optimizer.device == Tier::kNvme && out.stage != 3) {
-    return Status::invalid_argument(fmt::format("{}: \"nvme\" needs stage 3 (ZeRO-Infinity); found stage {}",
-                                                zero.field_path("offload_optimizer.device"), out.stage));
+    return Status::invalid_argument(
+        fmt::format("{}: \"nvme\" needs stage 3 (ZeRO-Infinity); found stage {}", optimizer_device, out.stage));
   }
   if (out.offload_param.device != Tier::kDevice && out.offload_optimizer.device == Tier::kDevice) {
     return Status::invalid_argument(
         fmt::format("{}: parameters offloaded with the optimizer on the GPU is not supported by zinf; offload the "
                     "optimizer too (offload_optimizer.device \"cpu\" or \"nvme\")",
-                    zero.field_path("offload_param.device")));
+                    param_device));
   }
-  // The Hugging Face integration fills these three from the hidden size.
+  // The Hugging Face integration fills these three from the hidden size. Each is read under the
+  // name the file gave it (DeepSpeed's field name or its stage3_ alias).
+  const auto name = [&](std::string_view canonical) { return written_name(zero, "zero_optimization", canonical); };
   ZINF_ASSIGN_OR_RETURN(out.reduce_bucket_size, count_setting(zero, "reduce_bucket_size", true, 0));
-  ZINF_ASSIGN_OR_RETURN(out.prefetch_bucket_size, count_setting(zero, "stage3_prefetch_bucket_size", true, 0));
-  ZINF_ASSIGN_OR_RETURN(out.persistence_threshold, count_setting(zero, "stage3_param_persistence_threshold", true, 0));
-  ZINF_ASSIGN_OR_RETURN(out.max_live_parameters, count_setting(zero, "stage3_max_live_parameters", false, 0));
+  ZINF_ASSIGN_OR_RETURN(out.prefetch_bucket_size, count_setting(zero, name("stage3_prefetch_bucket_size"), true, 0));
+  ZINF_ASSIGN_OR_RETURN(out.persistence_threshold,
+                        count_setting(zero, name("stage3_param_persistence_threshold"), true, 0));
+  ZINF_ASSIGN_OR_RETURN(out.max_live_parameters, count_setting(zero, name("stage3_max_live_parameters"), false, 0));
   ZINF_ASSIGN_OR_RETURN(out.sub_group_size, count_setting(zero, "sub_group_size", false, 0));
   if (zero.has("aio")) {
     // The Hugging Face docs' NVMe example nests aio here; DeepSpeed reads it at the top level.
@@ -291,10 +360,10 @@ Status parse_optimizer(const JsonObject& root, DeepSpeedConfig& out) {
   out.optimizer_type = type;
   if (!optimizer.has("params") || optimizer.raw().at("params").is_null()) return Status::ok();
   ZINF_ASSIGN_OR_RETURN(const JsonObject params, optimizer.object("params"));
-  const KeySets keys{{"lr", "betas", "eps", "weight_decay", "adam_w_mode"},
+  const KeySets keys{{"lr", "betas", "eps", "weight_decay", "adam_w_mode", "bias_correction"},
                      {"torch_adam", "fused", "foreach", "capturable", "maximize", "differentiable"},
                      {"amsgrad"}};
-  ZINF_RETURN_IF_ERROR(sort_keys(params, keys, true, out.unused_keys));
+  ZINF_RETURN_IF_ERROR(sort_keys(params, keys, true, out));
   if (params.has("bias_correction")) {
     ZINF_ASSIGN_OR_RETURN(const bool bias_correction, bool_or(params, "bias_correction", true));
     if (!bias_correction) {
@@ -330,7 +399,7 @@ Status parse_activation_checkpointing(const JsonObject& root, DeepSpeedConfig& o
     return Status::ok();
   }
   ZINF_ASSIGN_OR_RETURN(const JsonObject ac, root.object("activation_checkpointing"));
-  ZINF_RETURN_IF_ERROR(sort_keys(ac, kActivationKeys, true, out.unused_keys));
+  ZINF_RETURN_IF_ERROR(sort_keys(ac, kActivationKeys, true, out));
   ZINF_ASSIGN_OR_RETURN(out.partition_activations, bool_or(ac, "partition_activations", false));
   ZINF_ASSIGN_OR_RETURN(out.cpu_checkpointing, bool_or(ac, "cpu_checkpointing", false));
   const bool absent =
@@ -346,7 +415,7 @@ Status parse_activation_checkpointing(const JsonObject& root, DeepSpeedConfig& o
 Status parse_aio(const JsonObject& root, DeepSpeedConfig& out) {
   if (!root.has("aio") || root.raw().at("aio").is_null()) return Status::ok();
   ZINF_ASSIGN_OR_RETURN(const JsonObject aio, root.object("aio"));
-  ZINF_RETURN_IF_ERROR(sort_keys(aio, kAioKeys, true, out.unused_keys));
+  ZINF_RETURN_IF_ERROR(sort_keys(aio, kAioKeys, true, out));
   ZINF_ASSIGN_OR_RETURN(out.aio.block_size_bytes, count_or(aio, "block_size", out.aio.block_size_bytes, 512));
   ZINF_ASSIGN_OR_RETURN(out.aio.queue_depth, count_or(aio, "queue_depth", out.aio.queue_depth, 1));
   ZINF_ASSIGN_OR_RETURN(out.aio.thread_count, count_or(aio, "thread_count", out.aio.thread_count, 1));
@@ -359,16 +428,18 @@ Status parse_aio(const JsonObject& root, DeepSpeedConfig& out) {
 Result<DeepSpeedConfig> parse_deepspeed_config(const nlohmann::json& document, const std::string& root_name) {
   ZINF_ASSIGN_OR_RETURN(const JsonObject root, JsonObject::wrap(document, root_name));
   DeepSpeedConfig out;
-  ZINF_RETURN_IF_ERROR(sort_keys(root, kTopKeys, false, out.unused_keys));
+  ZINF_RETURN_IF_ERROR(sort_keys(root, kTopKeys, false, out, std::string_view()));
   ZINF_ASSIGN_OR_RETURN(out.micro_batch, count_setting(root, "train_micro_batch_size_per_gpu", true, 1));
   ZINF_ASSIGN_OR_RETURN(out.grad_accumulation, count_setting(root, "gradient_accumulation_steps", true, 1));
   ZINF_ASSIGN_OR_RETURN(out.train_batch, count_setting(root, "train_batch_size", true, 1));
   ZINF_ASSIGN_OR_RETURN(out.gradient_clipping, number_setting(root, "gradient_clipping", 0.0));
-  ZINF_ASSIGN_OR_RETURN(out.fp16, enabled_setting(root, "fp16", kFp16Keys, out.unused_keys, out));
-  ZINF_ASSIGN_OR_RETURN(out.bf16, enabled_setting(root, "bf16", kBf16Keys, out.unused_keys, out));
+  ZINF_ASSIGN_OR_RETURN(out.fp16, enabled_setting(root, "fp16", kFp16Keys, out));
+  // bf16, or DeepSpeed's legacy name for it, "bfloat16" (runtime/constants.py BFLOAT16_OLD).
+  const std::string_view bf16 = written_name(root, "", "bf16");
+  ZINF_ASSIGN_OR_RETURN(out.bf16, enabled_setting(root, bf16, kBf16Keys, out));
   if (out.fp16.value.value_or(false) && out.bf16.value.value_or(false)) {
-    return Status::invalid_argument(fmt::format("{}: fp16 and bf16 are both enabled; DeepSpeed allows one of them",
-                                                root.field_path("bf16.enabled")));
+    return Status::invalid_argument(fmt::format(
+        "{}.enabled: fp16 and {} are both enabled; DeepSpeed allows one of them", root.field_path(bf16), bf16));
   }
   ZINF_RETURN_IF_ERROR(parse_zero(root, out));
   ZINF_RETURN_IF_ERROR(parse_optimizer(root, out));

@@ -9,12 +9,17 @@
 // used (mapped onto zinf's settings), unused (known, no effect in zinf: listed once in
 // `unused_keys`), and keys zinf cannot honour (an error naming the key). Within the sections zinf
 // reads, an unknown key is an error with the closest known key, as DeepSpeed's own validation does.
+// Every other name DeepSpeed's config classes accept for a key (pydantic aliases, deprecated and
+// legacy names: deepspeed_key_aliases()) is read as the key it names, and errors name the key as
+// the file wrote it.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +56,23 @@ struct DsAio {
   bool operator==(const DsAio&) const = default;
 };
 
+// One more name DeepSpeed accepts for a key, from its config classes at kDeepSpeedSourceCommit
+// (github.com/microsoft/DeepSpeed): deepspeed/runtime/zero/config.py (pydantic Field(alias=...),
+// populate_by_name, and json_schema_extra deprecated/new_param), runtime/config.py and
+// runtime/constants.py (BFLOAT16_OLD, the boolean zero_optimization of
+// read_zero_config_deprecated). runtime/zero/offload_config.py declares no alias; DeepSpeed at
+// this commit has no runtime/precision_config.py (fp16/bf16 are read by runtime/config.py).
+struct DsKeyAlias {
+  std::string_view section;    // "" for the top level, else "zero_optimization"
+  std::string_view name;       // the other name, as a config writes it: "max_live_parameters"
+  std::string_view canonical;  // the key zinf documents it as: "stage3_max_live_parameters"
+  std::string_view kind;       // "alias" (both names are the same field), "deprecated", "legacy"
+  std::string_view effect;     // what zinf does with it, for the README table
+};
+inline constexpr std::string_view kDeepSpeedSourceCommit = "38327e07f6cd39b63418f60cedd1651b0be3e7c3";
+// The whole table, in a fixed order. Static storage; thread-safe.
+const std::vector<DsKeyAlias>& deepspeed_key_aliases();
+
 struct DeepSpeedConfig {
   int stage = 0;  // zero_optimization.stage; 0 without the section
   DsOffload offload_param;
@@ -81,6 +103,13 @@ struct DeepSpeedConfig {
   DsSetting<std::int64_t> sub_group_size;         // default 1e9
   DsSetting<std::int64_t> reduce_bucket_size;     // default 5e8
   std::vector<std::string> unused_keys;           // dotted paths, in file order
+  // Keys the file wrote under another name (deepspeed_key_aliases): canonical dotted path
+  // ("zero_optimization.stage3_max_live_parameters") -> as written ("zero_optimization.max_live_parameters").
+  std::vector<std::pair<std::string, std::string>> written_as;
+
+  // A key as the file wrote it (its alias when it used one), for messages; `canonical` unchanged
+  // when the file used that name or did not write the key.
+  std::string key(std::string_view canonical) const;
 };
 
 // Parses a ds_config document. `source` names it in errors ("ds_config.json"); fields are named
@@ -98,7 +127,14 @@ struct DsAutoSources {
   std::int64_t world_size = 1;              // data-parallel ranks
   std::optional<std::int64_t> micro_batch;  // per_device_train_batch_size, when the caller sets it
   std::int64_t default_micro_batch = 8;     // TrainingArguments' per_device_train_batch_size
-  std::optional<DType> precision;           // the caller's precision; nullopt = fp32 (neither fp16 nor bf16)
+  // The caller's gradient accumulation (HF: gradient_accumulation_steps), when it has one: it
+  // fills an "auto" or absent gradient_accumulation_steps. nullopt: DeepSpeed completes it.
+  std::optional<std::int64_t> grad_accumulation;
+  // The caller's precision, when given: "auto" fp16/bf16 take it, and a config that trains in
+  // another precision is an error naming both. nullopt: "auto" enables bf16 when bf16 is "auto",
+  // else fp16 (the config offers mixed precision; see README "Coming from DeepSpeed"), and a
+  // config without fp16/bf16 trains in fp32, as DeepSpeed.
+  std::optional<DType> precision;
   double lr = 5e-5;
   double beta1 = 0.9;
   double beta2 = 0.999;
@@ -107,6 +143,7 @@ struct DsAutoSources {
   double max_grad_norm = 1.0;
   // How the caller names each source in messages and in the "auto" table.
   std::string micro_batch_name = "micro-batch";
+  std::string grad_accumulation_name = "gradient accumulation";
   std::string precision_name = "precision";
   std::string optimizer_name = "optimizer";
   std::string grad_clip_name = "gradient clipping";

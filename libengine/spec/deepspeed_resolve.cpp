@@ -47,14 +47,25 @@ Status resolve_batches(const DeepSpeedConfig& c, const DsAutoSources& s, const s
   std::optional<std::int64_t> micro = c.micro_batch.value;
   std::optional<std::int64_t> accum = c.grad_accumulation.value;
   std::optional<std::int64_t> train = c.train_batch.value;
+  // Where each factor came from when not from the config, for the message of a failed check.
+  std::string micro_from, accum_from;
   if (c.micro_batch.is_auto) {
     micro = source_micro;
+    micro_from = s.micro_batch_name;
     out.resolutions.push_back({"train_micro_batch_size_per_gpu", std::to_string(source_micro), s.micro_batch_name});
+  } else if (!micro && s.micro_batch) {
+    // Not in the config: the trainer's per-device batch is what runs (HF passes
+    // per_device_train_batch_size), so a train_batch_size in the config is checked against it.
+    micro = *s.micro_batch;
+    micro_from = s.micro_batch_name;
   }
   if (c.grad_accumulation.is_auto) {
-    accum = 1;
-    out.resolutions.push_back(
-        {"gradient_accumulation_steps", "1", "gradient accumulation (zinf steps once per batch)"});
+    accum = s.grad_accumulation.value_or(1);
+    accum_from = s.grad_accumulation ? s.grad_accumulation_name : "gradient accumulation (zinf steps once per batch)";
+    out.resolutions.push_back({"gradient_accumulation_steps", std::to_string(*accum), accum_from});
+  } else if (!accum && s.grad_accumulation) {
+    accum = *s.grad_accumulation;
+    accum_from = s.grad_accumulation_name;
   }
   if (c.train_batch.is_auto) {
     train = world * micro.value_or(source_micro) * accum.value_or(1);
@@ -73,10 +84,12 @@ Status resolve_batches(const DeepSpeedConfig& c, const DsAutoSources& s, const s
   if (!train) train = *micro * *accum * world;
   if (*micro < 1 || *accum < 1 || *train != *micro * *accum * world) {
     const std::int64_t would_work = std::max<std::int64_t>(*micro, 1) * std::max<std::int64_t>(*accum, 1) * world;
-    return Status::invalid_argument(fmt::format(
-        "{}: {} is not train_micro_batch_size_per_gpu {} x gradient_accumulation_steps {} x world size {}; DeepSpeed "
-        "requires them equal: use {}",
-        key_path(root, "train_batch_size"), *train, *micro, *accum, world, would_work));
+    const auto from = [](const std::string& source) { return source.empty() ? "" : " (" + source + ")"; };
+    return Status::invalid_argument(
+        fmt::format("{}: {} is not train_micro_batch_size_per_gpu {}{} x gradient_accumulation_steps {}{} x world "
+                    "size {}; DeepSpeed requires them equal: use {}{}",
+                    key_path(root, "train_batch_size"), *train, *micro, from(micro_from), *accum, from(accum_from),
+                    world, would_work, micro_from.empty() && accum_from.empty() ? "" : " or \"auto\""));
   }
   out.micro_batch = *micro;
   out.grad_accumulation = *accum;
@@ -84,38 +97,65 @@ Status resolve_batches(const DeepSpeedConfig& c, const DsAutoSources& s, const s
   return Status::ok();
 }
 
+std::string enabled_text(const DsSetting<bool>& setting) {
+  if (setting.is_auto) return "\"auto\"";
+  if (setting.value) return *setting.value ? "true" : "false";
+  return "not given";
+}
+
 Status resolve_precision(const DeepSpeedConfig& c, const DsAutoSources& s, const std::string& root,
                          ResolvedDeepSpeed& out) {
-  const DType source = s.precision.value_or(DType::kF32);
+  const std::string fp16_key = c.key("fp16.enabled");
+  const std::string bf16_key = c.key("bf16.enabled");
   const bool silent = !c.fp16.value && !c.fp16.is_auto && !c.bf16.value && !c.bf16.is_auto;
   if (silent) {
     // A config without fp16/bf16 leaves the precision to the caller; DeepSpeed's own default is fp32.
-    out.precision = source;
+    out.precision = s.precision.value_or(DType::kF32);
     return Status::ok();
   }
-  bool fp16 = c.fp16.value.value_or(false);
-  bool bf16 = c.bf16.value.value_or(false);
-  if (c.fp16.is_auto) {
-    fp16 = source == DType::kF16;
-    out.resolutions.push_back({"fp16.enabled", fp16 ? "true" : "false", s.precision_name});
+  const bool fp16_on = c.fp16.value.value_or(false);
+  const bool bf16_on = c.bf16.value.value_or(false);
+  bool fp16 = fp16_on;
+  bool bf16 = bf16_on;
+  std::string from;
+  if (s.precision) {
+    // The Hugging Face integration: "auto" takes the trainer's --fp16 / --bf16.
+    if (c.fp16.is_auto) fp16 = *s.precision == DType::kF16;
+    if (c.bf16.is_auto) bf16 = *s.precision == DType::kBF16;
+    from = s.precision_name;
+  } else if (!fp16_on && !bf16_on) {
+    // No precision given and none enabled outright: a config with a half-precision section on
+    // "auto" asks for mixed precision, the way its trainer is meant to run it. zinf picks bf16
+    // when bf16 is "auto" (no loss scaling to tune), else fp16 (README "Coming from DeepSpeed").
+    if (c.bf16.is_auto) {
+      bf16 = true;
+    } else {
+      fp16 = true;
+    }
+    from = "no precision given: bf16 when bf16 is \"auto\", else fp16 (zinf's rule)";
+  } else {
+    from = fmt::format("{} is true", fp16_on ? fp16_key : bf16_key);
   }
-  if (c.bf16.is_auto) {
-    bf16 = source == DType::kBF16;
-    out.resolutions.push_back({"bf16.enabled", bf16 ? "true" : "false", s.precision_name});
-  }
+  if (c.fp16.is_auto) out.resolutions.push_back({fp16_key, fp16 ? "true" : "false", from});
+  if (c.bf16.is_auto) out.resolutions.push_back({bf16_key, bf16 ? "true" : "false", from});
+  const auto contradiction = [&](const std::string& key, DType config) {
+    return Status::invalid_argument(
+        fmt::format("{}: the config trains in {} ({} {}, {} {}) but the {} is {}; make them agree or write \"auto\"",
+                    key_path(root, key), dtype_name(config), fp16_key, enabled_text(c.fp16), bf16_key,
+                    enabled_text(c.bf16), s.precision_name, dtype_name(*s.precision)));
+  };
+  // An explicit true the caller contradicts (before "both enabled": the caller's precision may
+  // have turned the other section's "auto" on).
+  if (s.precision && fp16_on && *s.precision != DType::kF16) return contradiction(fp16_key, DType::kF16);
+  if (s.precision && bf16_on && *s.precision != DType::kBF16) return contradiction(bf16_key, DType::kBF16);
   if (fp16 && bf16) {
-    return Status::invalid_argument(fmt::format("{}: fp16 and bf16 are both enabled; DeepSpeed allows one of them",
-                                                key_path(root, "bf16.enabled")));
+    return Status::invalid_argument(
+        fmt::format("{}: fp16 and bf16 are both enabled; DeepSpeed allows one of them", key_path(root, bf16_key)));
   }
   out.precision = fp16 ? DType::kF16 : bf16 ? DType::kBF16 : DType::kF32;
-  const bool explicit_precision =
-      c.fp16.value.value_or(false) || c.bf16.value.value_or(false) || (c.fp16.value && c.bf16.value);
-  if (s.precision && explicit_precision && *s.precision != out.precision) {
-    return Status::invalid_argument(
-        fmt::format("{}: the config trains in {} but the {} is {}; make them agree or "
-                    "write \"auto\"",
-                    key_path(root, out.precision == DType::kF16 ? "fp16.enabled" : "bf16.enabled"),
-                    dtype_name(out.precision), s.precision_name, dtype_name(*s.precision)));
+  if (s.precision && *s.precision != out.precision) {
+    // Nothing enabled outright: the section of the caller's precision is the key to change.
+    return contradiction(*s.precision == DType::kF16 ? fp16_key : bf16_key, out.precision);
   }
   return Status::ok();
 }
@@ -150,11 +190,11 @@ Result<ResolvedDeepSpeed> resolve_deepspeed(const DeepSpeedConfig& config, const
                                 "zero_optimization.reduce_bucket_size", fmt::format("hidden_size^2 ({}^2)", hidden), r);
   // int(0.9 * hidden^2), computed as the integer it is.
   const std::int64_t prefetch_auto = hidden * hidden * 9 / 10;
-  out.prefetch_bucket_size =
-      pick(config.prefetch_bucket_size, prefetch_auto, kDefaultPrefetch,
-           "zero_optimization.stage3_prefetch_bucket_size", fmt::format("0.9 x hidden_size^2 (0.9 x {}^2)", hidden), r);
+  out.prefetch_bucket_size = pick(config.prefetch_bucket_size, prefetch_auto, kDefaultPrefetch,
+                                  config.key("zero_optimization.stage3_prefetch_bucket_size"),
+                                  fmt::format("0.9 x hidden_size^2 (0.9 x {}^2)", hidden), r);
   out.persistence_threshold = pick(config.persistence_threshold, 10 * hidden, kDefaultPersistence,
-                                   "zero_optimization.stage3_param_persistence_threshold",
+                                   config.key("zero_optimization.stage3_param_persistence_threshold"),
                                    fmt::format("10 x hidden_size (10 x {})", hidden), r);
   out.max_live_parameters = config.max_live_parameters.value.value_or(kDefaultMaxLive);
   out.sub_group_size = config.sub_group_size.value.value_or(kDefaultSubGroup);

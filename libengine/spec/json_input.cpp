@@ -492,7 +492,21 @@ std::optional<std::string_view> closest_match(std::string_view word, const std::
   // A typo is at most a third of the word (at least 1, at most 3 edits).
   const std::size_t limit = std::clamp<std::size_t>(word.size() / 3, 1, 3);
   if (best && best_distance <= limit) return best;
-  return std::nullopt;
+  // A name with a prefix or suffix left off or added ("max_live_param" for
+  // "stage3_max_live_parameters"): the candidate that holds the word, or that the word holds,
+  // closest in length. Six characters at least, so that "lr" suggests nothing.
+  constexpr std::size_t kMinPart = 6;
+  std::optional<std::string_view> part;
+  for (std::string_view candidate : candidates) {
+    const std::string_view shorter = candidate.size() < word.size() ? candidate : word;
+    const std::string_view longer = candidate.size() < word.size() ? word : candidate;
+    if (shorter.size() < kMinPart || longer.find(shorter) == std::string_view::npos) continue;
+    const auto gap = [&](std::string_view c) {
+      return c.size() > word.size() ? c.size() - word.size() : word.size() - c.size();
+    };
+    if (!part || gap(candidate) < gap(*part)) part = candidate;
+  }
+  return part;
 }
 
 }  // namespace zinf::spec

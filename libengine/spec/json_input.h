@@ -83,7 +83,9 @@ class JsonObject {
 std::optional<std::int64_t> exact_int64(const nlohmann::json& value);
 std::optional<std::uint64_t> exact_uint64(const nlohmann::json& value);
 
-// The closest candidate to `word` by edit distance, if it is close enough to be a likely typo.
+// The closest candidate to `word` by edit distance, if it is close enough to be a likely typo;
+// else the candidate that contains `word` or that `word` contains (a prefix such as DeepSpeed's
+// "stage3_" left off or added), at least six characters of it.
 std::optional<std::string_view> closest_match(std::string_view word, const std::vector<std::string_view>& candidates);
 
 }  // namespace zinf::spec

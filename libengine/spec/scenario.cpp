@@ -481,7 +481,7 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
     ZINF_ASSIGN_OR_RETURN(out.zero, parse_zero_config(zero));
   }
   if (given(root, "deepspeed")) ZINF_RETURN_IF_ERROR(apply_scenario_deepspeed(root, out));
-  ZINF_RETURN_IF_ERROR(resolve_tiling(root, out));
+  ZINF_RETURN_IF_ERROR(name_deepspeed_keys(resolve_tiling(root, out), out));
   if (out.zero.activations != Tier::kDevice && !out.activation_checkpointing) {
     return Status::invalid_argument(
         fmt::format("{}.activations: \"cpu\" needs activation_checkpointing true (only the checkpointed block inputs "

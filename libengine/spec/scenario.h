@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "libengine/core/dtype.h"
@@ -142,6 +143,13 @@ struct Scenario {
   // Lines for the user that do not stop the run (keys of a DeepSpeed config zinf does not use).
   // Not part of equality or to_json: they describe the input, not the run.
   std::vector<std::string> warnings;
+  // When "deepspeed" built the zero section: "scenario.deepspeed: <path>", and for each zero field
+  // set from a DeepSpeed key, that key as the file wrote it ({"zero.max_live_bytes",
+  // "ds_config.zero_optimization.max_live_parameters"}), so that errors about the engine name
+  // what the user wrote (name_deepspeed_keys in spec/scenario_deepspeed.h). Not part of equality
+  // or to_json, like warnings.
+  std::string deepspeed_context;
+  std::vector<std::pair<std::string, std::string>> deepspeed_keys;
 };
 
 // Field-by-field equality, every ModelShape field included.

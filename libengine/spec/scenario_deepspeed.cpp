@@ -1,5 +1,6 @@
 #include "libengine/spec/scenario_deepspeed.h"
 
+#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -121,6 +122,7 @@ Status apply_scenario_deepspeed(const JsonObject& root, Scenario& out) {
   sources.world_size = 1;  // zinf train runs one rank
   if (given(root, "batch")) sources.micro_batch = out.batch;
   sources.default_micro_batch = kScenarioDefaultBatch;
+  sources.grad_accumulation = 1;  // zinf train steps once per batch
   if (given(root, "precision")) sources.precision = out.precision;
   sources.lr = out.optimizer.lr;
   sources.beta1 = out.optimizer.beta1;
@@ -129,6 +131,7 @@ Status apply_scenario_deepspeed(const JsonObject& root, Scenario& out) {
   sources.weight_decay = out.optimizer.weight_decay;
   sources.max_grad_norm = out.optimizer.grad_clip;
   sources.micro_batch_name = "scenario.batch";
+  sources.grad_accumulation_name = "zinf train: one optimizer step per batch";
   sources.precision_name = "scenario.precision";
   sources.optimizer_name = "scenario.optimizer";
   sources.grad_clip_name = "scenario.optimizer.grad_clip";
@@ -153,6 +156,13 @@ Status apply_scenario_deepspeed(const JsonObject& root, Scenario& out) {
       zero_config_from_deepspeed(*resolved, bytes_per_param, count_parameters(out.shape).total, "ds_config");
   if (!zero.is_ok()) return zero.status().with_context(path).with_context(root.field_path("deepspeed"));
   out.zero = std::move(zero).value();
+  out.deepspeed_context = fmt::format("{}: {}", root.field_path("deepspeed"), path);
+  const DeepSpeedConfig& c = resolved->config;
+  out.deepspeed_keys = {
+      {"zero.max_live_bytes", "ds_config." + c.key("zero_optimization.stage3_max_live_parameters")},
+      {"zero.persistence_threshold", "ds_config." + c.key("zero_optimization.stage3_param_persistence_threshold")},
+      {"zero.prefetch_bytes", "ds_config.zero_optimization.offload_param.buffer_count x buffer_size"},
+      {"zero.sub_group_size", "ds_config.zero_optimization.sub_group_size"}};
   if (out.zero.activations == Tier::kCpu && !out.activation_checkpointing) {
     return filler.refuse("activation_checkpointing.cpu_checkpointing",
                          "true keeps activation checkpoints in CPU memory, but the scenario does not checkpoint; set "
@@ -165,6 +175,38 @@ Status apply_scenario_deepspeed(const JsonObject& root, Scenario& out) {
     out.warnings.push_back(fmt::format("{}not used by zinf: {}", prefix, keys));
   }
   return Status::ok();
+}
+
+Status name_deepspeed_keys(const Status& status, const Scenario& scenario) {
+  if (status.is_ok() || scenario.deepspeed_keys.empty()) return status;
+  const std::string& message = status.message();
+  const auto word_start = [&](std::size_t i) {
+    return i == 0 || !(std::isalnum(static_cast<unsigned char>(message[i - 1])) || message[i - 1] == '_' ||
+                       message[i - 1] == '.');
+  };
+  std::string out;
+  std::size_t i = 0;
+  while (i < message.size()) {
+    bool replaced = false;
+    for (const auto& [field, key] : scenario.deepspeed_keys) {
+      const std::string full = "scenario." + field;
+      if (message.compare(i, full.size(), full) == 0 && word_start(i)) {
+        // The byte budget zinf derived from the key, so its sizes make sense next to it.
+        out += fmt::format("{}: {} (zinf's {}, in bytes)", scenario.deepspeed_context, key, field);
+        i += full.size();
+        replaced = true;
+        break;
+      }
+      if (message.compare(i, field.size(), field) == 0 && word_start(i)) {
+        out += key;
+        i += field.size();
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += message[i++];
+  }
+  return Status(status.code(), out);
 }
 
 }  // namespace zinf::spec

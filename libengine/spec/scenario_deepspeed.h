@@ -17,4 +17,10 @@ namespace zinf::spec {
 // InvalidArgument line naming "scenario.deepspeed", the file and the key.
 Status apply_scenario_deepspeed(const JsonObject& root, Scenario& out);
 
+// `status` with zinf's names of the zero fields a DeepSpeed config set ("scenario.zero.max_live_bytes")
+// replaced by the DeepSpeed key the user wrote ("scenario.deepspeed: ds.json:
+// ds_config.zero_optimization.max_live_parameters"). Unchanged when ok or when the scenario has
+// no "deepspeed" field. For errors found after parsing (the engine's budgets, operator tiling).
+Status name_deepspeed_keys(const Status& status, const Scenario& scenario);
+
 }  // namespace zinf::spec

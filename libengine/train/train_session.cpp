@@ -8,6 +8,7 @@
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/device/device_factory.h"
+#include "libengine/spec/scenario_deepspeed.h"
 #include "libengine/zero/partitioned_states.h"
 #include "libengine/zero/replicated_states.h"
 
@@ -164,7 +165,8 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     state_options.comm = comm;
     Result<std::unique_ptr<zero::PartitionedStates>> states =
         zero::PartitionedStates::create(session->model_->params(), *session->device_, std::move(state_options));
-    if (!states.is_ok()) return as_budget_error(states.status(), scenario);
+    // Built from a DeepSpeed config, the budgets are named by the keys the user wrote.
+    if (!states.is_ok()) return spec::name_deepspeed_keys(as_budget_error(states.status(), scenario), scenario);
     session->zero_ = states.value()->resolved();
     session->states_ = std::move(states).value();
   } else {

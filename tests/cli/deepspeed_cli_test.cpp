@@ -32,19 +32,36 @@ nlohmann::json plan_json(std::vector<std::string> args) {
 
 struct Expected {
   const char* file;
+  int stage;
   const char* params;
   const char* optimizer;
   const char* stage_family;  // input.strategy of the record
+  const char* precision;     // without --precision: the config's, "auto" by zinf's rule (README)
+  int micro_batch;           // without --micro-batch: the config's, else plan's default 1
+  int train_batch;           // on dgx-h100's 8 GPUs
 };
 
-TEST_CASE("every published DeepSpeed fixture plans with the placement it asks for") {
+TEST_CASE("every published DeepSpeed fixture plans with the stage, placement, precision and batch it asks for") {
   const std::vector<Expected> fixtures{
-      {"hf_zero2_cpu_offload_auto.json", "gpu", "cpu", "deepspeed-stage-1-2"},
-      {"hf_zero3_cpu_offload.json", "cpu", "cpu", "deepspeed-stage-3"},
-      {"hf_docs_zero3_nvme.json", "nvme", "nvme", "deepspeed-stage-3-nvme-optimizer"},
-      {"deepspeed_tutorial_zero_infinity_cpu.json", "cpu", "cpu", "deepspeed-stage-3"},
-      {"dsexamples_llama_13b_zero3_offload.json", "gpu", "cpu", "deepspeed-stage-3"},
-      {"dsexamples_gptj_6b_zero2.json", "gpu", "gpu", "deepspeed-stage-1-2"},
+      // "auto" fp16 and bf16 without --precision: bf16; "auto" batches: 1 per GPU x 8 GPUs.
+      {"hf_zero2_cpu_offload_auto.json", 2, "gpu", "cpu", "deepspeed-stage-1-2", "bf16", 1, 8},
+      {"hf_zero3_cpu_offload.json", 3, "cpu", "cpu", "deepspeed-stage-3", "fp16", 1, 8},
+      {"hf_docs_zero3_nvme.json", 3, "nvme", "nvme", "deepspeed-stage-3-nvme-optimizer", "fp32", 1, 8},
+      {"deepspeed_tutorial_zero_infinity_cpu.json", 3, "cpu", "cpu", "deepspeed-stage-3", "fp32", 1, 8},
+      {"dsexamples_llama_13b_zero3_offload.json", 3, "gpu", "cpu", "deepspeed-stage-3", "bf16", 2, 64},
+      {"dsexamples_gptj_6b_zero2.json", 2, "gpu", "gpu", "deepspeed-stage-1-2", "bf16", 4, 128},
+      {"llamafactory_ds_z0_config.json", 0, "gpu", "gpu", "dp", "bf16", 1, 8},
+      {"llamafactory_ds_z2_offload_config.json", 2, "gpu", "cpu", "deepspeed-stage-1-2", "bf16", 1, 8},
+      {"llamafactory_ds_z3_config.json", 3, "gpu", "gpu", "deepspeed-stage-3", "bf16", 1, 8},
+      {"llamafactory_ds_z3_offload_config.json", 3, "cpu", "cpu", "deepspeed-stage-3", "bf16", 1, 8},
+      {"axolotl_zero1.json", 1, "gpu", "gpu", "deepspeed-stage-1-2", "bf16", 1, 8},
+      // DeepSpeed's un-prefixed ZeRO-3 names (max_live_parameters, ...): read, not refused.
+      {"axolotl_zero3_bf16.json", 3, "gpu", "gpu", "deepspeed-stage-3", "bf16", 1, 8},
+      {"axolotl_zero3_bf16_cpuoffload_all.json", 3, "cpu", "cpu", "deepspeed-stage-3", "bf16", 1, 8},
+      // fp16 "auto" and no bf16 section: fp16.
+      {"fastchat_deepspeed_config_s3.json", 3, "cpu", "cpu", "deepspeed-stage-3", "fp16", 1, 8},
+      // fp16 "auto" next to bf16 true: bf16.
+      {"llava_zero3_offload.json", 3, "cpu", "cpu", "deepspeed-stage-3", "bf16", 1, 8},
   };
   for (const Expected& e : fixtures) {
     INFO(e.file);
@@ -52,12 +69,56 @@ TEST_CASE("every published DeepSpeed fixture plans with the placement it asks fo
     const nlohmann::json record =
         plan_json({"--params", "13B", "--hw", "dgx-h100", "--ds-config", fixture(std::string("deepspeed/") + e.file)});
     CHECK(record["feasible"] == true);
+    CHECK(record["deepspeed"]["stage"] == e.stage);
     CHECK(record["placement"]["params"] == e.params);
     CHECK(record["placement"]["optimizer"] == e.optimizer);
     CHECK(record["strategy"] == e.stage_family);
+    CHECK(record["input"]["training"]["precision"] == e.precision);
+    CHECK(record["deepspeed"]["precision"] == e.precision);
+    CHECK(record["input"]["training"]["micro_batch"] == e.micro_batch);
+    CHECK(record["deepspeed"]["train_micro_batch_size_per_gpu"] == e.micro_batch);
+    CHECK(record["deepspeed"]["train_batch_size"] == e.train_batch);
     CHECK(record["prediction"]["step_seconds"].get<double>() > 0);
     CHECK(record["deepspeed"]["source"].get<std::string>().find(e.file) != std::string::npos);
   }
+  // The one published config zinf cannot run (parameters on CPU, optimizer on the GPU): refused,
+  // naming the key.
+  check_usage_error(run_zinf({"plan", "--params", "13B", "--hw", "dgx-h100", "--ds-config",
+                              fixture("deepspeed/axolotl_zero3_bf16_cpuoffload_params.json")}),
+                    "ds_config.zero_optimization.offload_param.device: parameters offloaded with the optimizer on "
+                    "the GPU is not supported by zinf");
+}
+
+TEST_CASE("plan --ds-config: auto precision without --precision is shown with zinf's rule as its source") {
+  const nlohmann::json record = plan_json(
+      {"--params", "7B", "--hw", "dgx-h100", "--ds-config", fixture("deepspeed/hf_zero2_cpu_offload_auto.json")});
+  bool shown = false;
+  for (const auto& r : record["deepspeed"]["auto"]) {
+    if (r["key"] == "bf16.enabled") {
+      shown = true;
+      CHECK(r["value"] == "true");
+      CHECK(r["from"].get<std::string>().find("no precision given") == 0);
+    }
+  }
+  CHECK(shown);
+  // Findings name a key as the file wrote it: axolotl's max_live_parameters 0 cannot hold two parameters.
+  const nlohmann::json axolotl =
+      plan_json({"--params", "13B", "--hw", "dgx-h100", "--ds-config", fixture("deepspeed/axolotl_zero3_bf16.json")});
+  bool named = false;
+  for (const auto& f : axolotl["deepspeed"]["wrong_for_hardware"])
+    named |= f["key"] == "zero_optimization.max_live_parameters";
+  CHECK(named);
+  // A config that trains in fp32 explicitly, against --precision bf16: one error naming both.
+  TempDir dir;
+  const std::string off = dir.write("off.json", R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})");
+  check_usage_error(run_zinf({"plan", "--params", "1B", "--precision", "bf16", "--ds-config", off}),
+                    "ds_config.bf16.enabled: the config trains in fp32 (fp16.enabled false, bf16.enabled false) but "
+                    "the --precision is bf16");
+  // DeepSpeed's legacy "bfloat16" section plans in bf16.
+  const std::string legacy = dir.write("legacy.json", R"({"bfloat16": {"enabled": true}})");
+  const nlohmann::json bf16 = plan_json({"--params", "1B", "--ds-config", legacy});
+  CHECK(bf16["input"]["training"]["precision"] == "bf16");
+  CHECK(bf16["deepspeed"]["unused_keys"].dump().find("bfloat16") == std::string::npos);
 }
 
 TEST_CASE("plan --ds-config resolves auto from the model and the flags and shows it") {
@@ -193,6 +254,35 @@ TEST_CASE("a scenario pointing at a DeepSpeed config trains with the config's pl
                      {"deepspeed", fixture("deepspeed/dsexamples_gptj_6b_zero2.json")}}
           .dump());
   check_usage_error(run_zinf({"train", accumulation}), "ds_config.train_batch_size: 128 is not");
+}
+
+TEST_CASE("a scenario's DeepSpeed config: contradictions name both sides, engine errors the DeepSpeed key") {
+  TempDir dir;
+  const auto scenario = [&](const std::string& name, nlohmann::json extra, const std::string& ds_text) {
+    nlohmann::json doc{{"model", {{"layers", 2}, {"hidden", 64}, {"heads", 2}, {"vocab", 128}, {"max_positions", 32}}},
+                       {"seq", 32},
+                       {"steps", 2},
+                       {"deepspeed", dir.write(name + "_ds.json", ds_text)}};
+    doc.update(extra);
+    return dir.write(name + ".json", doc.dump());
+  };
+  // The scenario's explicit batch against the config's train_batch_size: no longer silently 96.
+  check_usage_error(run_zinf({"train", scenario("batch", {{"batch", 8}}, R"({"train_batch_size": 96})")}),
+                    "ds_config.train_batch_size: 96 is not train_micro_batch_size_per_gpu 8 (scenario.batch)");
+  // The scenario's explicit precision against fp16/bf16 enabled false: no longer silently fp32.
+  check_usage_error(
+      run_zinf({"train", scenario("precision", {{"precision", "bf16"}},
+                                  R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})")}),
+      "ds_config.bf16.enabled: the config trains in fp32 (fp16.enabled false, bf16.enabled false) but the "
+      "scenario.precision is bf16");
+  // A live-parameter bound too small for the engine, written with DeepSpeed's un-prefixed name:
+  // the error names that key, not zinf's zero.max_live_bytes.
+  const Outcome live =
+      run_zinf({"train", scenario("live", nlohmann::json::object(),
+                                  R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
+                             "offload_optimizer": {"device": "cpu"}, "max_live_parameters": 10}})")});
+  check_usage_error(live, "ds_config.zero_optimization.max_live_parameters (zinf's zero.max_live_bytes, in bytes)");
+  CHECK(live.err.find("scenario.zero.max_live_bytes") == std::string::npos);
 }
 
 }  // namespace
