@@ -263,11 +263,14 @@ std::string CheckpointWriter::header_text(std::span<const std::uint32_t> crcs, s
     table.push_back(
         {{"name", layout_[i].name}, {"numel", layout_[i].numel}, {"offset", offsets_[i]}, {"crc32c", crcs[i]}});
   }
-  const nlohmann::json header = {{"step", meta_.step},
-                                 {"fingerprint", meta_.fingerprint},
-                                 {"extra", meta_.extra},
-                                 {"arrays", std::move(table)},
-                                 {"file_bytes", file_bytes}};
+  nlohmann::json header = {{"step", meta_.step},
+                           {"fingerprint", meta_.fingerprint},
+                           {"extra", meta_.extra},
+                           {"arrays", std::move(table)},
+                           {"file_bytes", file_bytes}};
+  if (meta_.shard) {
+    header["set"] = {{"id", meta_.shard->set_id}, {"rank", meta_.shard->rank}, {"world_size", meta_.shard->world_size}};
+  }
   return header.dump();
 }
 
@@ -311,7 +314,8 @@ Result<fs::path> CheckpointWriter::commit(int keep_last) {
   std::string head(data_start_, '\0');
   std::memcpy(head.data(), kMagic, sizeof(kMagic));
   put_u32(head.data() + 8, kCheckpointFormatVersion);
-  put_u32(head.data() + 12, io::crc32c(std::as_bytes(std::span<const char>(text.data(), text.size()))));
+  header_crc_ = io::crc32c(std::as_bytes(std::span<const char>(text.data(), text.size())));
+  put_u32(head.data() + 12, header_crc_);
   put_u64(head.data() + 16, text.size());
   std::memcpy(head.data() + kPrefixBytes, text.data(), text.size());
   ZINF_RETURN_IF_ERROR(pwrite_all(fd_, head.data(), head.size(), 0, tmp_path_));
@@ -333,6 +337,52 @@ Result<fs::path> CheckpointWriter::commit(int keep_last) {
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path& path,
                                                                  std::vector<zero::CheckpointArrayInfo> layout) {
   ZINF_RETURN_IF_ERROR(validate_layout(layout, "checkpoint load"));
+  return open_impl(path, std::move(layout), false);
+}
+
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open_as_written(const fs::path& path) {
+  return open_impl(path, {}, true);
+}
+
+Status CheckpointReader::verify_data() {
+  constexpr std::size_t kPiece = std::size_t{1} << 20;  // elements per read: 4 MiB of host memory
+  // The bytes no CRC covers — the alignment padding after the header and after each array — are
+  // zeros as written: any other value is damage too.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> arrays;  // [begin, end) in the file
+  for (const Entry& entry : entries_) arrays.emplace_back(entry.offset, entry.offset + entry.numel * sizeof(float));
+  std::sort(arrays.begin(), arrays.end());
+  arrays.emplace_back(file_bytes_, file_bytes_);
+  std::vector<char> gap;
+  std::uint64_t at = header_end_;
+  for (const auto& [begin, end] : arrays) {
+    if (begin > at) {
+      gap.resize(begin - at);
+      ZINF_RETURN_IF_ERROR(read_all(fd_, gap.data(), gap.size(), at, path_, "the padding"));
+      const auto nonzero = std::find_if(gap.begin(), gap.end(), [](char c) { return c != 0; });
+      if (nonzero != gap.end()) {
+        return Status::io_error(
+            fmt::format("checkpoint {}: byte {} (alignment padding) is not zero; the file is corrupt", path_.string(),
+                        at + static_cast<std::uint64_t>(nonzero - gap.begin())));
+      }
+    }
+    at = std::max(at, end);
+  }
+  std::vector<float> buffer;
+  for (std::size_t index = 0; index < layout_.size(); ++index) {
+    const auto numel = static_cast<std::size_t>(layout_[index].numel);
+    std::size_t offset = 0;
+    do {
+      buffer.resize(std::min(kPiece, numel - offset));
+      ZINF_RETURN_IF_ERROR(read(index, offset, buffer));
+      offset += buffer.size();
+    } while (offset < numel);
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open_impl(const fs::path& path,
+                                                                      std::vector<zero::CheckpointArrayInfo> layout,
+                                                                      bool as_written) {
   std::unique_ptr<CheckpointReader> reader(new CheckpointReader());
   reader->path_ = path;
   reader->layout_ = std::move(layout);
@@ -407,6 +457,18 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
     reader->meta_.fingerprint = header.at("fingerprint").get<std::string>();
     reader->meta_.extra = header.at("extra");
     file_bytes = unsigned_field(header, "file_bytes");
+    if (const auto set = header.find("set"); set != header.end()) {
+      ShardIdentity identity;
+      identity.set_id = set->at("id").get<std::string>();
+      const std::uint64_t rank = unsigned_field(*set, "rank");
+      const std::uint64_t world = unsigned_field(*set, "world_size");
+      if (world < 1 || world > (1u << 20) || rank >= world) {
+        throw std::invalid_argument(fmt::format("'set' names rank {} of {}", rank, world));
+      }
+      identity.rank = static_cast<int>(rank);
+      identity.world_size = static_cast<int>(world);
+      reader->meta_.shard = std::move(identity);
+    }
     if (!header.at("arrays").is_array()) throw std::invalid_argument("'arrays' is not an array");
     for (const nlohmann::json& array : header.at("arrays")) {
       const std::uint64_t crc = unsigned_field(array, "crc32c");
@@ -431,7 +493,14 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const fs::path&
     return Status::io_error(fmt::format("checkpoint {}: {} bytes, but the header records {}; the file is corrupt", file,
                                         size_bytes, file_bytes));
   }
+  reader->file_bytes_ = file_bytes;
+  reader->header_crc_ = header_crc;
+  reader->header_end_ = kPrefixBytes + header_bytes;
   const std::uint64_t data_start = align_up(kPrefixBytes + header_bytes);
+  if (as_written) {
+    // The layout is the header's own: every array, in name order.
+    for (const auto& [name, entry] : entries) reader->layout_.push_back({name, entry.numel});
+  }
   for (const zero::CheckpointArrayInfo& array : reader->layout_) {
     const auto it = entries.find(array.name);
     if (it == entries.end()) {

@@ -9,7 +9,8 @@
 //   bytes 12-15  CRC-32C of the JSON header (uint32)
 //   bytes 16-23  JSON header length in bytes (uint64)
 //   JSON header  {"step", "fingerprint", "extra", "file_bytes",
-//                 "arrays": [{"name", "numel", "offset" (bytes from the data section), "crc32c"}]}
+//                 "arrays": [{"name", "numel", "offset" (bytes from the data section), "crc32c"}],
+//                 "set": {"id", "rank", "world_size"} (only in one rank's shard of a set)}
 //   data section starts at the next multiple of 64 bytes; each array is raw fp32, 64-byte aligned.
 // A save writes `<name>.tmp`, fsyncs it, renames it over `<name>` and fsyncs the directory, so a
 // crash or a full disk leaves either the new checkpoint complete or no trace of it — never a torn
@@ -45,10 +46,21 @@ namespace zinf::train {
 
 inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
 
+// Which set a shard belongs to (checkpoint_set.h): the set's random id, written into every shard
+// of the set and into its manifest, so a shard of another save (a stale or copied file) is told
+// apart from the set's own even when its step and fingerprint match.
+struct ShardIdentity {
+  std::string set_id;
+  int rank = 0;
+  int world_size = 1;
+  bool operator==(const ShardIdentity&) const = default;
+};
+
 struct CheckpointMeta {
   std::int64_t step = 0;                            // the number of optimizer steps the saved states have taken
   std::string fingerprint;                          // identifies the run configuration the states belong to
   nlohmann::json extra = nlohmann::json::object();  // the trainer's own state, free-form
+  std::optional<ShardIdentity> shard;               // set in the shards of a set, absent in a plain file
 };
 
 // One checkpoint being written: `<dir>/step-<meta.step>.zckpt.tmp` until commit(). Not thread-safe.
@@ -74,6 +86,10 @@ class CheckpointWriter final : public zero::CheckpointSink {
   // directory and prunes as save_checkpoint() does. Returns the final path. On failure before the
   // rename the .tmp file is removed (by the destructor) and earlier checkpoints are untouched.
   Result<std::filesystem::path> commit(int keep_last);
+  // After a successful commit(): the file's size and the CRC-32C of its JSON header (which holds
+  // every array's CRC), what a set's manifest records per shard.
+  std::uint64_t file_bytes() const { return file_bytes_; }
+  std::uint32_t header_crc() const { return header_crc_; }
 
  private:
   CheckpointWriter() = default;
@@ -90,6 +106,7 @@ class CheckpointWriter final : public zero::CheckpointSink {
   std::uint64_t header_bytes_ = 0;      // reserved JSON header length
   std::uint64_t data_start_ = 0;
   std::uint64_t file_bytes_ = 0;
+  std::uint32_t header_crc_ = 0;
   int fd_ = -1;
   bool committed_ = false;
 };
@@ -100,11 +117,22 @@ class CheckpointReader final : public zero::CheckpointSource {
   // Every check of load_checkpoint() except the arrays' CRCs, which read() verifies.
   static Result<std::unique_ptr<CheckpointReader>> open(const std::filesystem::path& path,
                                                         std::vector<zero::CheckpointArrayInfo> layout);
+  // The same checks against the layout the file's own header records (arrays in name order): for
+  // tools that verify a checkpoint without the model (`zinf checkpoint verify`).
+  static Result<std::unique_ptr<CheckpointReader>> open_as_written(const std::filesystem::path& path);
   ~CheckpointReader() override;
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
   const CheckpointMeta& meta() const { return meta_; }
+  const std::filesystem::path& path() const { return path_; }
+  const std::vector<zero::CheckpointArrayInfo>& layout() const { return layout_; }
+  // The file's size (equal to what its header records) and its header's CRC-32C (verified at open).
+  std::uint64_t file_bytes() const { return file_bytes_; }
+  std::uint32_t header_crc() const { return header_crc_; }
+  // Reads every byte after the header: every array of the layout whole, in pieces, verifying
+  // each CRC-32C, and the alignment padding, which must be zeros. The first failure, naming the file.
+  Status verify_data();
   // Reads elements [offset, offset + into.size()) of array `index` of the layout (ranges back to
   // back from 0, zero::CheckpointSource) and verifies its CRC-32C once the range that ends it has
   // been read (IoError naming the file and array).
@@ -118,6 +146,10 @@ class CheckpointReader final : public zero::CheckpointSource {
     std::uint32_t crc;
   };
   CheckpointReader() = default;
+  // `as_written`: `layout` is empty and taken from the header.
+  static Result<std::unique_ptr<CheckpointReader>> open_impl(const std::filesystem::path& path,
+                                                             std::vector<zero::CheckpointArrayInfo> layout,
+                                                             bool as_written);
   std::filesystem::path path_;
   std::vector<zero::CheckpointArrayInfo> layout_;
   std::vector<Entry> entries_;  // by layout index
@@ -127,6 +159,9 @@ class CheckpointReader final : public zero::CheckpointSource {
   };
   std::vector<Progress> progress_;  // by layout index
   CheckpointMeta meta_;
+  std::uint64_t file_bytes_ = 0;
+  std::uint32_t header_crc_ = 0;
+  std::uint64_t header_end_ = 0;  // the byte after the JSON header
   int fd_ = -1;
 };
 

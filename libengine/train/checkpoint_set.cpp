@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <random>
 #include <system_error>
 
 #include <unistd.h>
@@ -18,7 +19,8 @@ namespace zinf::train {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::string_view kManifestFormat = "zinf.checkpoint-set/1";
+constexpr std::string_view kManifestFormat = "zinf.checkpoint-set/2";
+constexpr std::string_view kOldManifestFormat = "zinf.checkpoint-set/1";
 constexpr std::string_view kManifestSuffix = ".manifest.json";
 constexpr std::string_view kPlainSuffix = ".zckpt";
 
@@ -79,28 +81,58 @@ Result<CheckpointSet> read_manifest(const fs::path& path) {
   const auto bad = [&](std::string_view why) {
     return Status::invalid_argument(fmt::format("checkpoint manifest {}: {}", path.string(), why));
   };
-  if (!manifest.is_object() || manifest.value("format", std::string()) != kManifestFormat) {
-    return bad(fmt::format("not a {} manifest", kManifestFormat));
+  const std::string format = manifest.is_object() && manifest.contains("format") && manifest["format"].is_string()
+                                 ? manifest["format"].get<std::string>()
+                                 : std::string();
+  if (format == kOldManifestFormat) {
+    return bad(fmt::format(
+        "format {} records no shard sizes, header CRCs or set id, so its shards cannot be validated; this build "
+        "reads {}: resume with the zinf that wrote it, or start the run over (--no-resume)",
+        kOldManifestFormat, kManifestFormat));
   }
+  if (format != kManifestFormat) return bad(fmt::format("not a {} manifest", kManifestFormat));
   const std::optional<std::int64_t> step = spec::exact_int64(manifest.value("step", nlohmann::json()));
   const std::optional<std::int64_t> world = spec::exact_int64(manifest.value("world_size", nlohmann::json()));
   if (!step || *step < 0) return bad("step is missing or not a non-negative integer");
   if (!world || *world < 1 || *world > (1 << 20)) return bad("world_size is missing or not a positive integer");
+  const auto text = [&](const char* key) -> std::optional<std::string> {
+    const auto it = manifest.find(key);
+    if (it == manifest.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  const std::optional<std::string> fingerprint = text("fingerprint");
+  const std::optional<std::string> set_id = text("set_id");
+  if (!fingerprint || fingerprint->empty()) return bad("fingerprint is missing or not a non-empty string");
+  if (!set_id || set_id->empty()) return bad("set_id is missing or not a non-empty string");
+  set.fingerprint = *fingerprint;
+  set.set_id = *set_id;
+  set.placement = text("placement").value_or("");
   const nlohmann::json shards = manifest.value("shards", nlohmann::json());
   if (!shards.is_array() || shards.size() != static_cast<std::size_t>(*world)) {
     return bad(fmt::format("shards must list {} files, one per rank", *world));
   }
   set.step = *step;
   set.world_size = static_cast<int>(*world);
+  if (split_step(path.filename().string())->first != set.step) {
+    return bad(fmt::format("records step {}, but its name says step {}", set.step,
+                           split_step(path.filename().string())->first));
+  }
   for (int rank = 0; rank < set.world_size; ++rank) {
-    const nlohmann::json& name = shards[static_cast<std::size_t>(rank)];
-    if (!name.is_string() || name.get<std::string>() != shard_file_name(set.step, rank, set.world_size)) {
-      return bad(fmt::format("shard {} is not {}", rank, shard_file_name(set.step, rank, set.world_size)));
+    const nlohmann::json& entry = shards[static_cast<std::size_t>(rank)];
+    const std::string expected = shard_file_name(set.step, rank, set.world_size);
+    if (!entry.is_object() || entry.value("file", nlohmann::json()) != expected) {
+      return bad(fmt::format("shard {} is not {{\"file\": \"{}\", \"bytes\", \"header_crc32c\"}}", rank, expected));
     }
-    const fs::path shard = path.parent_path() / name.get<std::string>();
+    const std::optional<std::uint64_t> bytes = spec::exact_uint64(entry.value("bytes", nlohmann::json()));
+    const std::optional<std::uint64_t> crc = spec::exact_uint64(entry.value("header_crc32c", nlohmann::json()));
+    if (!bytes || !crc || *crc > 0xffffffffu) {
+      return bad(fmt::format("shard {} has no valid bytes or header_crc32c", rank));
+    }
+    const fs::path shard = path.parent_path() / expected;
     std::error_code ec;
     if (!fs::is_regular_file(shard, ec)) return bad(fmt::format("shard file {} is missing", shard.string()));
     set.shards.push_back(shard);
+    set.records.push_back({*bytes, static_cast<std::uint32_t>(*crc)});
   }
   return set;
 }
@@ -115,14 +147,35 @@ std::string shard_file_name(std::int64_t step, int rank, int world_size) {
   return fmt::format("step-{:08d}.rank-{:05d}-of-{:05d}{}", step, rank, world_size, kPlainSuffix);
 }
 
-Status commit_checkpoint_set(const fs::path& dir, std::int64_t step, int world_size, const std::string& fingerprint,
-                             int keep_last) {
+std::string new_set_id() {
+  std::random_device entropy;
+  const std::uint64_t id = (std::uint64_t{entropy()} << 32) | entropy();
+  return fmt::format("{:016x}", id);
+}
+
+std::array<double, 2> set_id_to_doubles(const std::string& set_id) {
+  const std::uint64_t id = std::stoull(set_id, nullptr, 16);
+  return {static_cast<double>(id >> 32), static_cast<double>(id & 0xffffffffu)};
+}
+
+std::string set_id_from_doubles(double high, double low) {
+  return fmt::format("{:016x}", (static_cast<std::uint64_t>(high) << 32) | static_cast<std::uint64_t>(low));
+}
+
+Status commit_checkpoint_set(const fs::path& dir, const CheckpointSet& set, int keep_last) {
+  ZINF_CHECK(set.records.size() == static_cast<std::size_t>(set.world_size),
+             "commit_checkpoint_set: one shard record per rank");
+  const std::int64_t step = set.step;
   nlohmann::json shards = nlohmann::json::array();
-  for (int rank = 0; rank < world_size; ++rank) shards.push_back(shard_file_name(step, rank, world_size));
-  const nlohmann::json manifest = {{"format", kManifestFormat},
-                                   {"step", step},
-                                   {"world_size", world_size},
-                                   {"fingerprint", fingerprint},
+  for (int rank = 0; rank < set.world_size; ++rank) {
+    const ShardRecord& record = set.records[static_cast<std::size_t>(rank)];
+    shards.push_back({{"file", shard_file_name(step, rank, set.world_size)},
+                      {"bytes", record.file_bytes},
+                      {"header_crc32c", record.header_crc}});
+  }
+  const nlohmann::json manifest = {{"format", kManifestFormat},    {"step", step},
+                                   {"world_size", set.world_size}, {"fingerprint", set.fingerprint},
+                                   {"set_id", set.set_id},         {"placement", set.placement},
                                    {"shards", std::move(shards)}};
   ZINF_RETURN_IF_ERROR(write_file_durably(checkpoint_manifest_path(dir, step), manifest.dump(2) + "\n"));
 
@@ -159,10 +212,10 @@ Result<std::vector<CheckpointCandidate>> checkpoint_candidates(const fs::path& d
     CheckpointSet set;
     set.step = step;
     set.shards.push_back(path);
-    found.push_back({step, CheckpointCandidate{path, std::move(set)}});
+    found.push_back({step, CheckpointCandidate{step, path, std::move(set)}});
   }
   for (const auto& [step, path] : listing.manifests)
-    found.push_back({step, CheckpointCandidate{path, read_manifest(path)}});
+    found.push_back({step, CheckpointCandidate{step, path, read_manifest(path)}});
   // Newest first; at one step a set before a plain file (a plain file is what one rank writes).
   std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<CheckpointCandidate> out;
@@ -183,9 +236,64 @@ Result<std::unique_ptr<ShardedCheckpointSource>> ShardedCheckpointSource::open(c
   std::unique_ptr<ShardedCheckpointSource> source(new ShardedCheckpointSource(set, table, partition));
   for (int rank = 0; rank < set.world_size; ++rank) source->old_partitions_.emplace_back(table, set.world_size, rank);
   source->readers_.resize(static_cast<std::size_t>(set.world_size));
-  ZINF_ASSIGN_OR_RETURN(CheckpointReader * first, source->shard(0));
-  source->meta_ = first->meta();
+  // Every shard's header now, whether or not this rank reads from it: the set loads whole or not.
+  for (int rank = 0; rank < set.world_size; ++rank) {
+    ZINF_ASSIGN_OR_RETURN(CheckpointReader * reader, source->shard(rank));
+    ZINF_RETURN_IF_ERROR(check_shard(set, rank, *reader));
+  }
+  source->meta_ = source->readers_.front()->meta();
   return source;
+}
+
+Status check_shard(const CheckpointSet& set, int rank, const CheckpointReader& reader) {
+  const CheckpointMeta& meta = reader.meta();
+  const std::string file = reader.path().string();
+  const auto bad = [&](std::string why) {
+    return Status::invalid_argument(fmt::format("checkpoint {}: {}", file, why));
+  };
+  if (meta.step != set.step) {
+    return bad(fmt::format("its header records step {}, but it stands for step {} (a stale or renamed file)", meta.step,
+                           set.step));
+  }
+  if (set.manifest.empty()) {
+    if (meta.shard) return bad("is one rank's shard of a set, not a plain checkpoint");
+    return Status::ok();
+  }
+  const std::string manifest = set.manifest.filename().string();
+  if (meta.fingerprint != set.fingerprint) {
+    return bad(fmt::format("its header records run fingerprint {}, but {} records {} (a file of another run)",
+                           meta.fingerprint, manifest, set.fingerprint));
+  }
+  const ShardIdentity expected{set.set_id, rank, set.world_size};
+  if (!meta.shard || *meta.shard != expected) {
+    return bad(meta.shard ? fmt::format("its header names rank {} of {} of set {}, but {} expects rank {} of {} of set "
+                                        "{} (a file of another save)",
+                                        meta.shard->rank, meta.shard->world_size, meta.shard->set_id, manifest, rank,
+                                        set.world_size, set.set_id)
+                          : fmt::format("its header names no set, but {} expects set {}", manifest, set.set_id));
+  }
+  const ShardRecord& record = set.records[static_cast<std::size_t>(rank)];
+  if (reader.file_bytes() != record.file_bytes) {
+    return bad(fmt::format("{} bytes, but {} records {}", reader.file_bytes(), manifest, record.file_bytes));
+  }
+  if (reader.header_crc() != record.header_crc) {
+    return bad(fmt::format("its header's CRC-32C is 0x{:08x}, but {} records 0x{:08x}", reader.header_crc(), manifest,
+                           record.header_crc));
+  }
+  return Status::ok();
+}
+
+std::vector<std::string> verify_checkpoint_set(const CheckpointSet& set, bool read_data) {
+  std::vector<std::string> problems;
+  for (int rank = 0; rank < static_cast<int>(set.shards.size()); ++rank) {
+    Result<std::unique_ptr<CheckpointReader>> reader =
+        CheckpointReader::open_as_written(set.shards[static_cast<std::size_t>(rank)]);
+    Status status = reader.status();
+    if (status.is_ok()) status = check_shard(set, rank, *reader.value());
+    if (status.is_ok() && read_data) status = reader.value()->verify_data();
+    if (!status.is_ok()) problems.push_back(status.message());
+  }
+  return problems;
 }
 
 Result<CheckpointReader*> ShardedCheckpointSource::shard(int rank) {

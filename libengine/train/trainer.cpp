@@ -140,80 +140,6 @@ Result<double> Trainer::evaluate(std::int64_t batches) {
   return batches > 0 ? sum / static_cast<double>(batches) : 0.0;
 }
 
-Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
-  ZINF_ASSIGN_OR_RETURN(const std::vector<CheckpointCandidate> candidates,
-                        checkpoint_candidates(options_.checkpoint_dir));
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    bool config_mismatch = false;
-    Status loaded = load_checkpoint_set(candidates[i], outcome, first_step, config_mismatch);
-    if (loaded.is_ok() || config_mismatch || options_.checkpoint_strict || i + 1 == candidates.size()) return loaded;
-    // keep_last exists for this: a damaged newest checkpoint costs the steps since the one before.
-    if (options_.on_warning) {
-      options_.on_warning(
-          fmt::format("{}; resuming from the checkpoint before it, {} (checkpoint.strict: true "
-                      "makes this an error)",
-                      loaded.message(), candidates[i + 1].path.string()));
-    }
-  }
-  return Status::ok();
-}
-
-Status Trainer::load_checkpoint_set(const CheckpointCandidate& candidate, TrainOutcome& outcome,
-                                    std::int64_t& first_step, bool& config_mismatch) {
-  if (!candidate.set.is_ok()) return candidate.set.status();
-  const CheckpointSet& set = candidate.set.value();
-  const std::filesystem::path& latest = candidate.path;
-  // Each rank reads its slices from whatever world size wrote the set; replicated states read
-  // whole arrays (a world of one), assembled from the shards where partitioned states wrote them.
-  const zero::Partition whole(states_.table(), 1, 0);
-  const zero::Partition* partition = states_.partition() != nullptr ? states_.partition() : &whole;
-  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<ShardedCheckpointSource> source,
-                        ShardedCheckpointSource::open(set, states_.table(), *partition));
-  const CheckpointMeta meta = source->meta();
-  if (meta.fingerprint != options_.fingerprint) {
-    config_mismatch = true;
-    return Status::invalid_argument(fmt::format(
-        "checkpoint {} was written by a different run configuration (fingerprint {} vs this scenario's {}); "
-        "move it away or set checkpoint.resume to false",
-        latest.string(), meta.fingerprint, options_.fingerprint));
-  }
-  optim::LossScalerState scaler_state;
-  std::int64_t optimizer_steps = 0;
-  // Integers are read exactly: a crafted float there must be an error, not a conversion.
-  const auto integer = [](const nlohmann::json& value) {
-    const std::optional<std::int64_t> exact = spec::exact_int64(value);
-    if (!exact) throw std::invalid_argument(fmt::format("{} is not an integer", spec::describe_json_value(value)));
-    return *exact;
-  };
-  try {
-    optimizer_steps = integer(meta.extra.at("optimizer_step"));
-    scaler_state.scale = meta.extra.at("loss_scale").get<double>();
-    scaler_state.clean_steps = integer(meta.extra.at("loss_scale_clean_steps"));
-    recent_losses_.clear();
-    // Absent in checkpoints written before the field existed: the summary then covers fewer steps.
-    if (const auto it = meta.extra.find("recent_losses"); it != meta.extra.end()) {
-      for (const nlohmann::json& entry : *it) {
-        recent_losses_.push_back({integer(entry.at(0)), entry.at(1).get<double>()});
-      }
-      if (recent_losses_.size() > kRecentLossesKept)
-        recent_losses_.erase(recent_losses_.begin(), recent_losses_.end() - kRecentLossesKept);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return Status::invalid_argument(
-        fmt::format("checkpoint {}: trainer state is malformed: {}", latest.string(), e.what()));
-  } catch (const std::invalid_argument& e) {
-    return Status::invalid_argument(
-        fmt::format("checkpoint {}: trainer state is malformed: {}", latest.string(), e.what()));
-  }
-  ZINF_RETURN_IF_ERROR(states_.load_checkpoint(*source));
-  ZINF_RETURN_IF_ERROR(optimizer_.set_step_count(optimizer_steps));
-  ZINF_RETURN_IF_ERROR(scaler_.set_state(scaler_state));
-  first_step = meta.step;
-  outcome.resumed_from = latest;
-  outcome.losses_before = recent_losses_;
-  return Status::ok();
-}
-
 Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcome& outcome) {
   const Clock::time_point start = Clock::now();
   CheckpointMeta meta;
@@ -230,16 +156,37 @@ Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcom
   // once every rank committed. Replicated states are the same on every rank: rank 0 writes them.
   const bool sharded = states_.partition() != nullptr && world_size_ > 1;
   if (!sharded && rank_ != 0) return Status::ok();
+  CheckpointSet set;
+  if (sharded) {
+    // Rank 0's random set id, on every rank before any writes: each shard names the set it is of.
+    std::array<double, 2> id = {0.0, 0.0};
+    if (rank_ == 0) id = set_id_to_doubles(new_set_id());
+    ZINF_RETURN_IF_ERROR(options_.comm->all_reduce_host(id));
+    set.set_id = set_id_from_doubles(id[0], id[1]);
+    meta.shard = ShardIdentity{set.set_id, rank_, world_size_};
+  }
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer,
                         CheckpointWriter::create(options_.checkpoint_dir, meta, states_.checkpoint_layout(),
                                                  sharded ? shard_file_name(next_step, rank_, world_size_) : ""));
   ZINF_RETURN_IF_ERROR(states_.save_checkpoint(*writer));
   ZINF_ASSIGN_OR_RETURN(std::filesystem::path path, writer->commit(sharded ? 0 : options_.checkpoint_keep_last));
   if (sharded) {
-    ZINF_RETURN_IF_ERROR(options_.comm->barrier());
+    // Every rank's file size and header CRC, for the manifest; the exchange is also the barrier
+    // after which every shard is committed.
+    std::vector<double> records(2 * static_cast<std::size_t>(world_size_), 0.0);
+    records[2 * static_cast<std::size_t>(rank_)] = static_cast<double>(writer->file_bytes());
+    records[2 * static_cast<std::size_t>(rank_) + 1] = static_cast<double>(writer->header_crc());
+    ZINF_RETURN_IF_ERROR(options_.comm->all_reduce_host(records));
     if (rank_ == 0) {
-      ZINF_RETURN_IF_ERROR(commit_checkpoint_set(options_.checkpoint_dir, next_step, world_size_, options_.fingerprint,
-                                                 options_.checkpoint_keep_last));
+      set.step = next_step;
+      set.world_size = world_size_;
+      set.fingerprint = options_.fingerprint;
+      set.placement = states_.describe();
+      for (int rank = 0; rank < world_size_; ++rank) {
+        set.records.push_back({static_cast<std::uint64_t>(records[2 * static_cast<std::size_t>(rank)]),
+                               static_cast<std::uint32_t>(records[2 * static_cast<std::size_t>(rank) + 1])});
+      }
+      ZINF_RETURN_IF_ERROR(commit_checkpoint_set(options_.checkpoint_dir, set, options_.checkpoint_keep_last));
     }
     path = checkpoint_manifest_path(options_.checkpoint_dir, next_step);
   }

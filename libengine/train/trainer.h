@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,8 +42,10 @@ struct TrainerOptions {
   std::filesystem::path checkpoint_dir;
   int checkpoint_keep_last = 2;
   bool resume = false;  // continue from the latest checkpoint in checkpoint_dir, if any
-  // A newest checkpoint that does not verify (damaged, truncated, a shard missing): false — warn
-  // through on_warning and resume from the newest one that does; true — fail.
+  // A newest checkpoint that does not verify on every rank (damaged, truncated, a shard missing,
+  // foreign or stale): false — warn through on_warning (every rank's reason, on every rank) and
+  // resume, all ranks together, from the newest one valid on every rank; true — every rank fails
+  // with the same error.
   bool checkpoint_strict = false;
   std::function<void(const std::string&)> on_warning;
   std::string fingerprint;  // what a checkpoint must match to be resumed (spec::fingerprint)
@@ -74,6 +77,9 @@ struct TrainOutcome {
   // predates this field).
   std::vector<StepLoss> losses_before;
   std::optional<std::filesystem::path> resumed_from;  // the checkpoint loaded
+  // Why newer checkpoints were passed over (every rank's reasons, the same on every rank): also
+  // given to on_warning, kept here for the run record.
+  std::vector<std::string> resume_warnings;
   std::optional<std::filesystem::path> last_checkpoint;
 };
 
@@ -97,11 +103,24 @@ class Trainer {
   Result<double> evaluate(std::int64_t batches);
 
  private:
+  // A checkpoint set opened and checked on this rank (every shard's header against the manifest,
+  // the fingerprint, the trainer state), not yet loaded into the states.
+  struct OpenedCheckpoint {
+    std::filesystem::path path;
+    std::int64_t step = 0;
+    std::unique_ptr<ShardedCheckpointSource> source;
+    std::int64_t optimizer_steps = 0;
+    optim::LossScalerState scaler;
+    std::vector<StepLoss> recent_losses;
+  };
+  // The ranks agree on the newest checkpoint valid on every rank and load it (trainer_resume.cpp).
   Status load_latest(TrainOutcome& outcome, std::int64_t& first_step);
-  // Loads one checkpoint; `config_mismatch` is set when it belongs to another run configuration
-  // (never a reason to fall back to an older one).
-  Status load_checkpoint_set(const CheckpointCandidate& candidate, TrainOutcome& outcome, std::int64_t& first_step,
-                             bool& config_mismatch);
+  // `other_run` is set when the checkpoint belongs to another run configuration (never a reason to
+  // fall back to an older one).
+  Result<OpenedCheckpoint> open_checkpoint_set(const CheckpointCandidate& candidate, bool& other_run);
+  // Reads the opened set into the states, the optimizer and the loss scaler (a data CRC failure
+  // here leaves them partly loaded: the caller loads another set or fails).
+  Status load_opened(OpenedCheckpoint& opened);
   Status save(std::int64_t next_step, StepObserver& observer, TrainOutcome& outcome);
   void split_rows(const std::vector<std::int32_t>& rows);
 
