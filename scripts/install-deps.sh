@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs every Debian/Ubuntu package that building zinf and running its tests and benchmarks need.
-# Idempotent: when all packages are already installed it changes nothing, needs no network and
-# returns at once. Runs as root (CI) or through sudo. Does not install the CUDA toolkit: the
+# Installs every Debian/Ubuntu package that building zinf and running its tests and benchmarks need,
+# then the project venv (.venv at the repository root, git-ignored): the real PyPI torch, transformers,
+# accelerate, safetensors and DeepSpeed at the exact versions in scripts/requirements-peers.txt, which
+# tests/cli/deepspeed_truth_test.py and the comparisons of issue 25 run. ZINF_PEERS=0 skips the venv.
+# Idempotent: when all packages and pins are already installed it changes nothing, needs no network
+# and returns at once. Runs as root (CI) or through sudo. Does not install the CUDA toolkit: the
 # build finds it at /usr/local/cuda (or on PATH) when present and builds without it otherwise.
 set -euo pipefail
 
@@ -25,6 +28,9 @@ packages=(
   chromium-headless-shell  # tests/cli: zinf report pages rendered and screenshotted headless
   python3             # CLI end-to-end tests
   python3-torch       # PyTorch baselines: scripts/bench/torch_adam.py, scripts/fixtures/make_adam_fixture.py
+  python3-venv        # the project venv below
+  python3-dev         # Python.h for the DeepSpeed ops the venv JIT-builds (ninja, on first use)
+  libaio-dev          # DeepSpeed's async_io op (its NVMe swapping), JIT-built on first use
 )
 
 log() { printf 'install-deps: %s\n' "$*"; }
@@ -67,3 +73,42 @@ if [[ -n "$nvcc_path" ]]; then
 else
   log "nvcc not found: ZINF_WITH_CUDA=AUTO builds the CPU backend only"
 fi
+
+# The project venv. Debian's /usr/bin/python3 makes it (not the first python3 on PATH): it is the
+# interpreter this script installs, on every Debian machine, and the one python3-dev's headers match
+# for DeepSpeed's JIT-built ops.
+[[ "${ZINF_PEERS:-1}" == 0 ]] && { log "ZINF_PEERS=0: project venv skipped"; exit 0; }
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv="$root/.venv"
+requirements="$root/scripts/requirements-peers.txt"
+# Exit 0 when every pin in the requirements file is what the venv holds (package metadata only: no
+# import, well under a second).
+pins_installed() {
+  [[ -x "$venv/bin/python" ]] && "$venv/bin/python" - "$requirements" <<'PY'
+import importlib.metadata, re, sys
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, version = line.split("==")
+    try:
+        if importlib.metadata.version(name) != version:
+            sys.exit(1)
+    except importlib.metadata.PackageNotFoundError:
+        sys.exit(1)
+PY
+}
+if pins_installed; then
+  log "project venv $venv: all $(grep -c '==' "$requirements") pins installed"
+  exit 0
+fi
+log "project venv $venv: installing scripts/requirements-peers.txt (several GB: torch bundles CUDA)"
+[[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv" || die "/usr/bin/python3 -m venv $venv failed"
+pip=("$venv/bin/python" -m pip install --no-input --no-cache-dir --disable-pip-version-check)
+"${pip[@]}" -r <(grep -v '^deepspeed==' "$requirements") || die "pip install -r $requirements failed (exit $?)"
+# DeepSpeed's setup.py imports torch, so it builds against the venv's torch (no build isolation).
+# DS_BUILD_OPS=0: no op is compiled now; DeepSpeed JIT-builds each one the first time it is used.
+DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation --no-deps "$(grep '^deepspeed==' "$requirements")" \
+  || die "pip install deepspeed failed (exit $?)"
+pins_installed || die "$venv does not hold the pins of $requirements after installing them"
+log "project venv $venv: installed"
