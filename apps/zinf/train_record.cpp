@@ -45,7 +45,7 @@ std::int64_t warmup_steps(std::size_t steps_run) {
 }
 
 json make_train_record(const TrainRun& run) {
-  json record = reports::make_record_envelope("train", kTrainRecordVersion);
+  json record = reports::make_record_envelope("train", kTrainRecordVersion, run.started);
   record["scenario_path"] = run.scenario_path;
   record["scenario"] = run.scenario;
   record["device"] = {{"description", run.device_description}, {"threads", run.threads}};
