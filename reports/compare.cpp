@@ -16,8 +16,8 @@ namespace {
 using nlohmann::json;
 
 // Subtrees that echo the input or describe the machine: not metrics.
-const std::vector<std::string> kNotMetrics = {"scenario", "input", "generator", "host",       "model", "data",
-                                              "device",   "units", "layout",    "checkpoint", "schema"};
+const std::vector<std::string> kNotMetrics = {"scenario", "input", "generator", "host",       "model",  "data",
+                                              "device",   "units", "layout",    "checkpoint", "schema", "conditions"};
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 bool ends_with(const std::string& s, std::string_view tail) {
@@ -97,6 +97,68 @@ void judge(MetricComparison& m, Direction direction, bool timing, bool counts) {
 
 double change_of(const MetricComparison& m) { return m.change.value_or(m.new_median == m.base_median ? 0.0 : 1.0); }
 
+// "zinf.train/1" -> "1"; "" when the schema has no version.
+std::string schema_version(const json& record) {
+  const std::string schema = string_at(record, "schema");
+  const std::size_t slash = schema.find('/');
+  return slash == std::string::npos ? std::string() : schema.substr(slash + 1);
+}
+
+// `name` is `prefix` or a metric under it ("summary" covers "summary.final_loss" and
+// "tests[seq-read]" covers "tests[seq-read].gbps.median").
+bool covers(const std::string& prefix, const std::string& name) {
+  if (name.size() < prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  return name.size() == prefix.size() || name[prefix.size()] == '.' || name[prefix.size()] == '[';
+}
+
+bool excluded(const CompareOptions& options, const std::string& name) {
+  return std::any_of(options.exclude.begin(), options.exclude.end(),
+                     [&](const std::string& prefix) { return covers(prefix, name); });
+}
+
+// Every --exclude name must cover a judged metric of either record: a misspelt name would
+// otherwise leave the metric it meant in the gate without a word.
+Status check_excludes(const CompareOptions& options, const Collected& a, const Collected& b) {
+  for (const std::string& prefix : options.exclude) {
+    bool found = false;
+    for (const Collected* c : {&a, &b}) {
+      for (const auto& [name, values] : c->samples)
+        found = found || (covers(prefix, name) && metric_direction(name) != Direction::kUnknown);
+      for (const auto& [name, value] : c->singles)
+        found = found || (covers(prefix, name) && metric_direction(name) != Direction::kUnknown);
+    }
+    if (!found) {
+      return Status::invalid_argument(fmt::format(
+          "--exclude: '{}' names no metric of either record; give a name from the metric column of the table "
+          "(e.g. steps[].step_ms) or a prefix of one (e.g. summary)",
+          prefix));
+    }
+  }
+  return Status::ok();
+}
+
+MetricComparison missing_metric(const std::string& name, bool sampled, const std::vector<double>& base_values) {
+  MetricComparison m;
+  m.name = name;
+  m.sampled = sampled;
+  m.base_count = base_values.size();
+  m.base_median = median(base_values);
+  m.missing = true;
+  m.verdict = "missing from the new record";
+  return m;
+}
+
+MetricComparison new_only_metric(const std::string& name, bool sampled, const std::vector<double>& new_values) {
+  MetricComparison m;
+  m.name = name;
+  m.sampled = sampled;
+  m.new_count = new_values.size();
+  m.new_median = median(new_values);
+  m.new_only = true;
+  m.verdict = "only in the new record";
+  return m;
+}
+
 }  // namespace
 
 Direction metric_direction(const std::string& name) {
@@ -135,6 +197,9 @@ std::string scenario_fingerprint(const json& record) {
     what.erase("output");
   } else if (record.contains("input")) {
     what = record.at("input");
+  } else if (record.contains("config")) {
+    // bench comm: what it ran is its config and the ranks it ran on.
+    what = {{"config", record.at("config")}, {"ranks", record.value("ranks", json(nullptr))}};
   } else {
     return "";
   }
@@ -161,6 +226,15 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
         fmt::format("compare: cannot compare a {} record with a {} record; give two records of the same kind",
                     base_kind, new_kind));
   }
+  // A field of another schema version may mean something else: refuse rather than compare it.
+  const std::string base_schema = string_at(base, "schema");
+  const std::string new_schema = string_at(candidate, "schema");
+  if (schema_version(base) != schema_version(candidate)) {
+    return Status::invalid_argument(fmt::format(
+        "compare: the base record is {} and the new record {}: records of different schema versions are not "
+        "compared (a field may have changed meaning); record the baseline again with the zinf that wrote the other",
+        base_schema, new_schema));
+  }
   // A run that failed midway records the steps it completed: a partial run's figures are no
   // baseline and no candidate.
   for (const auto& [which, record] : {std::pair<const char*, const json*>{"base", &base}, {"new", &candidate}}) {
@@ -173,19 +247,28 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
   out.kind = base_kind;
   out.base_fingerprint = scenario_fingerprint(base);
   out.new_fingerprint = scenario_fingerprint(candidate);
-  if (out.base_fingerprint != out.new_fingerprint && !options.force) {
+  if (out.base_fingerprint != out.new_fingerprint && !options.allow_different_scenarios) {
     return Status::invalid_argument(fmt::format(
-        "compare: the records ran different scenarios (fingerprints {} and {}); --force compares them anyway",
+        "compare: the records ran different scenarios (fingerprints {} and {}); --allow-different-scenarios "
+        "compares them anyway",
         out.base_fingerprint.empty() ? "none" : out.base_fingerprint,
         out.new_fingerprint.empty() ? "none" : out.new_fingerprint));
   }
   Collected a, b;
   walk(base, "", a, 0);
   walk(candidate, "", b, 0);
+  ZINF_RETURN_IF_ERROR(check_excludes(options, a, b));
+  const auto judged = [&](const std::string& name) {
+    return metric_direction(name) != Direction::kUnknown && !excluded(options, name);
+  };
   for (const auto& [name, base_samples] : a.samples) {
     const auto it = b.samples.find(name);
     const Direction direction = metric_direction(name);
-    if (it == b.samples.end() || direction == Direction::kUnknown) continue;
+    if (!judged(name)) continue;
+    if (it == b.samples.end()) {
+      out.metrics.push_back(missing_metric(name, true, base_samples));
+      continue;
+    }
     MetricComparison m;
     m.name = name;
     m.sampled = true;
@@ -211,7 +294,11 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
   for (const auto& [name, base_value] : a.singles) {
     const auto it = b.singles.find(name);
     const Direction direction = metric_direction(name);
-    if (it == b.singles.end() || direction == Direction::kUnknown) continue;
+    if (!judged(name)) continue;
+    if (it == b.singles.end()) {
+      out.metrics.push_back(missing_metric(name, false, {base_value}));
+      continue;
+    }
     MetricComparison m;
     m.name = name;
     m.base_count = m.new_count = 1;
@@ -227,6 +314,15 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
     out.regressed = out.regressed || m.regression;
     out.metrics.push_back(std::move(m));
   }
+  for (const auto& [name, new_samples] : b.samples) {
+    if (judged(name) && a.samples.count(name) == 0) out.metrics.push_back(new_only_metric(name, true, new_samples));
+  }
+  for (const auto& [name, new_value] : b.singles) {
+    if (judged(name) && a.singles.count(name) == 0) out.metrics.push_back(new_only_metric(name, false, {new_value}));
+  }
+  out.missing = static_cast<std::size_t>(
+      std::count_if(out.metrics.begin(), out.metrics.end(), [](const MetricComparison& m) { return m.missing; }));
+  out.conditions = compare_conditions(base, candidate, options.threshold);
   return out;
 }
 
@@ -241,22 +337,54 @@ Document comparison_document(const Comparison& c, const CompareOptions& options,
     regressions += m.regression ? 1 : 0;
     improvements += (m.verdict == "faster" || m.verdict == "better") ? 1 : 0;
   }
-  summary.fields.emplace_back(
-      "verdict", c.regressed ? Cell(fmt::format("REGRESSED: {} metric{}", regressions, regressions == 1 ? "" : "s"),
-                                    Emphasis::kBad)
-                             : Cell("no regression", Emphasis::kGood));
+  std::string failure;
+  if (c.regressed) failure = fmt::format("REGRESSED: {} metric{}", regressions, regressions == 1 ? "" : "s");
+  if (c.missing > 0) {
+    failure += fmt::format("{}MISSING: {} metric{} of the base not in the new record", failure.empty() ? "" : "; ",
+                           c.missing, c.missing == 1 ? "" : "s");
+  }
+  summary.fields.emplace_back("verdict",
+                              c.failed() ? Cell(failure, Emphasis::kBad) : Cell("no regression", Emphasis::kGood));
   summary.fields.emplace_back("improved", std::to_string(improvements));
   summary.fields.emplace_back("kind", c.kind);
-  summary.fields.emplace_back(
-      "scenario fingerprints",
-      c.base_fingerprint == c.new_fingerprint
-          ? Cell(c.base_fingerprint)
-          : Cell(fmt::format("{} vs {} (--force)", c.base_fingerprint, c.new_fingerprint), Emphasis::kWarn));
+  summary.fields.emplace_back("scenario fingerprints", c.base_fingerprint == c.new_fingerprint
+                                                           ? Cell(c.base_fingerprint)
+                                                           : Cell(fmt::format("{} vs {} (--allow-different-scenarios)",
+                                                                              c.base_fingerprint, c.new_fingerprint),
+                                                                  Emphasis::kWarn));
+  if (!options.exclude.empty()) {
+    std::string names;
+    for (const std::string& e : options.exclude) names += (names.empty() ? "" : ", ") + e;
+    summary.fields.emplace_back("excluded", Cell(names, Emphasis::kMuted));
+  }
+  summary.fields.emplace_back("base conditions", conditions_line(c.conditions.base));
+  summary.fields.emplace_back("new conditions", conditions_line(c.conditions.candidate));
+  if (c.conditions.differ()) {
+    summary.fields.emplace_back(
+        "conditions",
+        Cell(fmt::format("DIFFER: they may explain a change of up to {:.1f}%; a verdict here may be the machine's",
+                         c.conditions.explainable_change.value_or(0.0) * 100.0),
+             Emphasis::kWarn));
+    for (const std::string& d : c.conditions.differences) summary.notes.push_back("Conditions differ: " + d + ".");
+  } else if (!c.conditions.base.is_object() || !c.conditions.candidate.is_object()) {
+    summary.fields.emplace_back("conditions", Cell("UNKNOWN for one side or both", Emphasis::kWarn));
+  } else {
+    summary.fields.emplace_back("conditions", c.conditions.explainable_change
+                                                  ? Cell(fmt::format("alike (could explain {:.1f}% at most)",
+                                                                     *c.conditions.explainable_change * 100.0))
+                                                  : Cell("alike where readable"));
+  }
+  for (const std::string& u : c.conditions.unknowns) summary.notes.push_back("Conditions: " + u + ".");
   summary.fields.emplace_back("threshold", fmt::format("{:.1f}% change of the median", options.threshold * 100.0));
   summary.fields.emplace_back("alpha", fmt::format("{} (two-sided Mann-Whitney U)", format_figure(options.alpha)));
   summary.fields.emplace_back(
       "noise floor", fmt::format("{} ms (shorter times are not judged)", format_figure(options.noise_floor_ms)));
   for (const MetricComparison& m : c.metrics) {
+    if (m.missing) {
+      summary.notes.push_back(
+          fmt::format("{} is missing from the new record (base median {}); --exclude {} leaves it out", m.name,
+                      format_figure(m.base_median), m.name));
+    }
     if (m.regression)
       summary.notes.push_back(fmt::format("{} regressed: {} ({} -> {})", m.name,
                                           m.change ? percent(*m.change) : std::string("changed"),
@@ -281,15 +409,16 @@ Document comparison_document(const Comparison& c, const CompareOptions& options,
   chart.y_label = "% change, new vs base";
   Series changes{"change %", {}, {}, false};
   for (const MetricComparison& m : c.metrics) {
-    const Emphasis e = m.regression                                       ? Emphasis::kBad
+    const Emphasis e = m.regression || m.missing                          ? Emphasis::kBad
                        : (m.verdict == "faster" || m.verdict == "better") ? Emphasis::kGood
                        : m.verdict == "no change"                         ? Emphasis::kNone
                                                                           : Emphasis::kMuted;
     metrics.table.rows.push_back(
-        {m.name, std::to_string(m.base_count), std::to_string(m.new_count), format_figure(m.base_median),
-         format_figure(m.new_median), m.change ? percent(*m.change) : std::string("-"),
+        {m.name, std::to_string(m.base_count), std::to_string(m.new_count),
+         m.new_only ? std::string("-") : format_figure(m.base_median),
+         m.missing ? std::string("-") : format_figure(m.new_median), m.change ? percent(*m.change) : std::string("-"),
          m.p_value ? fmt::format("{:.4f}", *m.p_value) : std::string("-"), Cell(m.verdict, e)});
-    if (m.sampled) {
+    if (m.sampled && !m.missing && !m.new_only) {
       chart.categories.push_back(m.name);
       changes.y.push_back(m.change ? *m.change * 100.0 : std::nan(""));
     }
@@ -299,7 +428,8 @@ Document comparison_document(const Comparison& c, const CompareOptions& options,
   metrics.notes.push_back(
       "Sampled metrics: change of the median and a two-sided Mann-Whitney U test (exact without ties up to 50 "
       "samples a side, normal approximation otherwise); a regression needs p < alpha and a change beyond the "
-      "threshold. Single values: the threshold alone; timings with one value per record are not judged.");
+      "threshold. Single values: the threshold alone; timings with one value per record are not judged. A metric of "
+      "the base missing from the new record fails the comparison unless --exclude names it.");
   doc.sections.push_back(std::move(metrics));
   return doc;
 }
@@ -311,21 +441,33 @@ json comparison_json(const Comparison& c, const CompareOptions& options) {
                        {"sampled", m.sampled},
                        {"base_count", m.base_count},
                        {"new_count", m.new_count},
-                       {"base_median", m.base_median},
-                       {"new_median", m.new_median},
+                       {"base_median", m.new_only ? json(nullptr) : json(m.base_median)},
+                       {"new_median", m.missing ? json(nullptr) : json(m.new_median)},
                        {"change", m.change ? json(*m.change) : json(nullptr)},
                        {"p_value", m.p_value ? json(*m.p_value) : json(nullptr)},
                        {"verdict", m.verdict},
-                       {"regression", m.regression}});
+                       {"regression", m.regression},
+                       {"missing", m.missing}});
   }
+  json conditions = {
+      {"base", c.conditions.base},
+      {"new", c.conditions.candidate},
+      {"differ", c.conditions.differ()},
+      {"explainable_change", c.conditions.explainable_change ? json(*c.conditions.explainable_change) : json(nullptr)},
+      {"differences", c.conditions.differences},
+      {"unknowns", c.conditions.unknowns}};
   return {{"kind", c.kind},
           {"base_fingerprint", c.base_fingerprint},
           {"new_fingerprint", c.new_fingerprint},
           {"threshold", options.threshold},
           {"alpha", options.alpha},
-          {"force", options.force},
+          {"allow_different_scenarios", options.allow_different_scenarios},
+          {"exclude", options.exclude},
           {"noise_floor_ms", options.noise_floor_ms},
           {"regressed", c.regressed},
+          {"missing", c.missing},
+          {"failed", c.failed()},
+          {"run_conditions", std::move(conditions)},
           {"metrics", std::move(metrics)}};
 }
 

@@ -10,6 +10,16 @@
 // The input echo (scenario, input, generator, host, model, data, device, units, layout, checkpoint)
 // is not a metric. A metric is compared only when its name says which way is better (metric_direction).
 //
+// Which records compare: the same "schema" string — kind and version ("zinf.train/1"); a record of
+// another kind or version is refused, never read as if its fields meant the same — and the same
+// scenario fingerprint unless CompareOptions::allow_different_scenarios.
+//
+// Every metric of the base must be judged: one the base has and the new record lacks (no steps,
+// an empty summary, a test that did not run, a value that became null) gets the verdict "missing
+// from the new record" and fails the comparison like a regression, unless the user excluded it
+// (CompareOptions::exclude). A metric only the new record has is listed, "only in the new record",
+// and fails nothing.
+//
 // Verdicts: "faster"/"slower" for times and rates, "better"/"worse" for other metrics (loss, bytes),
 // "no change", "too few samples" (even complete separation could not reach alpha:
 // smallest_p_value > alpha), "not judged" (a timing with one value per record: no spread to judge
@@ -25,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "libengine/core/status.h"
+#include "reports/compare_conditions.h"
 #include "reports/document.h"
 
 namespace zinf::reports {
@@ -41,9 +52,13 @@ Direction metric_direction(const std::string& name);
 bool is_timing_metric(const std::string& name);
 
 struct CompareOptions {
-  double threshold = 0.05;  // relative change of the median, > 0
-  double alpha = 0.05;      // significance level of the U test, in (0, 1)
-  bool force = false;       // compare records whose scenario fingerprints differ
+  double threshold = 0.05;                 // relative change of the median, > 0
+  double alpha = 0.05;                     // significance level of the U test, in (0, 1)
+  bool allow_different_scenarios = false;  // compare records whose scenario fingerprints differ
+  // Metrics left out of the comparison, by name as the metric table shows it ("steps[].step_ms");
+  // a name also covers the metrics under it ("summary" covers "summary.final_loss", "tests[seq-read]"
+  // its fields). Each must name a metric of either record.
+  std::vector<std::string> exclude;
   // Times whose medians are both below this are not judged: on a shared host, scheduler and timer
   // jitter is tens of microseconds, so a 6 us phase "46% slower" is noise, not a regression.
   double noise_floor_ms = 0.1;
@@ -60,6 +75,8 @@ struct MetricComparison {
   std::optional<double> p_value;  // sampled metrics with enough samples
   std::string verdict;
   bool regression = false;
+  bool missing = false;   // in the base, not in the new record: fails the comparison
+  bool new_only = false;  // in the new record only: listed, fails nothing
 };
 
 struct Comparison {
@@ -67,20 +84,28 @@ struct Comparison {
   std::string base_fingerprint;
   std::string new_fingerprint;
   std::vector<MetricComparison> metrics;
-  bool regressed = false;  // any metric's regression
+  bool regressed = false;   // any metric's regression
+  std::size_t missing = 0;  // metrics of the base the new record lacks
+  ConditionsComparison conditions;
+  // The gate's outcome: a regression or a missing metric (`zinf compare` exits 3).
+  bool failed() const { return regressed || missing > 0; }
 };
 
 // The scenario fingerprint of a record: FNV-1a (64 bit, hex) of the compact JSON of what it ran —
-// "scenario" without its "output" block, or "input" — or "" when the record has neither.
+// "scenario" without its "output" block, or "input", or "config" with "ranks" (bench comm) — or ""
+// when the record has none of them.
 std::string scenario_fingerprint(const nlohmann::json& record);
 
 // Compares `base` and `candidate`. InvalidArgument (one line) when either is not a zinf record, the
-// kinds differ, or the fingerprints differ without options.force.
+// schemas (kind or version) differ, the fingerprints differ without allow_different_scenarios, or
+// an options.exclude name matches no metric of either record.
 Result<Comparison> compare_records(const nlohmann::json& base, const nlohmann::json& candidate,
                                    const CompareOptions& options);
 
-// The comparison as a document (summary fields, the metric table, a chart of the changes) and as a
-// zinf.compare/1 record.
+// The comparison as a document (summary fields with both sides' run conditions, the metric table, a
+// chart of the changes) and as the payload of a zinf.compare/1 record: "regressed", "missing" (a
+// count), "failed", "metrics" and "run_conditions" ({"base", "new", "differ", "explainable_change",
+// "differences", "unknowns"}; the record's own "conditions" are the compare command's).
 Document comparison_document(const Comparison& comparison, const CompareOptions& options,
                              const std::string& base_source, const std::string& new_source);
 nlohmann::json comparison_json(const Comparison& comparison, const CompareOptions& options);

@@ -40,6 +40,10 @@ struct Column {
 struct Table {
   std::vector<Column> columns;
   std::vector<std::vector<Cell>> rows;  // each row has columns.size() cells
+  // The first column names each row (a test, a tier, a metric), so a long-form view can key rows by
+  // it (record_report.h: document_csv). False for a table whose first column is a measured value:
+  // its rows are keyed by their number.
+  bool first_column_is_key = true;
 };
 
 // A titled part of a document: optional "key: value" lines, an optional table, optional notes

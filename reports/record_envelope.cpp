@@ -125,13 +125,14 @@ nlohmann::json host_description() {
           {"memory_bytes", memory_bytes_from_meminfo(read_file_or_empty("/proc/meminfo"))}};
 }
 
-nlohmann::json make_record_envelope(std::string_view kind, int schema_version) {
+nlohmann::json make_record_envelope(std::string_view kind, int schema_version, const ConditionsSnapshot& started) {
   ZINF_CHECK(is_valid_kind(kind), "a record kind is a non-empty lower-case name such as \"plan\"");
   ZINF_CHECK(schema_version >= 1, "record schema versions start at 1");
   return {{"schema", fmt::format("zinf.{}/{}", kind, schema_version)},
           {"generator", generator_description()},
           {"created_at", format_utc_timestamp(std::chrono::system_clock::now())},
-          {"host", host_description()}};
+          {"host", host_description()},
+          {"conditions", record_conditions(started)}};
 }
 
 }  // namespace zinf::reports

@@ -6,7 +6,14 @@
 //    "generator": {"name": "zinf", "version", "git_sha", "build_type", "compiler",
 //                  "features": {"cuda": {"enabled": true, "detail": "sm_90"}, ...}},
 //    "created_at": "2024-05-01T12:34:56Z",
-//    "host": {"hostname", "cpu_model", "logical_cpus", "memory_bytes"}}
+//    "host": {"hostname", "cpu_model", "logical_cpus", "memory_bytes"},
+//    "conditions": {"load_avg_1m_before", "load_avg_1m_after", "steal_percent", "cores", "governor",
+//                   "interval_seconds"}}
+//
+// "conditions" (run_conditions.h) is what the record was measured under, from the command's start
+// to the record; records written before it existed lack it, and `zinf compare` says "unknown".
+// Adding it did not bump any schema version: a version changes when a field changes meaning or
+// disappears, and readers ignore fields they do not know.
 //
 // This is only the envelope: each command adds its own payload fields to the returned object, and
 // GPUs and NVMe paths are described by the payloads that use them. Host probing reads Linux /proc
@@ -21,12 +28,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/run_conditions.h"
+
 namespace zinf::reports {
 
 // The envelope for a record of `kind` ("plan", "train", "bench"; lower-case, non-empty) at
-// `schema_version` (>= 1; bumped whenever a field changes meaning or disappears). Preconditions are
-// checked with ZINF_CHECK. Reads the clock and probes the host on every call; thread-safe.
-nlohmann::json make_record_envelope(std::string_view kind, int schema_version);
+// `schema_version` (>= 1; bumped whenever a field changes meaning or disappears). `started` is the
+// snapshot taken when the command started (cli::Io::started); "conditions" compares it with now.
+// Preconditions are checked with ZINF_CHECK. Reads the clock and probes the host on every call;
+// thread-safe.
+nlohmann::json make_record_envelope(std::string_view kind, int schema_version, const ConditionsSnapshot& started);
 
 // {"hostname", "cpu_model", "logical_cpus", "memory_bytes"} of the machine running this process.
 // Thread-safe; never fails (unknown values are "unknown" or 0).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -203,12 +204,21 @@ Table document_csv(const Document& document) {
   t.columns = {{"section"}, {"item"}, {"row"}, {"column"}, {"value"}};
   for (const Section& s : document.sections) {
     for (const auto& [key, value] : s.fields) t.rows.push_back({s.title, "field", key, "", value.text});
+    // Rows are keyed by their first cell only where it names them and no two rows share it;
+    // otherwise by their number (1, 2, ...) with every cell, the first included, as a value.
     const auto table_rows = [&](const Table& table, const std::string& item) {
+      std::set<std::string> keys;
+      bool by_first = table.first_column_is_key;
       for (const std::vector<Cell>& row : table.rows) {
-        for (std::size_t c = 1; c < row.size(); ++c) {
-          t.rows.push_back({s.title, item, row[0].text, table.columns[c].title, row[c].text});
+        by_first = by_first && !row.empty() && !row[0].text.empty() && keys.insert(row[0].text).second;
+      }
+      for (std::size_t r = 0; r < table.rows.size(); ++r) {
+        const std::vector<Cell>& row = table.rows[r];
+        const std::string key = by_first ? row[0].text : std::to_string(r + 1);
+        for (std::size_t c = by_first ? 1 : 0; c < row.size(); ++c) {
+          t.rows.push_back({s.title, item, key, table.columns[c].title, row[c].text});
         }
-        if (row.size() == 1) t.rows.push_back({s.title, item, row[0].text, "", ""});
+        if (by_first && row.size() == 1) t.rows.push_back({s.title, item, key, "", ""});
       }
     };
     if (!s.table.columns.empty()) table_rows(s.table, "table");

@@ -37,8 +37,10 @@ Document report_of_records(const std::vector<SourcedRecord>& records);
 std::vector<Section> record_sections(const nlohmann::json& record, const std::string& heading);
 
 // Long-form CSV of a document: columns section, item, row, column, value — one row per field, per
-// table cell and per chart point (item = "field", the table's first column title, or the chart title),
-// so a spreadsheet gets every figure the HTML shows.
+// table cell and per chart point (item = "field", "table", or "figure: " + the chart title), so a
+// spreadsheet gets every figure the HTML shows. "row" keys a table row: its first cell where that
+// names the rows (Table::first_column_is_key) and is unique in the table, else the row's number
+// from 1 (and the first cell is then a value like the others).
 Table document_csv(const Document& document);
 
 // The document as JSON ({"title", "sections": [{"title", "fields": {key: text}, "table": {"columns",

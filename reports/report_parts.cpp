@@ -1,7 +1,10 @@
 // Shared pieces of the per-kind report builders (report_parts.h).
 #include "reports/report_parts.h"
 
+#include "reports/compare_conditions.h"
+
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -10,7 +13,7 @@ namespace zinf::reports::detail {
 using nlohmann::json;
 
 namespace {
-const std::vector<std::string> kEnvelopeKeys = {"schema", "generator", "created_at", "host"};
+const std::vector<std::string> kEnvelopeKeys = {"schema", "generator", "created_at", "host", "conditions"};
 }  // namespace
 
 Section titled(const std::string& heading, std::string_view title) {
@@ -32,6 +35,9 @@ Section envelope_section(const json& record, const std::string& heading) {
     s.fields.emplace_back("host", fmt::format("{}: {}, {} logical CPUs", string_at(*host, "hostname", "?"),
                                               string_at(*host, "cpu_model", "?"),
                                               value_text(host->value("logical_cpus", json(nullptr)))));
+  }
+  if (const json* conditions = find_path(record, "conditions"); conditions != nullptr) {
+    s.fields.emplace_back("conditions", conditions_line(*conditions));
   }
   return s;
 }
@@ -62,6 +68,32 @@ Table objects_table(const json& array) {
         numeric[static_cast<std::size_t>(it - keys.begin())] = false;
       }
     }
+  }
+  // A column that names every element ("name" or "id": present in each, a string, no two alike)
+  // goes first and keys the rows; without one the first key is just a value.
+  std::set<std::string> seen;
+  const auto identifies = [&](const std::string& key) {
+    seen.clear();
+    for (const json& e : array) {
+      if (!e.is_object()) continue;
+      const auto it = e.find(key);
+      if (it == e.end() || !it->is_string() || it->get<std::string>().empty()) return false;
+      if (!seen.insert(it->get<std::string>()).second) return false;
+    }
+    return !seen.empty();
+  };
+  t.first_column_is_key = false;
+  for (const std::string identifier : {"name", "id"}) {
+    const auto it = std::find(keys.begin(), keys.end(), identifier);
+    if (it == keys.end() || !identifies(identifier)) continue;
+    const std::size_t at = static_cast<std::size_t>(it - keys.begin());
+    std::rotate(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(at),
+                keys.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+    const bool flag = numeric[at];
+    numeric.erase(numeric.begin() + static_cast<std::ptrdiff_t>(at));
+    numeric.insert(numeric.begin(), flag);
+    t.first_column_is_key = true;
+    break;
   }
   for (std::size_t k = 0; k < keys.size(); ++k)
     t.columns.push_back({keys[k], numeric[k] ? Align::kRight : Align::kLeft});

@@ -23,7 +23,9 @@ Section other_fields_section(const nlohmann::json& record, const std::vector<std
                              const std::string& heading);
 
 // A table of an array of objects: one column per key (first-seen order, at most 12), one row per
-// element, values via value_text; numeric columns right-aligned.
+// element, values via value_text; numeric columns right-aligned. A "name" or "id" column that names
+// every element uniquely goes first and keys the rows (Table::first_column_is_key); otherwise the
+// table is keyed by row number.
 Table objects_table(const nlohmann::json& array);
 
 // Section "<heading> — <title>" helper.

@@ -90,7 +90,8 @@ class BenchCommCommand final : public Subcommand {
 
  private:
   Status configure(CommBenchConfig& config) const;
-  Rendered render(const CommBenchConfig& config, const CommBenchResult& result) const;
+  Rendered render(const CommBenchConfig& config, const CommBenchResult& result,
+                  const reports::ConditionsSnapshot& started) const;
 
   CLI::App* cmd_ = nullptr;
   std::string ops_text_ = "all";
@@ -176,7 +177,7 @@ Status BenchCommCommand::run(const Io& io) {
                           io.err << "bench comm: " << line << '\n';
                         }));
   if (result.rank != 0) return Status::ok();  // rank 0 prints and writes
-  return emit(output_, render(config, result), io);
+  return emit(output_, render(config, result, io.started), io);
 #else
   (void)io;
   return Status::invalid_argument(
@@ -184,7 +185,8 @@ Status BenchCommCommand::run(const Io& io) {
 #endif
 }
 
-Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBenchResult& result) const {
+Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBenchResult& result,
+                                  const reports::ConditionsSnapshot& started) const {
   Rendered out;
   json rows = json::array();
   std::vector<double> counted;  // ratios of the sizes >= kRatioFromBytes, every repetition
@@ -210,7 +212,7 @@ Rendered BenchCommCommand::render(const CommBenchConfig& config, const CommBench
   const bool has_summary = !counted.empty();
   const SampleSpread summary = has_summary ? spread_of(counted) : SampleSpread{};
 
-  out.record = reports::make_record_envelope("bench-comm", 1);
+  out.record = reports::make_record_envelope("bench-comm", 1, started);
   out.record["ranks"] = {{"world_size", result.world_size}, {"local_size", result.local_size}};
   out.record["mpi"] = {{"library", result.mpi_library}, {"thread_level", result.thread_level}};
   out.record["config"] = {{"dtype", dtype_name(config.dtype)},

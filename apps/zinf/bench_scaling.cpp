@@ -212,7 +212,7 @@ Result<json> BenchScalingCommand::measure(const spec::Scenario& scenario, const 
       plan["measured_over_plan"] = row.at("step_ms").at("median").get<double>() / plan.at("step_ms").get<double>();
     }
   }
-  json record = reports::make_record_envelope("bench-scaling", 1);
+  json record = reports::make_record_envelope("bench-scaling", 1, io.started);
   record["scenario_path"] = scenario_path_;
   record["mode"] = weak_ ? "weak" : "strong";
   record["ranks"] = ranks;

@@ -209,7 +209,8 @@ const json* suite_figure(const json& record, std::string_view name) {
   return nullptr;
 }
 
-Result<json> run_bench_suite(const SuiteOptions& options, const std::function<void(const std::string&)>& progress) {
+Result<json> run_bench_suite(const SuiteOptions& options, const reports::ConditionsSnapshot& started,
+                             const std::function<void(const std::string&)>& progress) {
   std::string fio_program;
   if (options.fio && !options.paths.empty()) {
     const char* search_path = std::getenv("PATH");
@@ -218,7 +219,7 @@ Result<json> run_bench_suite(const SuiteOptions& options, const std::function<vo
       fio_program = *found;
     }
   }
-  json record = reports::make_record_envelope("bench-suite", 1);
+  json record = reports::make_record_envelope("bench-suite", 1, started);
   record["input"] = {{"paths", options.paths},
                      {"nvme_bytes", options.nvme_bytes},
                      {"repeat", options.repeat},
@@ -267,6 +268,8 @@ Result<json> run_bench_suite(const SuiteOptions& options, const std::function<vo
     }
   }
   record["figures"] = std::move(figures);
+  // The envelope was made before the figures: its conditions end now, after the last one.
+  record["conditions"] = reports::record_conditions(started);
   return record;
 }
 
@@ -382,7 +385,7 @@ class BenchSuiteCommand final : public Subcommand {
       view.out_path = format == Format::kJson ? std::string() : (dir / fmt::format("suite.{}", extension)).string();
     }
     const auto progress = suite_progress(io);
-    ZINF_ASSIGN_OR_RETURN(const json record, run_bench_suite(options, progress));
+    ZINF_ASSIGN_OR_RETURN(const json record, run_bench_suite(options, io.started, progress));
     if (io.err_is_terminal) io.err << '\n';
     const Rendered rendered = render_bench_suite(record);
     if (record_path.empty()) return emit(output_, rendered, io);

@@ -29,7 +29,8 @@ struct SuiteOptions {
 // Runs the suite; `progress` gets one line per sample (may be empty). The record's "figures" hold
 // {name, unit, what, zinf: {samples, median, min, max}, baseline: {name, samples, ...} | null,
 // ratio, ratio_spread, baseline_note}.
-Result<nlohmann::json> run_bench_suite(const SuiteOptions& options,
+// `started` is cli::Io::started: the record's "conditions" span from it to the last figure.
+Result<nlohmann::json> run_bench_suite(const SuiteOptions& options, const reports::ConditionsSnapshot& started,
                                        const std::function<void(const std::string&)>& progress);
 
 // The figure named `name` in a suite record, or nullptr.

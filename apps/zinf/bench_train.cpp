@@ -235,7 +235,7 @@ Status BenchTrainCommand::run(const Io& io) {
   const double zinf_step_ms = spread_of(zinf_side.step_ms).median;
   const double zinf_flops = flops_per_step / (zinf_step_ms / 1e3);
   Rendered out;
-  out.record = reports::make_record_envelope("bench-train", 1);
+  out.record = reports::make_record_envelope("bench-train", 1, io.started);
   out.record["scenario_path"] = scenario_path_;
   out.record["scenario"] = spec::to_json(scenario);
   out.record["threads"] = threads;
@@ -347,7 +347,7 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
                           io.err << "bench train: " << line << '\n';
                         }));
   Rendered out;
-  out.record = reports::make_record_envelope("bench-train", 1);
+  out.record = reports::make_record_envelope("bench-train", 1, io.started);
   out.record["scenario_path"] = scenario_path_;
   out.record["scenario"] = spec::to_json(scenario);
   out.record["steps_per_repetition"] = steps_;

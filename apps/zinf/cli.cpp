@@ -122,8 +122,10 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
   for (std::size_t i = 0; i < all.size() && i < commands.size(); ++i) {
     if (!all[i]->parsed()) continue;
     Status status;
+    Io run_io = io;
+    run_io.started = reports::snapshot_conditions();
     try {
-      status = commands[i]->run(io);
+      status = commands[i]->run(run_io);
     } catch (const std::bad_alloc&) {
       status = Status::out_of_memory("ran out of host memory");
     }

@@ -92,6 +92,7 @@ struct BenchIoRun {
   IoBenchResult result;
   std::optional<FioSetup> fio;
   std::vector<std::optional<FioTestRun>> fio_runs;  // one per test, parallel to result.tests
+  reports::ConditionsSnapshot started;              // cli::Io::started, for the record's "conditions"
 };
 
 nlohmann::json latency_json(const LatencySummary& s) {
@@ -333,6 +334,7 @@ Status BenchCommand::run_io(const Io& io) {
   }
 
   BenchIoRun run;
+  run.started = io.started;
   store_options.on_warning = [&io, &run](const std::string& warning) {
     io.err << "warning: " << warning << '\n';
     run.warnings.push_back(warning);
@@ -423,7 +425,7 @@ Rendered BenchCommand::render(const BenchIoRun& run, const io::SwapStoreOptions&
 
   // The record: the source of truth the table, Markdown and CSV are rendered from.
   nlohmann::json& record = out.record;
-  record = reports::make_record_envelope("bench-io", 1);
+  record = reports::make_record_envelope("bench-io", 1, run.started);
   nlohmann::json tests_input = nlohmann::json::array();
   for (const IoTest test : config.tests) tests_input.push_back(io_test_name(test));
   record["input"] = {{"paths", paths_},

@@ -1,9 +1,14 @@
-// `zinf compare BASE.json NEW.json [--threshold 5%] [--alpha 0.05] [--force]`: the regression gate.
-// Compares two records of the same kind metric by metric (reports/compare.h) and exits 3 when any
-// metric regressed beyond the threshold with significance, 0 otherwise, 2 when the records cannot
-// be compared (different kinds, different scenarios without --force, unreadable files).
+// `zinf compare BASE.json NEW.json [--threshold 5%] [--alpha 0.05] [--exclude METRIC]...
+// [--allow-different-scenarios]`: the regression gate. Compares two records of the same schema metric
+// by metric (reports/compare.h) and exits 3 when any metric regressed beyond the threshold with
+// significance or a metric of the base is missing from the new record, 0 otherwise, 2 when the
+// records cannot be compared (different kinds or schema versions, different scenarios without
+// --allow-different-scenarios, unreadable files). Both records' run conditions are shown, with a
+// warning on stderr when they differ enough to explain a change (reports/compare_conditions.h).
 #include <cmath>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -51,7 +56,13 @@ class CompareCommand final : public Subcommand {
     c->add_option("--alpha", alpha_, "Significance level of the U test (default 0.05)")->type_name("P");
     c->add_option("--noise-floor", noise_floor_, "Times shorter than this (ms) are not judged (default 0.1)")
         ->type_name("MS");
-    c->add_flag("--force", force_, "Compare records of different scenarios (same kind still required)");
+    c->add_flag("--allow-different-scenarios,--force", allow_different_scenarios_,
+                "Compare records of different scenarios (same kind and schema version still required)");
+    c->add_option("--exclude", exclude_,
+                  "Leave METRIC (a name from the metric column, or a prefix such as summary) out of the gate; "
+                  "repeat for several. A metric of the base missing from the new record fails unless excluded")
+        ->type_name("METRIC")
+        ->allow_extra_args(false);
     c->add_option("--format", output_.format, "Output format: table (default), json, csv, md or html")
         ->type_name("FMT")
         ->default_str("table");
@@ -59,8 +70,8 @@ class CompareCommand final : public Subcommand {
                   "Write the output to FILE (atomically; - is stdout; FIFOs and devices are written through)")
         ->type_name("FILE");
     c->footer(
-        "Exit codes: 0 no regression, 3 a metric regressed (beyond --threshold, p < --alpha), 2 records that "
-        "cannot be compared, 1 runtime failure.");
+        "Exit codes: 0 no regression, 3 a metric regressed (beyond --threshold, p < --alpha) or is missing from "
+        "the new record, 2 records that cannot be compared, 1 runtime failure.");
   }
 
   Status run(const Io& io) override {
@@ -68,7 +79,8 @@ class CompareCommand final : public Subcommand {
     reports::CompareOptions options;
     ZINF_ASSIGN_OR_RETURN(options.threshold, parse_fraction(threshold_, "--threshold", true, 10.0));
     ZINF_ASSIGN_OR_RETURN(options.alpha, parse_fraction(alpha_, "--alpha", false, 0.5));
-    options.force = force_;
+    options.allow_different_scenarios = allow_different_scenarios_;
+    options.exclude = exclude_;
     {
       char* end = nullptr;
       const double ms = std::strtod(noise_floor_.c_str(), &end);
@@ -85,15 +97,25 @@ class CompareCommand final : public Subcommand {
     Rendered out;
     out.document = reports::comparison_document(comparison, options, base_path_, new_path_);
     out.csv = out.document.sections.back().table;
-    out.record = reports::make_record_envelope("compare", 1);
+    out.record = reports::make_record_envelope("compare", 1, io.started);
     out.record["base"] = base_path_;
     out.record["new"] = new_path_;
     out.record.update(reports::comparison_json(comparison, options));
-    regressed_ = comparison.regressed;
-    return emit(output_, out, io, true);
+    failed_ = comparison.failed();
+    ZINF_RETURN_IF_ERROR(emit(output_, out, io, true));
+    // On stderr as well, so a CI log shows it whatever --format and --out say.
+    if (comparison.conditions.differ()) {
+      io.err << fmt::format(
+          "warning: compare: the run conditions differ enough to explain a change of up to {:.1f}%: {}\n",
+          comparison.conditions.explainable_change.value_or(0.0) * 100.0, comparison.conditions.differences.front());
+    }
+    if (!comparison.conditions.base.is_object() || !comparison.conditions.candidate.is_object()) {
+      io.err << "warning: compare: " << comparison.conditions.unknowns.front() << '\n';
+    }
+    return Status::ok();
   }
 
-  int exit_code_on_success() const override { return regressed_ ? kExitRegression : kExitOk; }
+  int exit_code_on_success() const override { return failed_ ? kExitRegression : kExitOk; }
 
  private:
   std::string base_path_;
@@ -101,8 +123,9 @@ class CompareCommand final : public Subcommand {
   std::string threshold_ = "5%";
   std::string alpha_ = "0.05";
   std::string noise_floor_ = "0.1";
-  bool force_ = false;
-  bool regressed_ = false;
+  bool allow_different_scenarios_ = false;
+  std::vector<std::string> exclude_;
+  bool failed_ = false;
   OutputOptions output_;
 };
 

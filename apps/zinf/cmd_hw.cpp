@@ -74,7 +74,7 @@ class HwCommand final : public Subcommand {
   Status run_list(const Io& io) const {
     ZINF_RETURN_IF_ERROR(parse_format(list_output_.format).status());
     Rendered out;
-    out.record = reports::make_record_envelope("hardware-list", 1);
+    out.record = reports::make_record_envelope("hardware-list", 1, io.started);
     out.record["profiles"] = nlohmann::json::array();
     reports::Section s{"Built-in hardware profiles", {}, {}, {}, {}};
     s.table.columns = {{"name"},
@@ -131,7 +131,7 @@ class HwCommand final : public Subcommand {
     if (!base.is_ok()) return base.status().with_context("--base");
     if (!probe_output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(probe_output_.out_path, "--out"));
     if (!suite_out_.empty()) ZINF_RETURN_IF_ERROR(check_output_path(suite_out_, "--suite-out"));
-    ZINF_ASSIGN_OR_RETURN(const nlohmann::json suite, run_bench_suite(options, suite_progress(io)));
+    ZINF_ASSIGN_OR_RETURN(const nlohmann::json suite, run_bench_suite(options, io.started, suite_progress(io)));
     if (io.err_is_terminal) io.err << '\n';
     if (!suite_out_.empty())
       ZINF_RETURN_IF_ERROR(write_output_file(suite_out_, suite.dump(2) + "\n", "--suite-out", io));

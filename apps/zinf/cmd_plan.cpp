@@ -444,7 +444,7 @@ Status PlanCommand::run(const Io& io) {
     ZINF_RETURN_IF_ERROR(resolve_model(input, /*model_required=*/false, false));
     const std::vector<planner::Strategy> strategies(planner::kAllStrategies.begin() + 1, planner::kAllStrategies.end());
     ZINF_ASSIGN_OR_RETURN(const auto results, planner::max_params_per_strategy(input, strategies));
-    return emit(output_, render_max_params(input, results), io);
+    return emit(output_, render_max_params(input, results, io.started), io);
   }
   if (given("--scenario")) {
     for (const char* flag : {"--params", "--layers", "--hidden", "--heads", "--kv-heads", "--ffn", "--vocab",
@@ -469,17 +469,17 @@ Status PlanCommand::run(const Io& io) {
     if (given("--schedule")) input.schedule = asked;
     input.model_source += fmt::format(" (--scenario {})", scenario_);
     ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, plan_flag_for));
-    return emit(output_, render_plan(plan, !given("--hw")), io);
+    return emit(output_, render_plan(plan, !given("--hw"), io.started), io);
   }
   ZINF_RETURN_IF_ERROR(resolve_model(input, /*model_required=*/!params_swept, params_swept));
   if (!dimensions.empty()) {
     ZINF_ASSIGN_OR_RETURN(const auto points, planner::run_sweep(input, dimensions, plan_flag_for));
-    return emit(output_, render_sweep(dimensions, points), io);
+    return emit(output_, render_sweep(dimensions, points, io.started), io);
   }
   if (!given("--ds-config")) {
     ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, plan_flag_for));
     if (given("--emit-ds-config")) ZINF_RETURN_IF_ERROR(emit_ds_config(plan, emit_ds_config_, io));
-    return emit(output_, render_plan(plan, !given("--hw")), io);
+    return emit(output_, render_plan(plan, !given("--hw"), io.started), io);
   }
   DsPlanFlags flags;
   if (given("--micro-batch")) flags.micro_batch = input.training.micro_batch;
@@ -490,7 +490,7 @@ Status PlanCommand::run(const Io& io) {
   input.model_source += fmt::format(", --ds-config {}", ds_config_);
   ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, ds_plan_flag_for));
   if (given("--emit-ds-config")) ZINF_RETURN_IF_ERROR(emit_ds_config(plan, emit_ds_config_, io));
-  Rendered rendered = render_plan(plan, !given("--hw"));
+  Rendered rendered = render_plan(plan, !given("--hw"), io.started);
   add_deepspeed_view(ds_config_, resolved, planner::check_deepspeed(resolved, plan), rendered);
   return emit(output_, rendered, io);
 }

@@ -50,7 +50,7 @@ class ReportCommand final : public Subcommand {
     Rendered out;
     out.document = reports::report_of_records(records);
     out.csv = reports::document_csv(out.document);
-    out.record = reports::make_record_envelope("report", 1);
+    out.record = reports::make_record_envelope("report", 1, io.started);
     out.record["sources"] = paths_;
     out.record["report"] = reports::document_json(out.document);
     return emit(output_, out, io, true);

@@ -287,6 +287,7 @@ Status TrainCommand::run(const Io& io) {
   model::Gpt& model = session->model();
 
   TrainRun run;
+  run.started = io.started;
   run.scenario_path = scenario_path_;
   run.scenario = spec::to_json(scenario);
   run.data_description = data.describe();

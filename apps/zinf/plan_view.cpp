@@ -278,9 +278,9 @@ reports::Table plan_csv(const nlohmann::json& record) {
 
 }  // namespace
 
-Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
+Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted, const reports::ConditionsSnapshot& started) {
   Rendered out;
-  out.record = reports::make_record_envelope("plan", planner::kPlanRecordVersion);
+  out.record = reports::make_record_envelope("plan", planner::kPlanRecordVersion, started);
   planner::append_plan(plan, out.record);
   // The record names each change by its planner field; the CLI adds the flag and the command line.
   for (std::size_t i = 0; i < plan.suggestions.size(); ++i) {
@@ -339,9 +339,10 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted) {
   return out;
 }
 
-Rendered render_max_params(const planner::PlanInput& base, const std::vector<planner::MaxParamsResult>& results) {
+Rendered render_max_params(const planner::PlanInput& base, const std::vector<planner::MaxParamsResult>& results,
+                           const reports::ConditionsSnapshot& started) {
   Rendered out;
-  out.record = reports::make_record_envelope("max-params", planner::kPlanRecordVersion);
+  out.record = reports::make_record_envelope("max-params", planner::kPlanRecordVersion, started);
   planner::append_max_params(base, results, out.record);
 
   reports::Document& doc = out.document;
@@ -436,9 +437,9 @@ std::optional<std::string> node_scaling_note(const std::vector<planner::SweepDim
 }  // namespace
 
 Rendered render_sweep(const std::vector<planner::SweepDimension>& dimensions,
-                      const std::vector<planner::SweepPoint>& points) {
+                      const std::vector<planner::SweepPoint>& points, const reports::ConditionsSnapshot& started) {
   Rendered out;
-  out.record = reports::make_record_envelope("plan-sweep", planner::kPlanRecordVersion);
+  out.record = reports::make_record_envelope("plan-sweep", planner::kPlanRecordVersion, started);
   planner::append_sweep(dimensions, points, out.record);
 
   std::string dims;

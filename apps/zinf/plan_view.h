@@ -13,9 +13,11 @@
 namespace zinf::cli {
 
 // `hardware_defaulted`: the user gave no --hw, so the view says which profile was assumed.
-Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted);
-Rendered render_max_params(const planner::PlanInput& base, const std::vector<planner::MaxParamsResult>& results);
+// `started` (cli::Io::started) is where the record's "conditions" begin.
+Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted, const reports::ConditionsSnapshot& started);
+Rendered render_max_params(const planner::PlanInput& base, const std::vector<planner::MaxParamsResult>& results,
+                           const reports::ConditionsSnapshot& started);
 Rendered render_sweep(const std::vector<planner::SweepDimension>& dimensions,
-                      const std::vector<planner::SweepPoint>& points);
+                      const std::vector<planner::SweepPoint>& points, const reports::ConditionsSnapshot& started);
 
 }  // namespace zinf::cli

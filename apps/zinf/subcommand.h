@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "libengine/core/status.h"
+#include "reports/run_conditions.h"
 
 namespace zinf::cli {
 
@@ -21,6 +22,9 @@ struct Io {
   bool err_is_terminal = false;  // stderr is a TTY (decides progress bars vs plain lines)
   bool color_allowed = true;     // false under NO_COLOR or TERM=dumb
   int terminal_width = 100;
+  // The machine's load and CPU times when the command started (run_cli takes it just before run()):
+  // every record's "conditions" measures from here. Not taken: those values are null.
+  reports::ConditionsSnapshot started{};
 };
 
 class Subcommand {

@@ -45,7 +45,7 @@ std::int64_t warmup_steps(std::size_t steps_run) {
 }
 
 json make_train_record(const TrainRun& run) {
-  json record = reports::make_record_envelope("train", kTrainRecordVersion);
+  json record = reports::make_record_envelope("train", kTrainRecordVersion, run.started);
   record["status"] = run.status;
   record["error"] = run.error.empty() ? json(nullptr) : json(run.error);
   record["scenario_path"] = run.scenario_path;

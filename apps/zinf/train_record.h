@@ -21,6 +21,7 @@
 #include "libengine/train/step_metrics.h"
 #include "libengine/train/trainer.h"
 #include "libengine/zero/model_states.h"
+#include "reports/run_conditions.h"
 
 namespace zinf::cli {
 
@@ -57,6 +58,7 @@ struct TrainRun {
   // Data parallelism: {"world_size", "backend", "per_rank": [{"rank", "step_ms_median", ...}]}
   // gathered from every rank at the end of the run; null for a run of one rank.
   nlohmann::json ranks;
+  reports::ConditionsSnapshot started;  // cli::Io::started: the record's "conditions" measure from it
 };
 
 // Steps of this run counted as warm-up (excluded from medians): the first min(3, max(1, n/10)).

@@ -24,6 +24,8 @@ TEST_CASE("compare: the same scenario run twice is no regression", "[compare]") 
   const Result<Comparison> c = compare_records(fixture("train.json"), fixture("train-rerun.json"), {});
   REQUIRE(c.is_ok());
   CHECK_FALSE(c->regressed);
+  CHECK(c->missing == 0);
+  CHECK_FALSE(c->failed());
   const MetricComparison* loss = metric(*c, "steps[].loss");
   REQUIRE(loss != nullptr);
   CHECK(loss->verdict == "no change");  // same seed: the same losses
@@ -80,8 +82,163 @@ TEST_CASE("compare: too few samples, single values, kinds and fingerprints", "[c
   moved["input"]["size"] = 2;
   REQUIRE_FALSE(compare_records(base, moved, {}).is_ok());
   CompareOptions force;
-  force.force = true;
+  force.allow_different_scenarios = true;
   CHECK(compare_records(base, moved, force).is_ok());
+}
+
+TEST_CASE("compare: a new record with no steps and an empty summary fails, metric by metric", "[compare]") {
+  const json base = fixture("train.json");
+  json empty = base;
+  empty["steps"] = json::array();
+  empty["summary"] = json::object();
+  const Result<Comparison> c = compare_records(base, empty, {});
+  REQUIRE(c.is_ok());
+  CHECK(c->failed());
+  CHECK_FALSE(c->regressed);  // nothing got slower: it is missing
+  const MetricComparison* step = metric(*c, "steps[].step_ms");
+  REQUIRE(step != nullptr);
+  CHECK(step->missing);
+  CHECK(step->verdict == "missing from the new record");
+  CHECK(step->base_count == 22);
+  CHECK(step->new_count == 0);
+  const MetricComparison* loss = metric(*c, "summary.final_loss");
+  REQUIRE(loss != nullptr);
+  CHECK(loss->missing);
+  // Every judged metric of the two subtrees is counted.
+  std::size_t expected = 0;
+  for (const MetricComparison& m : c->metrics) expected += m.missing ? 1 : 0;
+  CHECK(c->missing == expected);
+  CHECK(comparison_json(*c, {}).at("failed") == true);
+
+  // Excluded by name (a prefix covers the metrics under it), they no longer fail the gate.
+  CompareOptions options;
+  options.exclude = {"steps", "summary"};
+  const Result<Comparison> excluded = compare_records(base, empty, options);
+  REQUIRE(excluded.is_ok());
+  CHECK_FALSE(excluded->failed());
+  CHECK(metric(*excluded, "steps[].step_ms") == nullptr);
+  // Only the loss excluded: the step times still fail.
+  options.exclude = {"summary", "steps[].loss"};
+  const Result<Comparison> partly = compare_records(base, empty, options);
+  REQUIRE(partly.is_ok());
+  CHECK(partly->failed());
+  CHECK(metric(*partly, "steps[].loss") == nullptr);
+  CHECK(metric(*partly, "steps[].step_ms")->missing);
+
+  // A value that became null is missing too; a metric only the new record has fails nothing.
+  json nulled = base;
+  nulled["summary"]["final_loss"] = nullptr;
+  nulled["summary"]["extra_ms"] = 3.0;
+  const Result<Comparison> n = compare_records(base, nulled, {});
+  REQUIRE(n.is_ok());
+  CHECK(n->missing == 1);
+  CHECK(metric(*n, "summary.final_loss")->missing);
+  CHECK(metric(*n, "summary.extra_ms")->new_only);
+  CHECK_FALSE(metric(*n, "summary.extra_ms")->regression);
+}
+
+TEST_CASE("compare: an exclude that names no metric is refused", "[compare]") {
+  CompareOptions options;
+  options.exclude = {"steps[].step_sm"};
+  const Result<Comparison> c = compare_records(fixture("train.json"), fixture("train-rerun.json"), options);
+  REQUIRE_FALSE(c.is_ok());
+  CHECK(c.status().code() == ErrorCode::kInvalidArgument);
+  CHECK(c.status().message().find("--exclude: 'steps[].step_sm' names no metric") != std::string::npos);
+}
+
+TEST_CASE("compare: bench comm records at different world sizes are different scenarios", "[compare]") {
+  const json two = {{"schema", "zinf.bench-comm/1"},
+                    {"ranks", {{"world_size", 2}, {"local_size", 2}}},
+                    {"config", {{"dtype", "fp32"}, {"max_bytes", 1048576}}},
+                    {"busbw_ratio_from_1MiB", {{"median", 1.0}}}};
+  json four = two;
+  four["ranks"]["world_size"] = 4;
+  CHECK(scenario_fingerprint(two) != "");
+  CHECK(compare_records(two, two, {}).is_ok());
+  const Result<Comparison> c = compare_records(two, four, {});
+  REQUIRE_FALSE(c.is_ok());
+  CHECK(c.status().message().find("ran different scenarios") != std::string::npos);
+}
+
+TEST_CASE("compare: records of different schema versions are refused", "[compare]") {
+  const json base = fixture("train.json");
+  json newer = fixture("train-rerun.json");
+  newer["schema"] = "zinf.train/2";
+  for (const auto& [a, b] : {std::pair<const json*, const json*>{&base, &newer}, {&newer, &base}}) {
+    const Result<Comparison> c = compare_records(*a, *b, {});
+    REQUIRE_FALSE(c.is_ok());
+    CHECK(c.status().code() == ErrorCode::kInvalidArgument);
+    CHECK(c.status().message().find("different schema versions") != std::string::npos);
+    CHECK(c.status().message().find("zinf.train/2") != std::string::npos);
+  }
+  // --allow-different-scenarios does not lift it: it is about scenarios, not schemas.
+  CompareOptions options;
+  options.allow_different_scenarios = true;
+  CHECK_FALSE(compare_records(base, newer, options).is_ok());
+}
+
+json conditions(double load_before, double load_after, int cores, double steal, const char* governor) {
+  return {{"load_avg_1m_before", load_before},
+          {"load_avg_1m_after", load_after},
+          {"steal_percent", steal},
+          {"cores", cores},
+          {"governor", governor},
+          {"interval_seconds", 10.0}};
+}
+
+TEST_CASE("compare: run conditions that differ enough to explain a change are flagged", "[compare]") {
+  json base = fixture("train.json");
+  json rerun = fixture("train-rerun.json");
+  base["conditions"] = conditions(0.2, 2.2, 2, 0.0, "performance");
+  rerun["conditions"] = conditions(0.2, 2.2, 2, 0.0, "performance");
+  const Result<Comparison> alike = compare_records(base, rerun, {});
+  REQUIRE(alike.is_ok());
+  CHECK_FALSE(alike->conditions.differ());
+  CHECK(alike->conditions.explainable_change.value_or(-1) == Approx(0.0));
+  CHECK(alike->conditions.unknowns.empty());
+
+  // 0.1 -> 0.6 runnable tasks per core at the start: (1 + 0.6) / (1 + 0.1) - 1 = 45% of the CPU.
+  rerun["conditions"] = conditions(1.2, 2.2, 2, 0.0, "performance");
+  const Result<Comparison> loaded = compare_records(base, rerun, {});
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->conditions.differ());
+  CHECK(loaded->conditions.explainable_change.value_or(0) == Approx(1.6 / 1.1 - 1.0));
+  CHECK_FALSE(loaded->failed());  // a warning, not a verdict
+  const json out = comparison_json(*loaded, {});
+  CHECK(out.at("run_conditions").at("differ") == true);
+  CHECK(out.at("run_conditions").at("base") == base["conditions"]);
+
+  // Below the threshold: 0.10 -> 0.12 per core is 1.8%.
+  rerun["conditions"] = conditions(0.24, 2.2, 2, 0.0, "performance");
+  CHECK_FALSE(compare_records(base, rerun, {})->conditions.differ());
+  // Steal 0% -> 8% of the CPU time, cores 2 -> 4 and the governor each differ.
+  rerun["conditions"] = conditions(0.2, 2.2, 2, 8.0, "performance");
+  CHECK(compare_records(base, rerun, {})->conditions.explainable_change.value_or(0) == Approx(0.08));
+  CHECK(compare_records(base, rerun, {})->conditions.differ());
+  rerun["conditions"] = conditions(0.2, 2.2, 2, 0.0, "powersave");
+  CHECK(compare_records(base, rerun, {})->conditions.differ());
+
+  // A value not readable on one side is not judged, and said so.
+  rerun["conditions"] = conditions(0.2, 2.2, 2, 0.0, "performance");
+  rerun["conditions"]["steal_percent"] = nullptr;
+  const Result<Comparison> partial = compare_records(base, rerun, {});
+  CHECK_FALSE(partial->conditions.differ());
+  REQUIRE(partial->conditions.unknowns.size() == 1);
+  CHECK(partial->conditions.unknowns[0].find("steal (new side)") != std::string::npos);
+
+  // An old record without conditions still compares; its conditions are unknown.
+  json old = fixture("train.json");
+  const Result<Comparison> unknown = compare_records(old, rerun, {});
+  REQUIRE(unknown.is_ok());
+  CHECK_FALSE(unknown->conditions.differ());
+  REQUIRE(unknown->conditions.unknowns.size() == 1);
+  CHECK(unknown->conditions.unknowns[0].find("base record has no run conditions") != std::string::npos);
+  const Document doc = comparison_document(*unknown, {}, "old.json", "new.json");
+  bool shown = false;
+  for (const auto& [key, cell] : doc.sections.front().fields) {
+    shown = shown || (key == "base conditions" && cell.text.find("unknown") != std::string::npos);
+  }
+  CHECK(shown);
 }
 
 TEST_CASE("compare: metric directions from names", "[compare]") {

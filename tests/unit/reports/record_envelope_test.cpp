@@ -10,9 +10,9 @@ namespace zinf::reports {
 namespace {
 
 TEST_CASE("envelope: schema string, generator from build info, timestamp, host") {
-  const nlohmann::json envelope = make_record_envelope("plan", 1);
+  const nlohmann::json envelope = make_record_envelope("plan", 1, snapshot_conditions());
   CHECK(envelope.at("schema") == "zinf.plan/1");
-  CHECK(make_record_envelope("bench", 12).at("schema") == "zinf.bench/12");
+  CHECK(make_record_envelope("bench", 12, {}).at("schema") == "zinf.bench/12");
 
   const nlohmann::json& generator = envelope.at("generator");
   const BuildInfo& info = build_info();
@@ -32,7 +32,8 @@ TEST_CASE("envelope: schema string, generator from build info, timestamp, host")
   CHECK(std::regex_match(created_at, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$)")));
 
   CHECK(envelope.at("host").is_object());
-  CHECK(envelope.size() == 4);
+  CHECK(envelope.at("conditions").is_object());
+  CHECK(envelope.size() == 5);
 }
 
 TEST_CASE("envelope: host description has every field with the right type") {

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reports/csv_writer.h"
@@ -204,6 +206,44 @@ TEST_CASE("several train records: a side-by-side table and a scaling chart", "[r
   REQUIRE(side.charts.size() == 1);  // no ranks field in these records: model size only
   CHECK(side.charts[0].series[0].x == std::vector<double>{1000, 4000});
   CHECK(side.charts[0].series[0].y == std::vector<double>{8258.0645, 2000.0});
+}
+
+// The (row, column) pairs of the CSV cells of the table of the section whose title ends in `title_end`.
+std::vector<std::pair<std::string, std::string>> csv_cells(const Document& doc, const std::string& title_end) {
+  std::vector<std::pair<std::string, std::string>> cells;
+  for (const std::vector<Cell>& r : document_csv(doc).rows) {
+    const std::string& section = r[0].text;
+    if (r[1].text == "table" && section.size() >= title_end.size() &&
+        section.compare(section.size() - title_end.size(), title_end.size(), title_end) == 0) {
+      cells.emplace_back(r[2].text, r[3].text + "=" + r[4].text);
+    }
+  }
+  return cells;
+}
+
+TEST_CASE("document CSV keys generic table rows by number, or by a name that identifies them", "[report]") {
+  // The first column is a measured value (busbw 1.5 twice) and the last element lacks it: keyed by
+  // that value, two rows shared one key and a third had an empty one.
+  const json record = {{"schema", "zinf.widget/1"},
+                       {"rows",
+                        {{{"busbw_gbps", 1.5}, {"op", "all_reduce"}},
+                         {{"busbw_gbps", 1.5}, {"op", "all_gather"}},
+                         {{"op", "broadcast"}}}}};
+  const std::vector<std::pair<std::string, std::string>> cells =
+      csv_cells(report_of_records({{"widget.json", record}}), "rows");
+  const std::vector<std::pair<std::string, std::string>> expected = {{"1", "busbw_gbps=1.5"}, {"1", "op=all_reduce"},
+                                                                     {"2", "busbw_gbps=1.5"}, {"2", "op=all_gather"},
+                                                                     {"3", "busbw_gbps="},    {"3", "op=broadcast"}};
+  CHECK(cells == expected);
+
+  // A "name" that tells every element apart keys the rows, wherever it stood.
+  const json named = {{"schema", "zinf.widget/1"},
+                      {"tests", {{{"gbps", 2.0}, {"name", "seq-read"}}, {{"gbps", 1.0}, {"name", "seq-write"}}}}};
+  const std::vector<std::pair<std::string, std::string>> by_name =
+      csv_cells(report_of_records({{"widget.json", named}}), "tests");
+  const std::vector<std::pair<std::string, std::string>> expected_names = {{"seq-read", "gbps=2"},
+                                                                           {"seq-write", "gbps=1"}};
+  CHECK(by_name == expected_names);
 }
 
 TEST_CASE("document CSV carries fields, table cells and chart points", "[report]") {
