@@ -420,7 +420,8 @@ Result<std::unique_ptr<SwapStore>> SwapStore::open(SwapStoreOptions options, std
   std::vector<SwapPath> paths;
   std::uint64_t memory_alignment = kMinAlignmentBytes;
   for (const std::string& directory : options.paths) {
-    ZINF_ASSIGN_OR_RETURN(SwapFile file, SwapFile::create(directory, options.allow_buffered_fallback));
+    ZINF_ASSIGN_OR_RETURN(SwapFile file,
+                          SwapFile::create(directory, options.allow_buffered_fallback, options.how_to_allow_buffered));
     if (!file.direct() && options.on_warning) {
       options.on_warning(
           fmt::format("swap path '{}': {}; using buffered I/O, so swapped data also passes through the "
