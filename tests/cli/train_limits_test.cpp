@@ -20,6 +20,7 @@ using nlohmann::json;
 using zinf::cli::ProcessOutput;
 using zinf::cli::run_process;
 using zinf::testing::TempDir;
+namespace fs = std::filesystem;
 
 json tiny_scenario() {
   return json{{"model", {{"layers", 2}, {"hidden", 32}, {"heads", 4}, {"vocab", 64}}},
@@ -30,6 +31,31 @@ json tiny_scenario() {
               {"seed", 3},
               {"threads", 1},
               {"optimizer", {{"lr", 3e-3}}}};
+}
+
+json on_nvme(json scenario, const std::vector<std::string>& paths) {
+  scenario["zero"] = {{"params", "nvme"},
+                      {"optimizer", "nvme"},
+                      {"nvme_paths", paths},
+                      {"host_memory", "64MiB"},
+                      {"persistence_threshold", 64}};
+  return scenario;
+}
+
+ProcessOutput zinf_binary(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{ZINF_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  zinf::Result<ProcessOutput> run = run_process(argv);
+  REQUIRE(run.is_ok());
+  return std::move(run).value();
+}
+
+// One line on stderr, "error: ..." containing `needle`, and exit 2.
+void check_bad_input(const ProcessOutput& o, const std::string& needle) {
+  INFO("stderr: " << o.err);
+  CHECK(o.exit_status == 2);
+  CHECK(o.err.find("error: ") != std::string::npos);
+  CHECK(o.err.find(needle) != std::string::npos);
 }
 
 }  // namespace
@@ -52,4 +78,34 @@ TEST_CASE("train limits: memory the system refuses names the machine's limit, no
   CHECK(run->err.find("this process's address-space limit of 1.00 GiB (ulimit -v)") != std::string::npos);
   CHECK(run->err.find("device_memory") == std::string::npos);
   CHECK(run->err.find("host_memory") == std::string::npos);
+}
+
+// Defect 7: /nonexistent/deeply/nvme stayed on the root file system after the run failed.
+TEST_CASE("train limits: the swap directories a run created are removed, deepest first, only those") {
+  TempDir dir;
+  const std::string kept = dir.path() + "/kept";
+  fs::create_directory(kept);
+
+  // A run that fails after the swap store opened (prefetch_bytes below the largest parameter).
+  json failing = on_nvme(tiny_scenario(), {kept + "/made/deeply/nvme"});
+  failing["zero"]["prefetch_bytes"] = "1KiB";
+  ProcessOutput o = zinf_binary({"train", dir.write("failing.json", failing.dump())});
+  check_bad_input(o, "scenario.zero.prefetch_bytes: 1.00 KiB cannot stage the largest NVMe-resident parameter");
+  CHECK(fs::exists(kept));
+  CHECK_FALSE(fs::exists(kept + "/made"));
+
+  // A run that trains: nothing of the swap directories it created is left either.
+  o = zinf_binary({"train", dir.write("ok.json", on_nvme(tiny_scenario(), {kept + "/made/nvme"}).dump())});
+  INFO("stderr: " << o.err);
+  CHECK(o.exit_status == 0);
+  CHECK(fs::exists(kept));
+  CHECK_FALSE(fs::exists(kept + "/made"));
+
+  // A directory someone filled meanwhile is not removed, nor are its parents.
+  const std::string filled = kept + "/filled/nvme";
+  fs::create_directories(filled);
+  dir.write("kept/filled/nvme/note.txt", "mine");
+  o = zinf_binary({"train", dir.write("filled.json", on_nvme(tiny_scenario(), {filled}).dump())});
+  CHECK(o.exit_status == 0);
+  CHECK(fs::exists(filled + "/note.txt"));
 }
