@@ -500,6 +500,18 @@ TEST_CASE("bench io: a path that cannot hold a swap file is bad input naming it,
   CHECK(std::count(got.begin(), got.end(), '\n') == 1);
 }
 
+// Issue 24: "/x/swap" and "/x/swap/" passed the duplicate check as two drives.
+TEST_CASE("bench io: one directory spelt two ways is given twice") {
+  TempDir dir;
+  const std::string p = dir.path();
+  std::filesystem::create_directory(p + "/swap");
+  for (const std::string& other : {p + "/swap/", p + "/./swap", p + "/swap/../swap//"}) {
+    INFO(other);
+    expect_bad_input({"--path", p + "/swap", "--path", other, "--size", "8MiB", "--tensor", "1MiB"},
+                     "swap: path '" + other + "' is given twice: it is the same directory as '" + p + "/swap'");
+  }
+}
+
 // ---- end to end ------------------------------------------------------------------------------
 
 TEST_CASE("bench io: a small run writes a record with every test verified") {

@@ -109,3 +109,24 @@ TEST_CASE("train limits: the swap directories a run created are removed, deepest
   CHECK(o.exit_status == 0);
   CHECK(fs::exists(filled + "/note.txt"));
 }
+
+// Defect 8: ["/x/swap", "/x/swap/"] passed the duplicate check and was striped as two drives.
+TEST_CASE("train limits: one swap directory spelt two ways is refused, and nothing is left") {
+  TempDir dir;
+  const std::string swap = dir.path() + "/x/swap";
+  for (const std::vector<std::string>& paths :
+       {std::vector<std::string>{swap, swap + "/"}, std::vector<std::string>{swap, dir.path() + "/x/../x/swap"},
+        std::vector<std::string>{swap, dir.path() + "/x/./swap//"}}) {
+    INFO(json(paths).dump());
+    const ProcessOutput o = zinf_binary({"train", dir.write("twice.json", on_nvme(tiny_scenario(), paths).dump())});
+    check_bad_input(o, "scenario.zero.nvme_paths: swap: path '" + paths[1] +
+                           "' is given twice: it is the same directory as '" + swap + "'");
+    CHECK_FALSE(fs::exists(dir.path() + "/x"));
+  }
+  // A symbolic link to the same directory is the same drive too (device and inode).
+  fs::create_directories(swap);
+  fs::create_directory_symlink(swap, dir.path() + "/link");
+  const ProcessOutput o =
+      zinf_binary({"train", dir.write("link.json", on_nvme(tiny_scenario(), {swap, dir.path() + "/link"}).dump())});
+  check_bad_input(o, "is given twice: it is the same directory as '" + swap + "'");
+}
