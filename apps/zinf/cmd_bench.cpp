@@ -261,6 +261,7 @@ Status BenchCommand::configure(io::SwapStoreOptions& store_options, IoBenchConfi
   store_options.checksum = checksum;
   store_options.largest_transfer_bytes = config.tensor_bytes;
   store_options.allow_buffered_fallback = buffered_ok_;
+  store_options.how_to_allow_buffered = "pass --buffered-ok to measure buffered I/O (through the page cache)";
   store_options.staging_budget_bytes = kBenchIoStagingBytes;
   return Status::ok();
 }

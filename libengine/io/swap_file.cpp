@@ -48,6 +48,10 @@ std::string file_system_name(const std::string& directory) {
       return "fuse";
     case 0x2fc12fc1:
       return "zfs";
+    case 0x9fa0:
+      return "proc";
+    case 0x62656572:
+      return "sysfs";
     default:
       return fmt::format("file system type {:#x}", static_cast<std::uint64_t>(info.f_type));
   }
@@ -150,7 +154,8 @@ void direct_io_alignment(int fd, std::uint32_t& memory_alignment_bytes, std::uin
 
 }  // namespace
 
-Result<SwapFile> SwapFile::create(const std::string& directory, bool allow_buffered_fallback) {
+Result<SwapFile> SwapFile::create(const std::string& directory, bool allow_buffered_fallback,
+                                  std::string_view how_to_allow_buffered) {
   ZINF_RETURN_IF_ERROR(validate_directory(directory));
 
   AnonymousFile anonymous;
@@ -159,6 +164,13 @@ Result<SwapFile> SwapFile::create(const std::string& directory, bool allow_buffe
     const int error = -open_result;
     if (error == EACCES || error == EPERM || error == EROFS) {
       return Status::invalid_argument(fmt::format("swap path '{}': not writable ({})", directory, errno_text(error)));
+    }
+    // A writable directory where no file can be created (/proc: ENOENT; file systems without
+    // regular files): the path is wrong, as for a missing one, not the disk.
+    if (error == ENOENT || error == EOPNOTSUPP || error == EINVAL || error == EISDIR || error == ENOSYS) {
+      return Status::invalid_argument(fmt::format(
+          "swap path '{}': {} cannot hold a swap file ({}); choose a directory on a local disk file system (ext4, xfs)",
+          directory, file_system_name(directory), errno_text(error)));
     }
     return Status::io_error(fmt::format("swap path '{}': cannot create a swap file: {}", directory, errno_text(error)));
   }
@@ -170,10 +182,11 @@ Result<SwapFile> SwapFile::create(const std::string& directory, bool allow_buffe
     // Typically ramfs, tmpfs before Linux 6.6, or a FUSE file system.
     const std::string why = fmt::format("{}: {}", file_system_name(directory), errno_text(anonymous.direct_error));
     if (!allow_buffered_fallback) {
-      return Status::io_error(fmt::format(
+      // The path does not fit the options: bad input, like a path that is not a directory.
+      return Status::invalid_argument(fmt::format(
           "swap path '{}': O_DIRECT not supported ({}); put swap files on a local disk file system (ext4, xfs) or "
-          "allow buffered I/O",
-          directory, why));
+          "{}",
+          directory, why, how_to_allow_buffered));
     }
     file.why_buffered_ = fmt::format("O_DIRECT not supported on {} ({})", directory, why);
   }

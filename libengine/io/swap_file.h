@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "libengine/core/status.h"
 
@@ -23,8 +24,11 @@ class SwapFile {
  public:
   // Creates the anonymous file in `directory`. Errors (IoError/InvalidArgument) name the
   // directory and the errno text: missing directory, not a directory, not writable, O_DIRECT
-  // refused while `allow_buffered_fallback` is false.
-  static Result<SwapFile> create(const std::string& directory, bool allow_buffered_fallback);
+  // refused while `allow_buffered_fallback` is false (InvalidArgument ending with
+  // `how_to_allow_buffered`, e.g. the CLI flag that allows it), a directory where no file can be
+  // created (InvalidArgument, e.g. /proc).
+  static Result<SwapFile> create(const std::string& directory, bool allow_buffered_fallback,
+                                 std::string_view how_to_allow_buffered = "allow buffered I/O");
 
   SwapFile(SwapFile&& other) noexcept;
   SwapFile& operator=(SwapFile&& other) noexcept;

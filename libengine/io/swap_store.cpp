@@ -16,8 +16,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -42,11 +44,33 @@ constexpr unsigned kMaxQueueDepth = 4096;
 
 Status validate(const SwapStoreOptions& options) {
   if (options.paths.empty()) return Status::invalid_argument("swap: no path given; name at least one directory");
-  std::set<std::string> seen;
+  // One directory under two spellings ("/x/swap" and "/x/swap/", a symlink, a bind mount) would
+  // be striped as two drives: paths are compared by their canonical form and, where they exist, by
+  // device and inode.
+  std::map<std::string, std::string> seen_names;                    // canonical -> as given
+  std::map<std::pair<dev_t, ino_t>, std::string> seen_directories;  // (device, inode) -> as given
   for (const std::string& path : options.paths) {
     if (path.empty()) return Status::invalid_argument("swap: a path is empty; name a directory");
-    if (!seen.insert(path).second) {
+    std::error_code ec;
+    std::string canonical = std::filesystem::weakly_canonical(path, ec).lexically_normal().string();
+    if (ec) canonical = std::filesystem::path(path).lexically_normal().string();
+    while (canonical.size() > 1 && canonical.back() == '/') canonical.pop_back();
+    std::optional<std::string> earlier;
+    if (auto [it, inserted] = seen_names.try_emplace(canonical, path); !inserted) earlier = it->second;
+    struct stat st {};
+    if (!earlier && ::stat(path.c_str(), &st) == 0) {
+      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+      if (auto [it, inserted] = seen_directories.try_emplace(id, path); !inserted) {
+        earlier = it->second;
+      }
+    }
+    if (earlier && *earlier == path) {
       return Status::invalid_argument(fmt::format("swap: path '{}' is given twice; give each directory once", path));
+    }
+    if (earlier) {
+      return Status::invalid_argument(
+          fmt::format("swap: path '{}' is given twice: it is the same directory as '{}'; give each directory once",
+                      path, *earlier));
     }
   }
   if (options.block_bytes < kMinAlignmentBytes || options.block_bytes > kMaxBlockBytes ||
@@ -420,7 +444,8 @@ Result<std::unique_ptr<SwapStore>> SwapStore::open(SwapStoreOptions options, std
   std::vector<SwapPath> paths;
   std::uint64_t memory_alignment = kMinAlignmentBytes;
   for (const std::string& directory : options.paths) {
-    ZINF_ASSIGN_OR_RETURN(SwapFile file, SwapFile::create(directory, options.allow_buffered_fallback));
+    ZINF_ASSIGN_OR_RETURN(SwapFile file,
+                          SwapFile::create(directory, options.allow_buffered_fallback, options.how_to_allow_buffered));
     if (!file.direct() && options.on_warning) {
       options.on_warning(
           fmt::format("swap path '{}': {}; using buffered I/O, so swapped data also passes through the "

@@ -42,6 +42,9 @@ struct SwapStoreOptions {
   EngineKind engine = EngineKind::kUring;
   bool fall_back_to_posix = true;       // use PosixEngine (with a warning) when io_uring is unavailable
   bool allow_buffered_fallback = true;  // buffered I/O (with a warning) where O_DIRECT is refused
+  // Ends the error where O_DIRECT is refused and the fallback is not allowed: how the caller's user
+  // allows it (a CLI flag, a field).
+  std::string how_to_allow_buffered = "allow buffered I/O";
   ChecksumKind checksum = ChecksumKind::kNone;
   std::uint64_t largest_transfer_bytes = 0;            // sizes the staging pool; 0: planned_bytes
   std::uint64_t staging_budget_bytes = 0;              // upper bound for the staging pool; 0: no bound

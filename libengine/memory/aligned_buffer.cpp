@@ -3,6 +3,8 @@
 #include "libengine/memory/aligned_buffer.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <bit>
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -17,6 +20,33 @@
 #include "libengine/core/units.h"
 
 namespace zinf::memory {
+namespace {
+
+// What bounds an allocation from the system: the memory the kernel lets it commit (RAM and swap,
+// under the default overcommit heuristic) and the process's address-space limit (ulimit -v).
+std::string system_memory_limits() {
+  struct sysinfo info {};
+  std::string text = "the limit is this machine's memory";
+  if (::sysinfo(&info) == 0) {
+    const double unit = info.mem_unit == 0 ? 1.0 : static_cast<double>(info.mem_unit);
+    text += fmt::format(" ({} of RAM, {} of it free, and {} of swap)",
+                        format_bytes(static_cast<double>(info.totalram) * unit),
+                        format_bytes(static_cast<double>(info.freeram) * unit),
+                        format_bytes(static_cast<double>(info.totalswap) * unit));
+  }
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    text += fmt::format(" or this process's address-space limit of {} (ulimit -v)",
+                        format_bytes(static_cast<double>(limit.rlim_cur)));
+  }
+  return text;
+}
+
+}  // namespace
+
+bool refused_by_system(const Status& status) {
+  return status.code() == ErrorCode::kOutOfMemory && status.message().rfind(kSystemRefusedPrefix, 0) == 0;
+}
 namespace {
 constexpr std::size_t kHugePageBytes = 2u << 20;
 }  // namespace
@@ -29,9 +59,9 @@ Result<AlignedBuffer> AlignedBuffer::allocate(std::size_t bytes, std::size_t ali
   AlignedBuffer buffer;
   if (bytes == 0) return buffer;
   const auto out_of_memory = [&](int error) {
-    return Status::out_of_memory(fmt::format("aligned buffer: cannot allocate {} ({} bytes) aligned to {} bytes: {}",
+    return Status::out_of_memory(fmt::format("{} {} ({} bytes, aligned to {} bytes): {}; {}", kSystemRefusedPrefix,
                                              format_bytes(static_cast<double>(bytes)), bytes, alignment_bytes,
-                                             std::strerror(error)));
+                                             std::strerror(error), system_memory_limits()));
   };
   // No object may be larger than PTRDIFF_MAX (pointer differences inside it would overflow); such
   // requests are refused here rather than handed to an allocator that may abort on them (ASan).

@@ -7,16 +7,24 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "libengine/core/status.h"
 
 namespace zinf::memory {
 
+// How an allocation the system refused begins its message: "host memory: the system refused
+// 24.0 GiB (...): Cannot allocate memory; the limit is this machine's memory (...)". Callers that
+// turn a budget's OutOfMemory into "raise <field>" must not do so for these: no budget failed.
+inline constexpr std::string_view kSystemRefusedPrefix = "host memory: the system refused";
+// True for an OutOfMemory whose message begins with kSystemRefusedPrefix (callers may append to it).
+bool refused_by_system(const Status& status);
+
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
-  // OutOfMemory names the bytes and alignment requested. alignment must be a power of two
-  // (at least sizeof(void*)).
+  // OutOfMemory (beginning with kSystemRefusedPrefix) names the bytes and alignment requested and
+  // the machine's limits. alignment must be a power of two (at least sizeof(void*)).
   static Result<AlignedBuffer> allocate(std::size_t bytes, std::size_t alignment_bytes);
 
   AlignedBuffer(AlignedBuffer&& other) noexcept;

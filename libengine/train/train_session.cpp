@@ -9,6 +9,7 @@
 #include "libengine/core/units.h"
 #include "libengine/device/device_factory.h"
 #include "libengine/spec/scenario_deepspeed.h"
+#include "libengine/memory/aligned_buffer.h"
 #include "libengine/zero/partitioned_states.h"
 #include "libengine/zero/replicated_states.h"
 
@@ -19,6 +20,12 @@ namespace {
 // the field to change, not a runtime failure.
 Status as_budget_error(const Status& status, const spec::Scenario& scenario) {
   if (status.code() != ErrorCode::kOutOfMemory) return status;
+  // No budget failed: the machine has less memory than the scenario needs. Its message names that
+  // limit; blaming device_memory or host_memory (possibly unbounded) would send the user astray.
+  if (memory::refused_by_system(status)) {
+    return Status::invalid_argument(
+        fmt::format("{}; lower batch/seq, or move states to \"nvme\" (zero section)", status.message()));
+  }
   if (status.message().find("on the host tier") != std::string::npos) {
     return Status::invalid_argument(
         fmt::format("scenario.zero.host_memory: {} is too small for this plan: {}; raise "

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <filesystem>
-
 #include <fmt/format.h>
 
 #include "libengine/core/check.h"
@@ -11,10 +9,11 @@
 namespace zinf::zero {
 
 Result<std::unique_ptr<NvmeStateStore>> NvmeStateStore::open(NvmeStateStoreOptions options) {
-  // Like checkpoint directories, swap directories are created when missing.
+  // Like checkpoint directories, swap directories are created when missing; unlike them, they are
+  // removed again when the store closes (or fails to open), as the swap files leave nothing there.
+  io::CreatedDirectories created;
   for (std::size_t i = 0; i < options.paths.size(); ++i) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.paths[i], ec);
+    const std::error_code ec = created.create(options.paths[i]);
     if (ec) {
       return Status::invalid_argument(fmt::format("scenario.zero.nvme_paths[{}]: cannot create directory {}: {}", i,
                                                   options.paths[i], ec.message()));
@@ -33,7 +32,7 @@ Result<std::unique_ptr<NvmeStateStore>> NvmeStateStore::open(NvmeStateStoreOptio
   if (!store.is_ok()) {
     return Status(store.status().code(), fmt::format("scenario.zero.nvme_paths: {}", store.status().message()));
   }
-  return std::unique_ptr<NvmeStateStore>(new NvmeStateStore(std::move(store).value()));
+  return std::unique_ptr<NvmeStateStore>(new NvmeStateStore(std::move(store).value(), std::move(created)));
 }
 
 NvmeStateStore::~NvmeStateStore() { drain(); }

@@ -9,7 +9,8 @@
 //
 // Not thread-safe: one thread (the training loop's) issues and waits; the swap store's I/O thread
 // does the transfers. The swap files are anonymous and vanish when the store is destroyed, on
-// error or signal too.
+// error or signal too; so do the swap directories (and parents) that open() created, deepest
+// first and each only while empty (io/created_directories.h).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "libengine/core/status.h"
+#include "libengine/io/created_directories.h"
 #include "libengine/io/io_engine.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/zero/engine_stats.h"
@@ -43,8 +45,9 @@ class NvmeStateStore {
  public:
   using ExtentId = std::size_t;
 
-  // Opens the swap store (checking free space for planned_bytes on every path). Errors name
-  // "scenario.zero.nvme_paths" and the path.
+  // Creates the missing directories, opens the swap store (checking free space for planned_bytes
+  // on every path). Errors name "scenario.zero.nvme_paths" and the path; on error the directories
+  // it created are removed again.
   static Result<std::unique_ptr<NvmeStateStore>> open(NvmeStateStoreOptions options);
   ~NvmeStateStore();
   NvmeStateStore(const NvmeStateStore&) = delete;
@@ -93,10 +96,14 @@ class NvmeStateStore {
     std::uint64_t bytes = 0;
     std::vector<PendingOp> pending;  // in issue order
   };
-  explicit NvmeStateStore(std::unique_ptr<io::SwapStore> store) : store_(std::move(store)) {}
+  NvmeStateStore(std::unique_ptr<io::SwapStore> store, io::CreatedDirectories created)
+      : created_(std::move(created)), store_(std::move(store)) {}
   void count(bool read, std::uint64_t bytes);
   Status with_context(const Status& status, const Extent& extent, bool read) const;
 
+  // Declared before store_ so that it is destroyed after it: the directories are removed once the
+  // swap files in them are closed.
+  io::CreatedDirectories created_;
   std::unique_ptr<io::SwapStore> store_;
   std::vector<Extent> extents_;
   std::uint64_t extent_bytes_ = 0;

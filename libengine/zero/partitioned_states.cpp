@@ -8,6 +8,7 @@
 
 #include "libengine/core/check.h"
 #include "libengine/core/units.h"
+#include "libengine/memory/aligned_buffer.h"
 #include "libengine/spec/optimizer_pipeline_shape.h"
 
 namespace zinf::zero {
@@ -24,7 +25,8 @@ std::string_view tier_word(spec::Tier tier) { return tier == spec::Tier::kDevice
 
 // A budget error found while allocating is the configuration's: it names the field to change.
 Status as_field_error(const Status& status, std::string_view field, std::string_view hint) {
-  if (status.code() != ErrorCode::kOutOfMemory) return status;
+  // The system refusing memory is no budget's fault: its message names the machine's limit.
+  if (status.code() != ErrorCode::kOutOfMemory || memory::refused_by_system(status)) return status;
   return Status::invalid_argument(fmt::format("{}: {}; {}", field, status.message(), hint));
 }
 

@@ -3,7 +3,10 @@
 // runs through a real SwapStore in a TempDir (with fio too when it is installed). Expected figures
 // are hand-computed (comments show the arithmetic), never copied from the program's output.
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -451,6 +454,62 @@ TEST_CASE("bench io: --fio without fio on PATH says how to get it") {
   ::setenv("PATH", saved.c_str(), 1);
   CHECK(o.code == 2);
   CHECK(o.err == "error: --fio: fio not found on PATH; install it (apt-get install fio) or drop --fio\n");
+}
+
+// Issue 24: --path /proc exited 1 with ENOENT where other bad paths exit 2, and a file system
+// without O_DIRECT said "allow buffered I/O" without naming the flag that does.
+TEST_CASE("bench io: a path that cannot hold a swap file is bad input naming it, and --buffered-ok is named") {
+  expect_bad_input({"--path", "/proc", "--size", "8MiB", "--tensor", "1MiB"},
+                   "swap path '/proc': proc cannot hold a swap file (");
+  // ramfs refuses O_DIRECT on every kernel; mounting it needs CAP_SYS_ADMIN, in a child with a
+  // private mount namespace (skipped, with a warning, where that is not allowed).
+  TempDir dir;
+  const std::string mount_point = dir.path() + "/ramfs";
+  REQUIRE(::mkdir(mount_point.c_str(), 0700) == 0);
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(report[0]);
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("ramfs", mount_point.c_str(), "ramfs", 0, nullptr) != 0) {
+      ::_exit(77);
+    }
+    const Outcome o = zinf({"bench", "io", "--path", mount_point, "--size", "8MiB", "--tensor", "1MiB"});
+    const std::string got = std::to_string(o.code) + " " + o.err;
+    [[maybe_unused]] const ssize_t n = ::write(report[1], got.data(), got.size());
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string got;
+  char chunk[256];
+  for (ssize_t n; (n = ::read(report[0], chunk, sizeof chunk)) > 0;) got.append(chunk, static_cast<std::size_t>(n));
+  ::close(report[0]);
+  int wstatus = 0;
+  REQUIRE(::waitpid(child, &wstatus, 0) == child);
+  REQUIRE(WIFEXITED(wstatus));
+  if (WEXITSTATUS(wstatus) == 77) {
+    WARN("cannot mount ramfs here (needs CAP_SYS_ADMIN); --buffered-ok in the O_DIRECT error not checked");
+    return;
+  }
+  INFO(got);
+  CHECK(got.rfind("2 error: ", 0) == 0);
+  CHECK(got.find("swap path '" + mount_point + "': O_DIRECT not supported (ramfs: ") != std::string::npos);
+  CHECK(got.find("or pass --buffered-ok to measure buffered I/O (through the page cache)\n") != std::string::npos);
+  CHECK(std::count(got.begin(), got.end(), '\n') == 1);
+}
+
+// Issue 24: "/x/swap" and "/x/swap/" passed the duplicate check as two drives.
+TEST_CASE("bench io: one directory spelt two ways is given twice") {
+  TempDir dir;
+  const std::string p = dir.path();
+  std::filesystem::create_directory(p + "/swap");
+  for (const std::string& other : {p + "/swap/", p + "/./swap", p + "/swap/../swap//"}) {
+    INFO(other);
+    expect_bad_input({"--path", p + "/swap", "--path", other, "--size", "8MiB", "--tensor", "1MiB"},
+                     "swap: path '" + other + "' is given twice: it is the same directory as '" + p + "/swap'");
+  }
 }
 
 // ---- end to end ------------------------------------------------------------------------------
