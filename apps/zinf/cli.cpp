@@ -84,6 +84,7 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
       "  zinf train scenarios/quickstart.json\n"
       "  zinf report runs/quickstart/record.json --out report.html\n"
       "  zinf compare base.json new.json --threshold 5%\n"
+      "  zinf checkpoint verify runs/quickstart/checkpoints\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 regression found (compare).");
 
   std::vector<std::unique_ptr<Subcommand>> commands;
@@ -93,6 +94,7 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
   commands.push_back(add_train_command(app));
   commands.push_back(add_report_command(app));
   commands.push_back(add_compare_command(app));
+  commands.push_back(add_checkpoint_command(app));
 
   try {
     app.parse(argc, argv);

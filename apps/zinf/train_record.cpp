@@ -180,7 +180,9 @@ json make_train_record(const TrainRun& run) {
   if (!run.ranks.is_null()) record["ranks"] = run.ranks;
   record["checkpoint"] = {
       {"resumed_from", run.outcome.resumed_from ? json(run.outcome.resumed_from->string()) : json(nullptr)},
-      {"last_written", run.outcome.last_checkpoint ? json(run.outcome.last_checkpoint->string()) : json(nullptr)}};
+      {"last_written", run.outcome.last_checkpoint ? json(run.outcome.last_checkpoint->string()) : json(nullptr)},
+      // Why newer checkpoints were passed over at the resume, every rank's reasons.
+      {"resume_warnings", run.outcome.resume_warnings}};
   return record;
 }
 
@@ -205,6 +207,11 @@ Rendered render_train_record(const json& record) {
       "steps", fmt::format("{} run{} ({} warm-up, excluded from medians)", summary.at("steps_run").get<std::size_t>(),
                            first > 0 ? fmt::format(", resumed at step {}", first) : std::string(),
                            summary.at("warmup_steps").get<std::int64_t>()));
+  if (const auto checkpoint = record.find("checkpoint"); checkpoint != record.end()) {
+    for (const json& warning : checkpoint->value("resume_warnings", json::array())) {
+      run.fields.emplace_back("checkpoint passed over", warning.get<std::string>());
+    }
+  }
   out.document.sections.push_back(std::move(run));
 
   reports::Section result;
