@@ -319,6 +319,12 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
             }
           }
         }
+        // In fp32 the parameters were published straight from the set's master weights: the
+        // host-to-device copies into their device slices and persistent copies run on the
+        // host-to-device stream's thread and may not have read them yet. finish_set() waits for
+        // this point before the set is refilled with the next sub-group, as in the optimizer
+        // pipeline (finish_group); without it those copies could read the next sub-group's values.
+        device_.stream(device::StreamRole::kHostToDevice).record(*set.copies_done);
         const auto bytes = static_cast<std::size_t>(groups_[g].flat_end - groups_[g].flat_begin) * 12;
         if (status.is_ok()) {
           status = nvme_->start_write(
