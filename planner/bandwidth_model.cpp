@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "planner/collective_model.h"
+
 namespace zinf::planner {
 
 static_assert(kScheduleResources == kAllResources.size(), "schedule_model indexes resources as bandwidth_model does");
@@ -124,20 +126,21 @@ class TrafficLedger {
 struct Cluster {
   double gpus = 0;
   double nodes = 0;
-  double ring_factor = 0;           // (G-1)/G: share of a collective's data a GPU must receive
-  double collective_bandwidth = 0;  // per GPU: NVLink inside a node, the NIC share across nodes
 };
 
 Cluster describe_cluster(const HardwareProfile& hardware) {
-  const NodeSpec& node = hardware.node;
   Cluster cluster;
   cluster.gpus = static_cast<double>(hardware.total_gpus());
   cluster.nodes = static_cast<double>(hardware.nodes);
-  cluster.ring_factor = (cluster.gpus - 1.0) / cluster.gpus;
-  cluster.collective_bandwidth =
-      hardware.nodes > 1 ? std::min(node.gpu_link_bandwidth, node.network_bandwidth / static_cast<double>(node.gpus))
-                         : node.gpu_link_bandwidth;
   return cluster;
+}
+
+// A collective over every GPU, charged to each GPU's collective link as nccl-tests' bus bytes at
+// its busbw (collective_model.h).
+void charge_collective(TrafficLedger& ledger, const HardwareProfile& hardware, TrafficGroup group, Phase phase,
+                       Collective collective, double size) {
+  ledger.charge(group, phase, Resource::kCollectives, bus_bytes(hardware, collective, size),
+                collective_bandwidth(hardware, collective).bus_bandwidth);
 }
 
 // Moving `bytes` (cluster total, spread evenly over ranks) into or out of the CPU or NVMe tier.
@@ -190,8 +193,8 @@ struct Mover {
 }  // namespace
 
 StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, const spec::StatePlacement& placement,
-                     const HardwareProfile& hardware, double target_efficiency, Schedule schedule,
-                     bool norm_before_step) {
+                     const HardwareProfile& hardware, const ComputeRate& rate, double target_efficiency,
+                     Schedule schedule, bool norm_before_step) {
   const NodeSpec& node = hardware.node;
   const Cluster cluster = describe_cluster(hardware);
   TrafficLedger ledger;
@@ -210,17 +213,15 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
     for (const auto& [phase, loads] :
          {std::pair{Phase::kForward, memory.params_bytes}, std::pair{Phase::kBackward, backward_loads}}) {
       move.to_gpu_from(params_tier, kPG, phase, loads);
-      if (collectives) {
-        ledger.charge(kPG, phase, Resource::kCollectives, loads * cluster.ring_factor, cluster.collective_bandwidth);
-      }
+      if (collectives) charge_collective(ledger, hardware, kPG, phase, Collective::kAllGather, loads);
     }
   }
   // Gradients: reduce-scattered into slices (ZeRO-2/3) or all-reduced (plain data parallelism,
   // twice the traffic); each rank's slice then goes to the gradient tier.
   if (collectives) {
-    const double reduce_bytes = memory.grads_bytes * (rules.states_partitioned ? 1.0 : 2.0);
-    ledger.charge(kPG, Phase::kBackward, Resource::kCollectives, reduce_bytes * cluster.ring_factor,
-                  cluster.collective_bandwidth);
+    charge_collective(ledger, hardware, kPG, Phase::kBackward,
+                      rules.states_partitioned ? Collective::kReduceScatter : Collective::kAllReduce,
+                      memory.grads_bytes);
   }
   if (rules.states_partitioned) move.from_gpu_to(grads_tier, kPG, Phase::kBackward, memory.grads_bytes);
 
@@ -253,8 +254,7 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
   move.between(optimizer_compute_tier, params_tier, kOpt, params_tier == Tier::kNvme ? kWrite : kUpdate,
                memory.params_bytes * replicas);
   if (!rules.params_partitioned && rules.states_partitioned && collectives) {
-    ledger.charge(kOpt, kUpdate, Resource::kCollectives, memory.params_bytes * cluster.ring_factor,
-                  cluster.collective_bandwidth);
+    charge_collective(ledger, hardware, kOpt, kUpdate, Collective::kAllGather, memory.params_bytes);
   }
 
   // Activation checkpoints: written in forward, read back in backward, each GPU its own.
@@ -264,7 +264,7 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
   move.to_gpu_from(activations_tier, kAct, Phase::kBackward, checkpoints);
 
   StepModel step;
-  step.compute_seconds = memory.flops_per_gpu_per_step / node.gpu.achievable_flops;
+  step.compute_seconds = memory.flops_per_gpu_per_step / rate.achievable_flops;
   step.resources[static_cast<std::size_t>(Resource::kCompute)] = {memory.flops_per_gpu_per_step, step.compute_seconds};
   for (TrafficGroup group : kAllTrafficGroups) {
     for (Resource resource : kAllResources) {
@@ -292,11 +292,11 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
       traffic.seconds = std::max(traffic.seconds, ledger.at(group, resource).seconds);
     traffic.effective_bandwidth = traffic.seconds > 0 ? traffic.bytes_per_gpu / traffic.seconds : 0.0;
     traffic.efficiency = traffic.seconds > 0 ? efficiency(traffic.arithmetic_intensity, traffic.effective_bandwidth,
-                                                          node.gpu.achievable_flops)
+                                                          rate.achievable_flops)
                                              : 1.0;
     traffic.required_bandwidth =
         traffic.bytes_per_gpu > 0
-            ? bandwidth_for_efficiency(traffic.arithmetic_intensity, node.gpu.achievable_flops, target_efficiency)
+            ? bandwidth_for_efficiency(traffic.arithmetic_intensity, rate.achievable_flops, target_efficiency)
             : 0.0;
   }
 
@@ -314,7 +314,7 @@ StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, cons
 
   step.phases = ledger.phases();
   const auto compute = static_cast<std::size_t>(Resource::kCompute);
-  const double forward_compute = memory.forward_flops_per_gpu / node.gpu.achievable_flops;
+  const double forward_compute = memory.forward_flops_per_gpu / rate.achievable_flops;
   step.phases.at(Phase::kForward)[compute] = forward_compute;
   step.phases.at(Phase::kBackward)[compute] = step.compute_seconds - forward_compute;
   ScheduleOptions options;

@@ -5,7 +5,8 @@
 //    intensity (FLOPs per byte moved) seq·bsz for parameters and gradients, seq·bsz/4 for
 //    optimizer states and 24·hd·ci for activation checkpoints;
 //  * a resource model of the step: every byte a placement moves is charged to the link it crosses
-//    (PCIe per GPU, NVMe and CPU memory per node, GPU collectives, HBM), with bandwidth-centric
+//    (PCIe per GPU, NVMe and CPU memory per node, GPU collectives as NCCL runs them
+//    (collective_model.h), HBM), with bandwidth-centric
 //    partitioning (each rank moves only its 1/world slice, then all-gathers). The step takes as
 //    long as the busiest resource if the prefetcher overlaps everything with compute (the design
 //    goal), or compute + the busiest link if nothing overlaps. The busiest one is the bottleneck.
@@ -19,6 +20,7 @@
 
 #include "libengine/spec/state_placement.h"
 #include "libengine/spec/training_spec.h"
+#include "planner/compute_rate.h"
 #include "planner/hardware_profile.h"
 #include "planner/memory_model.h"
 #include "planner/schedule_model.h"
@@ -86,10 +88,11 @@ struct StepModel {
   const GroupTraffic& group(TrafficGroup g) const { return groups[static_cast<std::size_t>(g)]; }
 };
 
+// `rate`: the GPU's rate in the plan's math mode (compute is charged at rate.achievable_flops).
 // `schedule` picks StepModel::scheduled; `norm_before_step`: clipping or fp16 loss scaling (the
 // optimizer's update waits for the global norm; see schedule_model.h).
 StepModel model_step(const ModelMemory& memory, const StrategyRules& rules, const spec::StatePlacement& placement,
-                     const HardwareProfile& hardware, double target_efficiency, Schedule schedule = Schedule::kZinf,
-                     bool norm_before_step = false);
+                     const HardwareProfile& hardware, const ComputeRate& rate, double target_efficiency,
+                     Schedule schedule = Schedule::kZinf, bool norm_before_step = false);
 
 }  // namespace zinf::planner

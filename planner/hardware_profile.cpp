@@ -16,14 +16,53 @@ using spec::JsonObject;
 
 constexpr std::string_view kSchema = "zinf.hardware/1";
 
+// A table of FLOP/s per math mode: {"fp32": "67TFLOPS", "bf16": "989.4TFLOPS"}; modes may be left out.
+Result<FlopsTable> parse_flops_table(const JsonObject& gpu, std::string_view key) {
+  ZINF_ASSIGN_OR_RETURN(const JsonObject table, gpu.object(key));
+  std::vector<std::string_view> modes;
+  for (MathMode mode : kAllMathModes) modes.push_back(math_mode_name(mode));
+  ZINF_RETURN_IF_ERROR(table.reject_unknown_keys(modes));
+  FlopsTable out;
+  for (MathMode mode : kAllMathModes) {
+    if (!table.has(math_mode_name(mode))) continue;
+    ZINF_ASSIGN_OR_RETURN(out[mode], table.flops(math_mode_name(mode)));
+  }
+  return out;
+}
+
+// peak_flops and achievable_flops are either both single numbers (the format before per-mode
+// tables: the bf16/fp16 rate) or both tables.
+Status parse_gpu_flops(const JsonObject& gpu, GpuSpec& spec) {
+  const bool peak_is_table = gpu.has("peak_flops") && gpu.raw().at("peak_flops").is_object();
+  const bool achievable_is_table = gpu.has("achievable_flops") && gpu.raw().at("achievable_flops").is_object();
+  if (peak_is_table != achievable_is_table) {
+    return Status::invalid_argument(
+        fmt::format("{}: peak_flops and achievable_flops must both be single numbers (the bf16/fp16 rate) or both "
+                    "tables per math mode (fp32, tf32, bf16, fp16, fp8)",
+                    gpu.path()));
+  }
+  if (peak_is_table) {
+    ZINF_ASSIGN_OR_RETURN(spec.peak_flops, parse_flops_table(gpu, "peak_flops"));
+    ZINF_ASSIGN_OR_RETURN(spec.achievable_flops, parse_flops_table(gpu, "achievable_flops"));
+    return Status::ok();
+  }
+  ZINF_ASSIGN_OR_RETURN(const double peak, gpu.flops("peak_flops"));
+  ZINF_ASSIGN_OR_RETURN(const double achievable, gpu.flops("achievable_flops"));
+  spec.single_rate = true;
+  for (MathMode mode : {MathMode::kBf16, MathMode::kFp16}) {
+    spec.peak_flops[mode] = peak;
+    spec.achievable_flops[mode] = achievable;
+  }
+  return Status::ok();
+}
+
 Result<GpuSpec> parse_gpu(const JsonObject& gpu) {
   ZINF_RETURN_IF_ERROR(
       gpu.reject_unknown_keys({"name", "memory", "peak_flops", "achievable_flops", "memory_bandwidth"}));
   GpuSpec spec;
   ZINF_ASSIGN_OR_RETURN(spec.name, gpu.printable_string("name"));
   ZINF_ASSIGN_OR_RETURN(spec.memory_bytes, gpu.bytes("memory"));
-  ZINF_ASSIGN_OR_RETURN(spec.peak_flops, gpu.flops("peak_flops"));
-  ZINF_ASSIGN_OR_RETURN(spec.achievable_flops, gpu.flops("achievable_flops"));
+  ZINF_RETURN_IF_ERROR(parse_gpu_flops(gpu, spec));
   ZINF_ASSIGN_OR_RETURN(spec.memory_bandwidth, gpu.bandwidth("memory_bandwidth"));
   return spec;
 }
@@ -86,6 +125,49 @@ Result<HardwareProfile> parse_profile_object(const nlohmann::json& document) {
   return profile;
 }
 
+// A single-rate profile names its fields without a mode, as the file did.
+std::string flops_field(const GpuSpec& gpu, std::string_view table, MathMode mode) {
+  if (gpu.single_rate) return fmt::format("hw.node.gpu.{}", table);
+  return fmt::format("hw.node.gpu.{}.{}", table, math_mode_name(mode));
+}
+
+Status validate_flops(const GpuSpec& gpu) {
+  bool any_pair = false;
+  for (MathMode mode : kAllMathModes) {
+    const double peak = gpu.peak_flops[mode];
+    const double achievable = gpu.achievable_flops[mode];
+    // 0 is "not given" in a table; anything else (negative, NaN, 1e-300) must be a real rate. A
+    // single-rate profile gives exactly the bf16 and fp16 entries.
+    const bool single_mode = mode == MathMode::kBf16 || mode == MathMode::kFp16;
+    if (gpu.single_rate && !single_mode) continue;
+    if (peak != 0 || gpu.single_rate) {
+      ZINF_RETURN_IF_ERROR(check_figure(peak, flops_field(gpu, "peak_flops", mode), kFlopsRange));
+    }
+    if (achievable != 0 || gpu.single_rate) {
+      ZINF_RETURN_IF_ERROR(check_figure(achievable, flops_field(gpu, "achievable_flops", mode), kFlopsRange));
+    }
+    if (achievable > 0 && peak <= 0) {
+      return Status::invalid_argument(
+          fmt::format("{}: given without {}; the peak is the datasheet rate it is measured "
+                      "against",
+                      flops_field(gpu, "achievable_flops", mode), flops_field(gpu, "peak_flops", mode)));
+    }
+    if (achievable > peak) {
+      return Status::invalid_argument(
+          fmt::format("{}: {:g} is above {} {:g}; achievable throughput cannot exceed the peak",
+                      flops_field(gpu, "achievable_flops", mode), achievable,
+                      gpu.single_rate ? "peak_flops" : fmt::format("peak_flops.{}", math_mode_name(mode)), peak));
+    }
+    any_pair = any_pair || (peak > 0 && achievable > 0);
+  }
+  if (!any_pair) {
+    return Status::invalid_argument(
+        "hw.node.gpu.achievable_flops: no math mode has both a peak and an achievable rate; give at least one pair "
+        "(the others are estimated from it)");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<HardwareProfile> parse_hardware_profile(const nlohmann::json& document, std::string_view source) {
@@ -117,8 +199,6 @@ Status validate(const HardwareProfile& profile) {
   }
   for (auto [field, value, range] :
        {std::tuple{"gpu.memory", static_cast<double>(node.gpu.memory_bytes), kGpuMemoryRange},
-        std::tuple{"gpu.peak_flops", node.gpu.peak_flops, kFlopsRange},
-        std::tuple{"gpu.achievable_flops", node.gpu.achievable_flops, kFlopsRange},
         std::tuple{"gpu.memory_bandwidth", node.gpu.memory_bandwidth, kBandwidthRange},
         std::tuple{"cpu.memory", static_cast<double>(node.cpu_memory_bytes), kHostBytesRange},
         std::tuple{"cpu.memory_bandwidth", node.cpu_memory_bandwidth, kBandwidthRange},
@@ -133,13 +213,27 @@ Status validate(const HardwareProfile& profile) {
     ZINF_RETURN_IF_ERROR(
         check_figure(static_cast<double>(node.nvme_capacity_bytes), "hw.node.nvme.capacity", kHostBytesRange));
   }
-  if (node.gpu.achievable_flops > node.gpu.peak_flops) {
-    return Status::invalid_argument(fmt::format(
-        "hw.node.gpu.achievable_flops: {:g} is above peak_flops {:g}; achievable throughput cannot exceed the peak",
-        node.gpu.achievable_flops, node.gpu.peak_flops));
-  }
-  return Status::ok();
+  return validate_flops(node.gpu);
 }
+
+Result<ComputeRate> gpu_compute_rate(const HardwareProfile& profile, MathMode mode) {
+  const GpuSpec& gpu = profile.node.gpu;
+  return compute_rate(gpu.peak_flops, gpu.achievable_flops, gpu.single_rate, mode);
+}
+
+namespace {
+
+// A single-rate profile is written back as it was read: one number (its bf16 entry).
+nlohmann::json flops_json(const GpuSpec& gpu, const FlopsTable& table) {
+  if (gpu.single_rate) return table[MathMode::kBf16];
+  nlohmann::json out = nlohmann::json::object();
+  for (MathMode mode : kAllMathModes) {
+    if (table.has(mode)) out[std::string(math_mode_name(mode))] = table[mode];
+  }
+  return out;
+}
+
+}  // namespace
 
 nlohmann::json hardware_profile_to_json(const HardwareProfile& profile) {
   const NodeSpec& node = profile.node;
@@ -153,8 +247,8 @@ nlohmann::json hardware_profile_to_json(const HardwareProfile& profile) {
         {"gpu",
          {{"name", node.gpu.name},
           {"memory", node.gpu.memory_bytes},
-          {"peak_flops", node.gpu.peak_flops},
-          {"achievable_flops", node.gpu.achievable_flops},
+          {"peak_flops", flops_json(node.gpu, node.gpu.peak_flops)},
+          {"achievable_flops", flops_json(node.gpu, node.gpu.achievable_flops)},
           {"memory_bandwidth", node.gpu.memory_bandwidth}}},
         {"cpu", {{"memory", node.cpu_memory_bytes}, {"memory_bandwidth", node.cpu_memory_bandwidth}}},
         {"nvme",

@@ -4,7 +4,8 @@
 // Profiles are JSON files a user can write (schema "zinf.hardware/1", documented in
 // planner/profiles/README.md); the built-in ones are such files compiled into the binary, so
 // `zinf hw show NAME` prints a template. Bandwidths are achievable figures, not datasheet peaks,
-// except gpu.peak_flops, which is the datasheet figure that MFU is measured against.
+// except gpu.peak_flops, which holds datasheet figures (dense, per math mode) that MFU is measured
+// against.
 #pragma once
 
 #include <cstdint>
@@ -16,15 +17,22 @@
 #include <nlohmann/json.hpp>
 
 #include "libengine/core/status.h"
+#include "planner/compute_rate.h"
 
 namespace zinf::planner {
 
 struct GpuSpec {
   std::string name;
   std::uint64_t memory_bytes = 0;  // device memory per GPU
-  double peak_flops = 0;           // datasheet dense half-precision FLOP/s (the MFU denominator)
-  double achievable_flops = 0;     // sustained FLOP/s of large GEMMs: the paper's peak_tp (70T on V100)
-  double memory_bandwidth = 0;     // HBM bytes/s (an optimizer step on the GPU streams its states)
+  // Per math mode (fp32, tf32, bf16, fp16, fp8); 0 = not given. peak: datasheet dense FLOP/s (the
+  // MFU denominator). achievable: sustained FLOP/s of large GEMMs, the paper's peak_tp (70T on V100
+  // in fp16); a mode without one is estimated from its peak (compute_rate()).
+  FlopsTable peak_flops;
+  FlopsTable achievable_flops;
+  // The file gave peak_flops and achievable_flops as single numbers (profiles written before the
+  // per-mode tables): they are the bf16 and fp16 rate, and no other mode has one.
+  bool single_rate = false;
+  double memory_bandwidth = 0;  // HBM bytes/s (an optimizer step on the GPU streams its states)
 };
 
 struct NodeSpec {
@@ -92,7 +100,11 @@ inline constexpr std::int64_t kMaxNodes = 1 << 16;
 Status check_figure(double value, std::string_view field, const FigureRange& range);
 
 // Consistency checks beyond types: every figure within its FigureRange (NVMe capacity may also be 0),
-// GPU and node counts within 1..65536, achievable <= peak FLOP/s.
+// GPU and node counts within 1..65536, per math mode achievable <= peak FLOP/s and no achievable
+// figure without a peak, at least one mode with both.
 Status validate(const HardwareProfile& profile);
+
+// The GPU's rate in `mode` (compute_rate() over the profile's tables).
+Result<ComputeRate> gpu_compute_rate(const HardwareProfile& profile, MathMode mode);
 
 }  // namespace zinf::planner

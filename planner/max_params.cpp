@@ -48,6 +48,7 @@ Result<std::vector<MaxParamsResult>> max_params_per_strategy(const PlanInput& ba
                                                              const std::vector<Strategy>& strategies) {
   ZINF_RETURN_IF_ERROR(spec::validate(base.training));
   ZINF_RETURN_IF_ERROR(validate(base.hardware));
+  ZINF_ASSIGN_OR_RETURN(const ComputeRate rate, plan_compute_rate(base));
   std::vector<MaxParamsResult> results;
   for (Strategy strategy : strategies) {
     PlanInput input = base;
@@ -83,7 +84,7 @@ Result<std::vector<MaxParamsResult>> max_params_per_strategy(const PlanInput& ba
       result.max_params = spec::count_parameters(best.shape).total;
       result.shape = best.shape;
       result.placement = best.choice.placement;
-      result.prediction = predict(best.memory, input, best.choice.step);
+      result.prediction = predict(best.memory, input, rate, best.choice.step);
       ZINF_RETURN_IF_ERROR(check_finite(result.prediction));
     } else {
       result.limit = describe_limit(best);

@@ -45,6 +45,7 @@ json input_to_json(const PlanInput& input) {
           {"hardware", hardware_summary(input.hardware)},
           {"strategy", strategy_name(input.strategy)},
           {"pinned", std::move(pinned)},
+          {"fp32_matmul_tf32", input.fp32_matmul_tf32},
           {"target_efficiency", input.target_efficiency},
           {"schedule", schedule_name(input.schedule)}};
 }
@@ -118,6 +119,11 @@ void append_plan(const Plan& plan, json& record) {
   const ModelMemory& memory = plan.memory;
   const spec::ParameterCount& count = plan.parameters;
   record["input"] = input_to_json(plan.input);
+  record["compute_rate"] = {{"math_mode", math_mode_name(plan.rate.mode)},
+                            {"peak_flops", plan.rate.peak_flops},
+                            {"peak_basis", plan.rate.peak_basis},
+                            {"achievable_flops", plan.rate.achievable_flops},
+                            {"achievable_basis", plan.rate.achievable_basis}};
   record["model"] = {
       {"shape", model_shape_to_json(plan.input.shape)},
       {"parameters",

@@ -32,9 +32,19 @@ std::vector<Tier> tiers_to_try(const PlanInput& input, const StrategyRules& rule
 
 }  // namespace
 
+Result<ComputeRate> plan_compute_rate(const PlanInput& input) {
+  if (input.fp32_matmul_tf32 && input.training.precision != DType::kF32) {
+    return Status::invalid_argument(
+        fmt::format("precision: tf32 applies to fp32 training, not {}", dtype_name(input.training.precision)));
+  }
+  return gpu_compute_rate(input.hardware, math_mode_for(input.training.precision, input.fp32_matmul_tf32));
+}
+
 PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& input) {
   PlacementChoice best;
-  PlacementChoice closest;  // when nothing fits: the placement that overflows least
+  const Result<ComputeRate> rate = plan_compute_rate(input);
+  if (!rate.is_ok()) return best;  // a precondition: callers report the error first
+  PlacementChoice closest;         // when nothing fits: the placement that overflows least
   double closest_overflow = std::numeric_limits<double>::infinity();
   bool any = false;
   for (const StrategyRules& rules : candidate_rules(input.strategy)) {
@@ -65,8 +75,8 @@ PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& inp
         }
         continue;
       }
-      StepModel step = model_step(memory, rules, placement, input.hardware, input.target_efficiency, input.schedule,
-                                  norm_before_step(input.training));
+      StepModel step = model_step(memory, rules, placement, input.hardware, *rate, input.target_efficiency,
+                                  input.schedule, norm_before_step(input.training));
       const double seconds = step.scheduled.step_seconds;
       const bool faster = seconds < best.step.scheduled.step_seconds * (1.0 - 1e-9);
       const bool tie = !faster && seconds <= best.step.scheduled.step_seconds * (1.0 + 1e-9);
@@ -83,7 +93,7 @@ bool norm_before_step(const spec::TrainingSpec& training) {
   return training.norm_before_step || training.precision == DType::kF16;
 }
 
-Prediction predict(const ModelMemory& memory, const PlanInput& input, const StepModel& step) {
+Prediction predict(const ModelMemory& memory, const PlanInput& input, const ComputeRate& rate, const StepModel& step) {
   Prediction prediction;
   const double tokens_per_gpu = static_cast<double>(input.training.micro_batch * input.training.seq);
   prediction.step_seconds = step.scheduled.step_seconds;
@@ -95,8 +105,7 @@ Prediction predict(const ModelMemory& memory, const PlanInput& input, const Step
   const double seconds = prediction.step_seconds;
   prediction.tokens_per_second = tokens_per_gpu * static_cast<double>(input.hardware.total_gpus()) / seconds;
   prediction.achieved_flops_per_gpu = memory.flops_per_gpu_per_step / seconds;
-  prediction.mfu =
-      6.0 * tokens_per_gpu * static_cast<double>(memory.params) / seconds / input.hardware.node.gpu.peak_flops;
+  prediction.mfu = 6.0 * tokens_per_gpu * static_cast<double>(memory.params) / seconds / rate.peak_flops;
   prediction.efficiency = step.compute_seconds / seconds;
   return prediction;
 }
@@ -170,7 +179,7 @@ std::string explain_infeasible(const Plan& plan) {
 }
 
 bool fits(const PlanInput& input) {
-  if (!spec::validate(input.training).is_ok()) return false;
+  if (!spec::validate(input.training).is_ok() || !plan_compute_rate(input).is_ok()) return false;
   const ModelMemory memory = model_memory(input.shape, input.training);
   return choose_placement(memory, input).feasible;
 }
@@ -341,6 +350,7 @@ Result<Plan> make_plan(const PlanInput& input, const FieldNamer& name_field) {
 
   Plan plan;
   plan.input = input;
+  ZINF_ASSIGN_OR_RETURN(plan.rate, plan_compute_rate(input));
   plan.parameters = spec::count_parameters(input.shape);
   plan.memory = model_memory(input.shape, input.training);
   PlacementChoice choice = choose_placement(plan.memory, input);
@@ -351,7 +361,7 @@ Result<Plan> make_plan(const PlanInput& input, const FieldNamer& name_field) {
   plan.footprint = std::move(choice.footprint);
   if (plan.feasible) {
     plan.step = choice.step;
-    plan.prediction = predict(plan.memory, input, plan.step);
+    plan.prediction = predict(plan.memory, input, plan.rate, plan.step);
     ZINF_RETURN_IF_ERROR(check_finite(plan.prediction));
     plan.bottleneck = explain_bottleneck(plan);
   } else {

@@ -33,6 +33,9 @@ struct PlanInput {
   Strategy strategy = Strategy::kAuto;
   // Kinds pinned to a tier by the user (field::kPlacement, e.g. optimizer=nvme); others are searched.
   std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()> pinned{};
+  // fp32 training whose matmuls run in TF32 (PyTorch's allow_tf32 / set_float32_matmul_precision
+  // ("high")); off by default, as in PyTorch since 1.12. Only meaningful with fp32 precision.
+  bool fp32_matmul_tf32 = false;
   double target_efficiency = 0.9;       // the efficiency "required bandwidth" is quoted for
   Schedule schedule = Schedule::kZinf;  // whose step schedule the prediction follows (schedule_model.h)
 };
@@ -40,6 +43,10 @@ struct PlanInput {
 // Whether the optimizer's update must wait for the global gradient norm: clipping, or fp16's loss
 // scaling (its overflow check).
 bool norm_before_step(const spec::TrainingSpec& training);
+
+// The math mode the input's matmuls run in (math_mode_for) and the GPU's rate in it; InvalidArgument
+// naming the profile field when the profile has no rate for that mode.
+Result<ComputeRate> plan_compute_rate(const PlanInput& input);
 
 // One change to the input: {field::kNodes, "4"}.
 struct FieldChange {
@@ -62,7 +69,7 @@ struct Prediction {
   double compute_seconds = 0;
   double tokens_per_second = 0;       // whole cluster
   double achieved_flops_per_gpu = 0;  // 8·bsz·seq·P / step (recompute included, as the paper counts; 6· without)
-  double mfu = 0;                     // 6·bsz·seq·P / step / peak_flops (model FLOPs, no recompute)
+  double mfu = 0;                     // 6·bsz·seq·P / step / the plan's peak rate (model FLOPs, no recompute)
   double efficiency = 0;              // compute time / step time
 };
 
@@ -70,6 +77,7 @@ struct Plan {
   PlanInput input;
   spec::ParameterCount parameters;
   ModelMemory memory;
+  ComputeRate rate;     // the math mode the plan computes in and the GPU's rate in it
   StrategyRules rules;  // of the family the chosen placement belongs to
   std::string family;   // describe_family() of the choice: "ZeRO-2 (...)"
   bool feasible = false;
@@ -97,9 +105,11 @@ struct PlacementChoice {
   StepModel step;
 };
 // Searches every family of input.strategy (candidate_rules), honouring input.pinned.
+// Precondition: plan_compute_rate(input) is ok (make_plan, run_sweep and max_params_per_strategy
+// check it); otherwise nothing is feasible.
 PlacementChoice choose_placement(const ModelMemory& memory, const PlanInput& input);
 
-Prediction predict(const ModelMemory& memory, const PlanInput& input, const StepModel& step);
+Prediction predict(const ModelMemory& memory, const PlanInput& input, const ComputeRate& rate, const StepModel& step);
 
 // Ok when every figure of `prediction` is finite. validate(HardwareProfile) keeps every input in a
 // range where this holds, so a failure is a bug; it is reported (Internal) rather than printed as

@@ -199,6 +199,7 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
     ZINF_RETURN_IF_ERROR(spec::validate(input.shape));
     ZINF_RETURN_IF_ERROR(spec::validate(input.training));
     ZINF_RETURN_IF_ERROR(validate(input.hardware));
+    ZINF_ASSIGN_OR_RETURN(const ComputeRate rate, plan_compute_rate(input));
     const ModelMemory memory = model_memory(input.shape, input.training);
     const PlacementChoice choice = choose_placement(memory, input);
     SweepPoint point;
@@ -206,7 +207,7 @@ Result<std::vector<SweepPoint>> run_sweep(const PlanInput& base, const std::vect
     point.placement = choice.placement;
     point.worst_fraction = choice.footprint.worst_fraction();
     if (choice.feasible) {
-      point.prediction = predict(memory, input, choice.step);
+      point.prediction = predict(memory, input, rate, choice.step);
       ZINF_RETURN_IF_ERROR(check_finite(point.prediction));
       point.bottleneck = choice.step.bottleneck;
     }

@@ -19,6 +19,21 @@ namespace {
 using reports::Align;
 using reports::Cell;
 
+// Per math mode: "fp32 67 TFLOP/s peak (achievable estimated); bf16 989 TFLOP/s peak, 700 TFLOP/s achievable".
+std::string flops_line(const planner::GpuSpec& gpu) {
+  std::string out;
+  for (planner::MathMode mode : planner::kAllMathModes) {
+    if (!gpu.peak_flops.has(mode)) continue;
+    const std::string achievable = gpu.achievable_flops.has(mode)
+                                       ? fmt::format("{} achievable", format_flops(gpu.achievable_flops[mode]))
+                                       : std::string("achievable estimated from another mode");
+    out += fmt::format("{}{} {} peak, {}", out.empty() ? "" : "; ", planner::math_mode_name(mode),
+                       format_flops(gpu.peak_flops[mode]), achievable);
+  }
+  if (gpu.single_rate) out += " (one figure in the file, read as the bf16/fp16 rate)";
+  return out;
+}
+
 reports::Section profile_section(const planner::HardwareProfile& hw) {
   const planner::NodeSpec& n = hw.node;
   reports::Section s{hw.name, {}, {}, {}, {}};
@@ -26,8 +41,7 @@ reports::Section profile_section(const planner::HardwareProfile& hw) {
       {"nodes", std::to_string(hw.nodes)},
       {"GPUs per node", fmt::format("{} x {}", n.gpus, n.gpu.name)},
       {"GPU memory", format_bytes(static_cast<double>(n.gpu.memory_bytes))},
-      {"GPU FLOP/s",
-       fmt::format("{} peak, {} achievable", format_flops(n.gpu.peak_flops), format_flops(n.gpu.achievable_flops))},
+      {"GPU FLOP/s", flops_line(n.gpu)},
       {"GPU memory bandwidth", format_bandwidth(n.gpu.memory_bandwidth)},
       {"CPU memory", fmt::format("{} at {}", format_bytes(static_cast<double>(n.cpu_memory_bytes)),
                                  format_bandwidth(n.cpu_memory_bandwidth))},

@@ -38,7 +38,9 @@ struct HardwareOverride {
   std::string flag;
   std::string help;
   std::string type_name;  // how --help shows the value: N, SIZE, BW, FLOPS
-  std::function<Status(HardwareProfile&, const std::string& text, const std::string& flag)> apply;
+  // `mode`: the plan's math mode, the table entry a FLOP/s override sets.
+  std::function<Status(HardwareProfile&, const std::string& text, const std::string& flag, planner::MathMode mode)>
+      apply;
 };
 
 // Each override is checked against the same planner::FigureRange a profile's field is, so a flag
@@ -47,7 +49,7 @@ template <typename Field>
 HardwareOverride bytes_override(std::string flag, std::string help, Field field, planner::FigureRange range,
                                 ZeroIs zero = ZeroIs::kRejected) {
   return {std::move(flag), std::move(help), "SIZE",
-          [field, range, zero](HardwareProfile& hw, const std::string& text, const std::string& f) {
+          [field, range, zero](HardwareProfile& hw, const std::string& text, const std::string& f, planner::MathMode) {
             ZINF_ASSIGN_OR_RETURN(const std::uint64_t value, parse_bytes(text, f, zero));
             if (value != 0) ZINF_RETURN_IF_ERROR(planner::check_figure(static_cast<double>(value), f, range));
             field(hw) = value;
@@ -58,7 +60,7 @@ HardwareOverride bytes_override(std::string flag, std::string help, Field field,
 template <typename Field>
 HardwareOverride bandwidth_override(std::string flag, std::string help, Field field) {
   return {std::move(flag), std::move(help), "BW",
-          [field](HardwareProfile& hw, const std::string& text, const std::string& f) {
+          [field](HardwareProfile& hw, const std::string& text, const std::string& f, planner::MathMode) {
             ZINF_ASSIGN_OR_RETURN(const double value, parse_bandwidth(text, f));
             ZINF_RETURN_IF_ERROR(planner::check_figure(value, f, planner::kBandwidthRange));
             field(hw) = value;
@@ -66,13 +68,22 @@ HardwareOverride bandwidth_override(std::string flag, std::string help, Field fi
           }};
 }
 
-template <typename Field>
-HardwareOverride flops_override(std::string flag, std::string help, Field field) {
+// Sets the table entry of the plan's math mode. A single-rate profile (one figure, the bf16/fp16
+// rate) keeps its form when the mode is bf16 or fp16 (both entries change) and becomes a table otherwise.
+template <typename Table>
+HardwareOverride flops_override(std::string flag, std::string help, Table table) {
   return {std::move(flag), std::move(help), "FLOPS",
-          [field](HardwareProfile& hw, const std::string& text, const std::string& f) {
+          [table](HardwareProfile& hw, const std::string& text, const std::string& f, planner::MathMode mode) {
             ZINF_ASSIGN_OR_RETURN(const double value, parse_flops(text, f));
             ZINF_RETURN_IF_ERROR(planner::check_figure(value, f, planner::kFlopsRange));
-            field(hw) = value;
+            const bool half = mode == planner::MathMode::kBf16 || mode == planner::MathMode::kFp16;
+            if (hw.node.gpu.single_rate && half) {
+              table(hw)[planner::MathMode::kBf16] = value;
+              table(hw)[planner::MathMode::kFp16] = value;
+            } else {
+              hw.node.gpu.single_rate = false;
+              table(hw)[mode] = value;
+            }
             return Status::ok();
           }};
 }
@@ -80,7 +91,7 @@ HardwareOverride flops_override(std::string flag, std::string help, Field field)
 std::vector<HardwareOverride> hardware_overrides() {
   return {
       {"--gpus-per-node", "GPUs per node", "N",
-       [](HardwareProfile& hw, const std::string& t, const std::string& f) {
+       [](HardwareProfile& hw, const std::string& t, const std::string& f, planner::MathMode) {
          ZINF_ASSIGN_OR_RETURN(hw.node.gpus, parse_positive_int(t, f, planner::kMaxGpusPerNode));
          return Status::ok();
        }},
@@ -88,10 +99,10 @@ std::vector<HardwareOverride> hardware_overrides() {
           "--gpu-mem", "Device memory per GPU (e.g. 80GiB)",
           [](HardwareProfile & hw) -> auto& { return hw.node.gpu.memory_bytes; }, planner::kGpuMemoryRange),
       flops_override(
-          "--gpu-peak-flops", "Datasheet FLOP/s per GPU, the MFU denominator (e.g. 989TFLOPS)",
+          "--gpu-peak-flops", "Datasheet FLOP/s per GPU in the plan's precision, the MFU denominator (e.g. 989TFLOPS)",
           [](HardwareProfile & hw) -> auto& { return hw.node.gpu.peak_flops; }),
       flops_override(
-          "--gpu-flops", "Achievable FLOP/s per GPU on large GEMMs (the paper's peak_tp)",
+          "--gpu-flops", "Achievable FLOP/s per GPU on large GEMMs in the plan's precision (the paper's peak_tp)",
           [](HardwareProfile & hw) -> auto& { return hw.node.gpu.achievable_flops; }),
       bandwidth_override(
           "--gpu-mem-bw", "GPU memory (HBM) bandwidth",
@@ -150,7 +161,10 @@ class PlanCommand final : public Subcommand {
     option("--micro-batch", micro_batch_, "Micro-batch per GPU (default 1)", training);
     option("--ckpt-interval", ckpt_interval_, "Layers between activation checkpoints (default 1)", training);
     option("--tiling", tiling_, "Memory-centric tiling factor for the largest operator (default 1)", training);
-    option("--precision", precision_, "bf16, fp16 or fp32 (default bf16)", training, "DTYPE");
+    option("--precision", precision_,
+           "bf16, fp16, fp32 (fp32 matmuls, PyTorch's default) or tf32 (fp32 training with TF32 matmuls: "
+           "allow_tf32); default bf16",
+           training, "DTYPE");
     option("--accounting", accounting_, "Model-state accounting: paper (20 B/param), zero (16) or fp32 (16)", training,
            "NAME");
     c.add_flag("--no-activation-checkpointing", no_checkpointing_,
@@ -218,7 +232,8 @@ class PlanCommand final : public Subcommand {
     return parse_positive_int(text, name, max);
   }
   Result<spec::TrainingSpec> training() const;
-  Result<HardwareProfile> hardware(std::vector<std::uint64_t>& node_values) const;
+  Result<HardwareProfile> hardware(std::vector<std::uint64_t>& node_values, planner::MathMode mode) const;
+  bool tf32() const { return given("--precision") && precision_ == "tf32"; }
   Status resolve_model(PlanInput& input, bool model_required, bool params_swept) const;
   Result<std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()>> pinned() const;
 
@@ -243,9 +258,11 @@ Result<spec::TrainingSpec> PlanCommand::training() const {
   ZINF_ASSIGN_OR_RETURN(training.ckpt_interval, int_flag("--ckpt-interval", ckpt_interval_, training.ckpt_interval));
   ZINF_ASSIGN_OR_RETURN(training.tiling, int_flag("--tiling", tiling_, training.tiling));
   if (given("--precision")) {
-    const auto precision = dtype_from_name(precision_);
+    // tf32 is fp32 training (fp32 storage, 16 B/param) whose matmuls run on the TF32 tensor cores.
+    const auto precision = tf32() ? std::optional<DType>(DType::kF32) : dtype_from_name(precision_);
     if (!precision) {
-      return Status::invalid_argument(fmt::format("--precision: '{}' is not one of bf16, fp16, fp32", precision_));
+      return Status::invalid_argument(
+          fmt::format("--precision: '{}' is not one of bf16, fp16, fp32, tf32", precision_));
     }
     training.precision = *precision;
   }
@@ -267,13 +284,13 @@ Result<spec::TrainingSpec> PlanCommand::training() const {
   return training;
 }
 
-Result<HardwareProfile> PlanCommand::hardware(std::vector<std::uint64_t>& node_values) const {
+Result<HardwareProfile> PlanCommand::hardware(std::vector<std::uint64_t>& node_values, planner::MathMode mode) const {
   const std::string name = given("--hw") ? hw_ : std::string(kDefaultHardware);
   Result<HardwareProfile> loaded = planner::load_hardware_profile(name);
   if (!loaded.is_ok()) return loaded.status().with_context("--hw");
   HardwareProfile hw = std::move(loaded).value();
   for (const HardwareOverride& o : overrides_) {
-    if (given(o.flag)) ZINF_RETURN_IF_ERROR(o.apply(hw, override_values_.at(o.flag), o.flag));
+    if (given(o.flag)) ZINF_RETURN_IF_ERROR(o.apply(hw, override_values_.at(o.flag), o.flag, mode));
   }
   node_values = {static_cast<std::uint64_t>(hw.nodes)};
   if (given("--nodes")) {
@@ -377,8 +394,10 @@ Status PlanCommand::run(const Io& io) {
   ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
   PlanInput input;
   ZINF_ASSIGN_OR_RETURN(input.training, training());
+  input.fp32_matmul_tf32 = tf32();
   std::vector<std::uint64_t> node_values;
-  ZINF_ASSIGN_OR_RETURN(input.hardware, hardware(node_values));
+  ZINF_ASSIGN_OR_RETURN(
+      input.hardware, hardware(node_values, planner::math_mode_for(input.training.precision, input.fp32_matmul_tf32)));
   if (given("--strategy")) {
     const auto strategy = planner::strategy_from_name(strategy_);
     if (!strategy) {
@@ -465,6 +484,8 @@ Status PlanCommand::run(const Io& io) {
     }
     ZINF_ASSIGN_OR_RETURN(const spec::Scenario scenario, spec::load_scenario(scenario_, scenario_shape_resolver()));
     const planner::Schedule asked = input.schedule;
+    // FLOP/s overrides set the scenario's math mode, not the default one.
+    ZINF_ASSIGN_OR_RETURN(input.hardware, hardware(node_values, planner::math_mode_for(scenario.precision, false)));
     input = planner::plan_input_for(scenario, input.hardware);
     if (given("--schedule")) input.schedule = asked;
     input.model_source += fmt::format(" (--scenario {})", scenario_);

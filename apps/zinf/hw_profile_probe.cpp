@@ -47,9 +47,14 @@ Result<planner::HardwareProfile> profile_from_suite(const json& suite, const pla
   const std::optional<double> memcpy_gbps = median_of(suite, "memory bandwidth", "baseline");
   const json* cuda_peak = suite_figure(suite, "device bf16 matmul peak");
   if (cuda_peak != nullptr) {
-    n.gpu.achievable_flops = reports::number_at(*cuda_peak, "zinf.median").value_or(0) * 1e9;
-    n.gpu.achievable_flops = std::min(n.gpu.achievable_flops, n.gpu.peak_flops);
-    p.emplace_back("node.gpu.achievable_flops", measured("device bf16 matmul peak", suite));
+    // Only the bf16 rate is measured: the other modes keep the base's figures (tables from now on).
+    constexpr planner::MathMode kBf16 = planner::MathMode::kBf16;
+    n.gpu.single_rate = false;
+    n.gpu.achievable_flops[kBf16] = reports::number_at(*cuda_peak, "zinf.median").value_or(0) * 1e9;
+    if (n.gpu.peak_flops.has(kBf16))
+      n.gpu.achievable_flops[kBf16] = std::min(n.gpu.achievable_flops[kBf16], n.gpu.peak_flops[kBf16]);
+    p.emplace_back("node.gpu.achievable_flops",
+                   measured("device bf16 matmul peak", suite) + " for bf16; other modes " + copied);
     p.emplace_back("node.gpu.peak_flops", copied + " (datasheet)");
     p.emplace_back("node.gpu.name", copied);
     if (const auto bw = median_of(suite, "device memory bandwidth (copy)")) {
@@ -65,13 +70,22 @@ Result<planner::HardwareProfile> profile_from_suite(const json& suite, const pla
   } else {
     const json* mm = suite_figure(suite, "fp32 matmul peak");
     if (mm != nullptr) {
-      n.gpu.achievable_flops = reports::number_at(*mm, "zinf.median").value_or(0) * 1e9;
+      const double achievable = reports::number_at(*mm, "zinf.median").value_or(0) * 1e9;
       double best = 0;
       for (const char* side : {"zinf.samples", "baseline.samples"}) {
         for (const double v : reports::numbers_at(*mm, side)) best = std::max(best, v);
       }
-      n.gpu.peak_flops = std::max(best * 1e9, n.gpu.achievable_flops);
-      p.emplace_back("node.gpu.achievable_flops", measured("fp32 matmul peak", suite));
+      // The CPU backend computes in fp32 whatever the storage precision, so the fp32 figure is the
+      // rate of fp32, bf16 and fp16 training alike; it has no tf32 or fp8.
+      n.gpu.single_rate = false;
+      n.gpu.peak_flops = {};
+      n.gpu.achievable_flops = {};
+      for (planner::MathMode mode : {planner::MathMode::kFp32, planner::MathMode::kBf16, planner::MathMode::kFp16}) {
+        n.gpu.achievable_flops[mode] = achievable;
+        n.gpu.peak_flops[mode] = std::max(best * 1e9, achievable);
+      }
+      p.emplace_back("node.gpu.achievable_flops", measured("fp32 matmul peak", suite) +
+                                                      "; also the bf16/fp16 rate (the CPU backend computes in fp32)");
       p.emplace_back("node.gpu.peak_flops", "measured: the best fp32 matmul sample of zinf and OpenBLAS");
     }
     n.gpu.name = reports::string_at(suite, "host.cpu_model", "CPU") + " (CPU backend)";

@@ -3,8 +3,9 @@
 // node count) is copied from the base profile, and the profile's "provenance" says which is which.
 //
 // Mapping (medians of the suite's samples; "zinf" side unless said):
-//   gpu.achievable_flops   device matmul peak (CUDA: bf16) or, on the CPU backend, fp32 matmul peak
-//   gpu.peak_flops         CUDA: the base's datasheet figure (MFU's denominator); CPU: the best
+//   gpu.achievable_flops   CUDA: the bf16 entry is the device bf16 matmul peak, other modes are the
+//                          base's; CPU: fp32 matmul peak, also the bf16/fp16 entry (fp32 compute)
+//   gpu.peak_flops         CUDA: the base's datasheet table (MFU's denominator); CPU: the best
 //                          fp32 matmul sample of either side (no datasheet exists for a CPU arena)
 //   gpu.memory_bandwidth   CUDA: device memory bandwidth (copy); CPU: memory bandwidth (triad)
 //   gpu.name               CUDA: base; CPU: "<cpu model> (CPU backend)"

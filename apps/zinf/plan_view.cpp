@@ -250,9 +250,15 @@ Section prediction_section(const planner::Plan& plan) {
                                                 format_count(p.tokens_per_second), plan.input.hardware.total_gpus(),
                                                 plan.input.training.micro_batch, plan.input.training.seq)});
   s.fields.push_back(
-      {"per GPU", fmt::format("{} achieved ({} of {} achievable), MFU {}", format_flops(p.achieved_flops_per_gpu),
-                              percent(p.efficiency), format_flops(plan.input.hardware.node.gpu.achievable_flops),
-                              percent(p.mfu))});
+      {"per GPU", fmt::format("{} achieved ({} of {} achievable in {}), MFU {} of the {} peak",
+                              format_flops(p.achieved_flops_per_gpu), percent(p.efficiency),
+                              format_flops(plan.rate.achievable_flops), planner::math_mode_name(plan.rate.mode),
+                              percent(p.mfu), planner::math_mode_name(plan.rate.mode))});
+  s.fields.push_back(
+      {"compute rate",
+       fmt::format("{} matmuls: peak {} ({}), achievable {} ({})", planner::math_mode_name(plan.rate.mode),
+                   format_flops(plan.rate.peak_flops), plan.rate.peak_basis, format_flops(plan.rate.achievable_flops),
+                   plan.rate.achievable_basis)});
   s.fields.push_back(
       {"bottleneck",
        Cell(plan.bottleneck, plan.step.bottleneck == Resource::kCompute ? Emphasis::kGood : Emphasis::kWarn)});

@@ -157,7 +157,11 @@ Result<RunHardware> run_hardware(const spec::Scenario& scenario, const std::stri
     Result<planner::HardwareProfile> loaded = planner::load_hardware_profile(profile);
     if (!loaded.is_ok()) return loaded.status().with_context("--hw");
     const planner::NodeSpec& node = loaded->node;
-    out.figures.compute_flops = node.gpu.achievable_flops;
+    // The scenario's matmuls run in its precision (fp32 without TF32, as PyTorch does by default).
+    Result<planner::ComputeRate> rate =
+        planner::gpu_compute_rate(*loaded, planner::math_mode_for(scenario.precision, /*fp32_matmul_tf32=*/false));
+    if (!rate.is_ok()) return rate.status().with_context("--hw");
+    out.figures.compute_flops = rate->achievable_flops;
     out.figures.memory_bandwidth = node.cpu_memory_bandwidth;
     out.figures.host_device_bandwidth = node.pcie_bandwidth_per_gpu;
     out.figures.nvme_read_bandwidth = node.nvme_read_bandwidth;

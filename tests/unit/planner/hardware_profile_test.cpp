@@ -62,7 +62,8 @@ TEST_CASE("every built-in profile loads and validates") {
     CHECK(profile->name == name);
     CHECK(validate(*profile).is_ok());
     CHECK(profile->nodes == 1);
-    CHECK(profile->node.gpu.achievable_flops <= profile->node.gpu.peak_flops);
+    for (MathMode mode : kAllMathModes)
+      CHECK(profile->node.gpu.achievable_flops[mode] <= profile->node.gpu.peak_flops[mode]);
   }
 }
 
@@ -70,10 +71,12 @@ TEST_CASE("the DGX-2 profile has the paper's figures in base units") {
   const HardwareProfile hw = load_hardware_profile("dgx2-v100").value();
   CHECK(hw.node.gpus == 16);
   CHECK(hw.total_gpus() == 16);
-  CHECK(hw.node.gpu.memory_bytes == 32ULL << 30);  // 32 GiB
-  CHECK(hw.node.gpu.achievable_flops == 70e12);    // the paper's peak_tp
-  CHECK(hw.node.gpu.peak_flops == 125e12);
-  CHECK(hw.node.cpu_memory_bytes == 1'500'000'000'000ULL);  // 1.5 TB
+  CHECK(hw.node.gpu.memory_bytes == 32ULL << 30);                 // 32 GiB
+  CHECK(hw.node.gpu.achievable_flops[MathMode::kFp16] == 70e12);  // the paper's peak_tp
+  CHECK(hw.node.gpu.peak_flops[MathMode::kFp16] == 125e12);       // datasheet, tensor cores
+  CHECK(hw.node.gpu.peak_flops[MathMode::kFp32] == 15.7e12);      // datasheet, CUDA cores
+  CHECK_FALSE(hw.node.gpu.peak_flops.has(MathMode::kBf16));       // V100 has no bf16 tensor cores
+  CHECK(hw.node.cpu_memory_bytes == 1'500'000'000'000ULL);        // 1.5 TB
   CHECK(hw.node.nvme_capacity_bytes == 28'000'000'000'000ULL);
   CHECK(hw.node.nvme_read_bandwidth == 25e9);
   CHECK(hw.node.pcie_bandwidth_per_gpu == 12e9);
@@ -170,10 +173,104 @@ TEST_CASE("negative or zero sizes are rejected") {
 
 TEST_CASE("achievable FLOP/s above the peak is rejected") {
   nlohmann::json document = dgx2_document();
+  document["node"]["gpu"]["achievable_flops"]["fp16"] = "200TFLOPS";
+  CHECK(error_of(document) ==
+        "x.json: hw.node.gpu.achievable_flops.fp16: 2e+14 is above peak_flops.fp16 1.25e+14; achievable throughput "
+        "cannot exceed the peak");
+  // The same in a profile written before per-mode tables (one number each).
+  document = dgx2_document();
+  document["node"]["gpu"]["peak_flops"] = "125TFLOPS";
   document["node"]["gpu"]["achievable_flops"] = "200TFLOPS";
   CHECK(error_of(document) ==
         "x.json: hw.node.gpu.achievable_flops: 2e+14 is above peak_flops 1.25e+14; achievable throughput cannot "
         "exceed the peak");
+}
+
+// Issue 24 §5: one peak per GPU planned fp32 at the bf16 tensor-core rate. Peaks are per math mode.
+TEST_CASE("peak and achievable FLOP/s are tables per math mode, datasheet figures dense") {
+  const HardwareProfile h100 = load_hardware_profile("dgx-h100").value();
+  CHECK(h100.node.gpu.peak_flops[MathMode::kFp32] == 67e12);
+  CHECK(h100.node.gpu.peak_flops[MathMode::kTf32] == 494.7e12);
+  CHECK(h100.node.gpu.peak_flops[MathMode::kBf16] == 989.4e12);
+  CHECK(h100.node.gpu.peak_flops[MathMode::kFp16] == 989.4e12);
+  CHECK(h100.node.gpu.peak_flops[MathMode::kFp8] == 1978.9e12);
+  const HardwareProfile a100 = load_hardware_profile("dgx-a100-80g").value();
+  CHECK(a100.node.gpu.peak_flops[MathMode::kFp32] == 19.5e12);
+  CHECK(a100.node.gpu.peak_flops[MathMode::kTf32] == 156e12);
+  CHECK(a100.node.gpu.peak_flops[MathMode::kBf16] == 312e12);
+  CHECK_FALSE(a100.node.gpu.peak_flops.has(MathMode::kFp8));
+  // The datasheet figures are labelled as such.
+  for (const HardwareProfile* hw : {&h100, &a100}) {
+    const auto entry = std::find_if(hw->provenance.begin(), hw->provenance.end(),
+                                    [](const auto& p) { return p.first == "node.gpu.peak_flops"; });
+    REQUIRE(entry != hw->provenance.end());
+    CHECK(entry->second.rfind("datasheet, dense", 0) == 0);
+  }
+
+  // fp32 is planned at the fp32 rate; its achievable figure, absent from the file, is estimated at
+  // the fraction the bf16 figures give (700 / 989.4) and the basis says so.
+  const ComputeRate fp32 = gpu_compute_rate(h100, MathMode::kFp32).value();
+  CHECK(fp32.mode == MathMode::kFp32);
+  CHECK(fp32.peak_flops == 67e12);
+  CHECK(fp32.achievable_flops == Approx(67e12 * 700 / 989.4));
+  CHECK(fp32.peak_basis == "the profile's peak_flops.fp32");
+  CHECK(fp32.achievable_basis ==
+        "estimated: 71% of the fp32 peak, the achievable/peak fraction of the profile's bf16 figures");
+  const ComputeRate bf16 = gpu_compute_rate(h100, MathMode::kBf16).value();
+  CHECK(bf16.achievable_flops == 700e12);
+  CHECK(bf16.achievable_basis == "the profile's achievable_flops.bf16");
+  CHECK(gpu_compute_rate(h100, MathMode::kTf32)->peak_flops == 494.7e12);
+
+  // V100 has no bf16: half precision is planned at its fp16 rate, and the basis says why.
+  const ComputeRate v100 = gpu_compute_rate(load_hardware_profile("dgx2-v100").value(), MathMode::kBf16).value();
+  CHECK(v100.mode == MathMode::kFp16);
+  CHECK(v100.achievable_flops == 70e12);
+  CHECK(v100.peak_basis.find("no bf16 rate") != std::string::npos);
+  // A mode the GPU lacks is an error naming the field.
+  const Result<ComputeRate> fp8 = gpu_compute_rate(a100, MathMode::kFp8);
+  REQUIRE_FALSE(fp8.is_ok());
+  CHECK(fp8.status().message() ==
+        "hw.node.gpu.peak_flops.fp8: missing; a fp8 plan needs the GPU's fp8 rate (the profile gives fp32, tf32, "
+        "bf16, fp16)");
+}
+
+// A profile a user wrote before the tables: one peak_flops and one achievable_flops number. They
+// are read as the bf16/fp16 rate (what every built-in gave and what the planner defaulted to), and
+// an fp32 plan on such a profile is an error, never the tensor-core rate.
+TEST_CASE("a single peak_flops is the bf16/fp16 rate and gives no fp32 rate") {
+  nlohmann::json document = dgx2_document();
+  document["node"]["gpu"]["peak_flops"] = "989TFLOPS";
+  document["node"]["gpu"]["achievable_flops"] = "700TFLOPS";
+  const HardwareProfile hw = parse_hardware_profile(document, "old.json").value();
+  CHECK(hw.node.gpu.single_rate);
+  CHECK(hw.node.gpu.peak_flops[MathMode::kBf16] == 989e12);
+  CHECK(hw.node.gpu.peak_flops[MathMode::kFp16] == 989e12);
+  CHECK_FALSE(hw.node.gpu.peak_flops.has(MathMode::kFp32));
+  const ComputeRate half = gpu_compute_rate(hw, MathMode::kBf16).value();
+  CHECK(half.achievable_flops == 700e12);
+  CHECK(half.peak_basis == "the profile's single peak_flops (read as the bf16 rate)");
+  const Result<ComputeRate> fp32 = gpu_compute_rate(hw, MathMode::kFp32);
+  REQUIRE_FALSE(fp32.is_ok());
+  CHECK(fp32.status().message().rfind(
+            "hw.node.gpu.peak_flops: the profile gives one number, read as the bf16/fp16 tensor-core rate, so it has "
+            "no fp32 rate",
+            0) == 0);
+  // Written back as it was read.
+  CHECK(hardware_profile_to_json(hw)["node"]["gpu"]["peak_flops"] == 989e12);
+  // Mixing the two forms is refused.
+  document["node"]["gpu"]["achievable_flops"] = {{"bf16", "700TFLOPS"}};
+  CHECK(error_of(document).find("peak_flops and achievable_flops must both be single numbers") != std::string::npos);
+}
+
+TEST_CASE("a FLOP/s table refuses unknown modes and achievable figures without a peak") {
+  nlohmann::json document = dgx2_document();
+  document["node"]["gpu"]["peak_flops"]["bf61"] = "1TFLOPS";
+  CHECK(error_of(document).find("hw.node.gpu.peak_flops.bf61: unknown field") != std::string::npos);
+  document = dgx2_document();
+  document["node"]["gpu"]["achievable_flops"]["tf32"] = "10TFLOPS";
+  CHECK(error_of(document) ==
+        "x.json: hw.node.gpu.achievable_flops.tf32: given without hw.node.gpu.peak_flops.tf32; the peak is the "
+        "datasheet rate it is measured against");
 }
 
 TEST_CASE("validate checks a profile built in code") {
@@ -190,9 +287,9 @@ TEST_CASE("validate checks a profile built in code") {
 // exit 0. Every figure has a physical range, checked for files and flags alike.
 TEST_CASE("every figure must lie in its physical range") {
   nlohmann::json document = dgx2_document();
-  document["node"]["gpu"]["achievable_flops"] = 1e-300;
+  document["node"]["gpu"]["achievable_flops"]["fp16"] = 1e-300;
   CHECK(error_of(document) ==
-        "x.json: hw.node.gpu.achievable_flops: 1e-300 FLOP/s is outside 1 GFLOP/s to 10 "
+        "x.json: hw.node.gpu.achievable_flops.fp16: 1e-300 FLOP/s is outside 1 GFLOP/s to 10 "
         "EFLOP/s, the range this figure can take");
   for (const char* link : {"pcie_per_gpu", "gpu_to_gpu", "network"}) {
     document = dgx2_document();

@@ -270,5 +270,52 @@ TEST_CASE("GPU working memory larger than a GPU is explained as such") {
   CHECK(tiling->value == "3");
 }
 
+// Issue 24 §5: the planner charged every precision at the one peak a profile had, the bf16
+// tensor-core rate, so an fp32 H100 plan reported 461 TFLOP/s per GPU and beat bf16.
+TEST_CASE("an fp32 plan computes at the fp32 rate and is slower than bf16, TF32 only when asked") {
+  PlanInput input = input_for(shape_for_params(7'000'000'000ULL, 50257, 1024).value(), Strategy::kAuto);
+  input.hardware = load_hardware_profile("dgx-h100").value();
+  const Plan bf16 = make_plan(input).value();
+  input.training.precision = DType::kF32;
+  input.training.accounting = spec::StateAccounting::kFp32;
+  const Plan fp32 = make_plan(input).value();
+  input.fp32_matmul_tf32 = true;
+  const Plan tf32 = make_plan(input).value();
+  REQUIRE((bf16.feasible && fp32.feasible && tf32.feasible));
+  CHECK(bf16.rate.mode == MathMode::kBf16);
+  CHECK(fp32.rate.mode == MathMode::kFp32);
+  CHECK(tf32.rate.mode == MathMode::kTf32);
+  CHECK(fp32.rate.peak_flops == 67e12);
+  CHECK(fp32.prediction.achieved_flops_per_gpu <= 67e12);
+  CHECK(fp32.prediction.step_seconds > tf32.prediction.step_seconds);
+  CHECK(tf32.prediction.step_seconds > bf16.prediction.step_seconds);
+  // fp32 compute time is the same FLOPs at the fp32 achievable rate (71% of 67 TFLOP/s, the
+  // fraction the profile's bf16 figures give).
+  CHECK(fp32.prediction.compute_seconds ==
+        Approx(fp32.memory.flops_per_gpu_per_step / (67e12 * 700e12 / 989.4e12)).epsilon(1e-12));
+  // tf32 applies to fp32 training only.
+  input.training.precision = DType::kBF16;
+  input.training.accounting = spec::StateAccounting::kPaper;
+  CHECK(make_plan(input).status().message() == "precision: tf32 applies to fp32 training, not bf16");
+}
+
+// Issue 24 §5: across nodes each GPU was charged a 1/16 share of the DGX-2's NICs for every
+// collective, so a 1B model was predicted 6x slower on two nodes than on one, and `auto` chose
+// ZeRO-Offload for a model that fits the GPUs.
+TEST_CASE("a 1B model on two DGX-2 nodes is not several times slower than on one and stays on the GPU") {
+  PlanInput input = input_for(shape_for_params(1'000'000'000ULL, 50257, 1024).value(), Strategy::kAuto);
+  const Plan one = make_plan(input).value();
+  input.hardware.nodes = 2;
+  const Plan two = make_plan(input).value();
+  REQUIRE((one.feasible && two.feasible));
+  // Per GPU the work is the same; collectives run at min(NVLink 120, NICs 90) = 90 GB/s busbw
+  // instead of 120, so the step grows by at most 120/90.
+  CHECK(two.prediction.step_seconds <= one.prediction.step_seconds * 120.0 / 90.0 * (1 + 1e-9));
+  for (const Plan* plan : {&one, &two}) {
+    for (StateKind kind : {StateKind::kParams, StateKind::kGrads, StateKind::kOptimizer})
+      CHECK(plan->placement[kind] == Tier::kDevice);
+  }
+}
+
 }  // namespace
 }  // namespace zinf::planner

@@ -208,13 +208,16 @@ HandSteps hand_steps(const StepModel& step, bool optimizer_on_host) {
   ResourceSeconds opt{}, all{};
   for (std::size_t r = 0; r < kScheduleResources; ++r) {
     opt[r] = p.at(Phase::kOptimizerRead)[r] + p.at(Phase::kOptimizerUpdate)[r] + p.at(Phase::kOptimizerWrite)[r];
-    all[r] = p.at(Phase::kBackward)[r] + opt[r];
+    all[r] = p.at(Phase::kForward)[r] + p.at(Phase::kBackward)[r] + opt[r];
   }
   const double fwd = busiest_of(p.at(Phase::kForward));
   const double bwd = busiest_of(p.at(Phase::kBackward));
   HandSteps out;
   out.deepspeed = fwd + bwd + busiest_of(opt);
-  out.zinf = optimizer_on_host ? fwd + std::max(busiest_of(all), bwd + busiest_of(p.at(Phase::kOptimizerUpdate)) / 8.0)
+  // zinf: max(max over resources of forward + backward + read + update + write, forward + backward
+  // + update / sub-groups), as the README states it (8 sub-groups; the update uses no GPU compute).
+  CHECK(p.at(Phase::kOptimizerUpdate)[0] == 0.0);
+  out.zinf = optimizer_on_host ? std::max(busiest_of(all), fwd + bwd + busiest_of(p.at(Phase::kOptimizerUpdate)) / 8.0)
                                : out.deepspeed;
   return out;
 }
@@ -268,7 +271,8 @@ TEST_CASE("no activation checkpointing: 6 FLOPs per parameter per token, two par
   hw.node.gpus = 1;
   spec::StatePlacement placement;
   placement.tiers = {spec::Tier::kCpu, spec::Tier::kCpu, spec::Tier::kCpu, spec::Tier::kDevice};
-  const StepModel step = model_step(memory, strategy_rules(Strategy::kZero3), placement, hw, 0.9);
+  const StepModel step = model_step(memory, strategy_rules(Strategy::kZero3), placement, hw,
+                                    gpu_compute_rate(hw, MathMode::kFp16).value(), 0.9);
   CHECK(step.load(Resource::kPcieHostToDevice).bytes == Approx(2.0 * 2.0 * p));
   CHECK(step.group(TrafficGroup::kActivations).arithmetic_intensity == 0.0);
   CHECK(step.group(TrafficGroup::kActivations).required_bandwidth == 0.0);
