@@ -428,11 +428,12 @@ TEST_CASE("bench io: bad flags are one-line errors naming the flag (exit 2)") {
   expect_bad_input({"--path", p, "--size", "8MiB", "--tensor", "16MiB"},
                    "--tensor: 16.0 MiB is larger than --size 8.00 MiB");
   // Issue 24: a tensor shorter than the 32-byte stamp was "verified yes" on a byte of the magic.
-  expect_bad_input({"--path", p, "--size", "1", "--tensor", "1"},
-                   "--tensor: 1 B is smaller than the 32-byte stamp that verifies each tensor read back; use --tensor "
-                   "32 or more");
+  expect_bad_input(
+      {"--path", p, "--size", "1", "--tensor", "1"},
+      "--tensor: 1.00 B is smaller than the 32-byte stamp that verifies each tensor read back; use --tensor "
+      "32 or more");
   expect_bad_input({"--path", p, "--size", "65", "--tensor", "32"},
-                   "--size: 65 B leaves a last tensor of 1 B (after 2 of --tensor 32 B)");
+                   "--size: 65.0 B leaves a last tensor of 1.00 B (after 2 of --tensor 32.0 B)");
   expect_bad_input({"--path", p, "--tests", "seq-read,seq-read"}, "--tests: 'seq-read' is listed twice");
   expect_bad_input({"--path", p, "--engine", "aio"}, "--engine: 'aio'");
   expect_bad_input({"--path", p, "--checksum", "md5"}, "--checksum: 'md5'");

@@ -81,6 +81,12 @@ TEST_CASE("aligned buffer: bad alignment and impossible sizes are errors") {
   CHECK(buffer.status().code() == ErrorCode::kOutOfMemory);
   CHECK_THAT(buffer.status().message(), Catch::Contains(std::to_string(huge) + " bytes"));
   CHECK_THAT(buffer.status().message(), Catch::Contains("aligned to 4096 bytes"));
+  // Issue 24: train blamed "device_memory: unbounded" for memory the system refused. The refusal
+  // says so and names the machine's limit, and callers can tell it from a budget's OutOfMemory.
+  CHECK(buffer.status().message().rfind("host memory: the system refused ", 0) == 0);
+  CHECK_THAT(buffer.status().message(), Catch::Contains("the limit is this machine's memory ("));
+  CHECK(refused_by_system(buffer.status()));
+  CHECK_FALSE(refused_by_system(Status::out_of_memory("out of memory on the device tier: 1 B for x does not fit")));
 }
 
 }  // namespace
