@@ -35,10 +35,11 @@ struct Expected {
   int stage;
   const char* params;
   const char* optimizer;
-  const char* stage_family;  // input.strategy of the record
-  const char* precision;     // without --precision: the config's, "auto" by zinf's rule (README)
-  int micro_batch;           // without --micro-batch: the config's, else plan's default 1
-  int train_batch;           // on dgx-h100's 8 GPUs
+  const char* stage_family;   // input.strategy of the record
+  const char* precision;      // without --precision: the config's, "auto" by zinf's rule (README)
+  int micro_batch;            // without --micro-batch: the config's, else plan's default 1
+  int train_batch;            // on dgx-h100's 8 GPUs
+  const char* model = "13B";  // --params: 13B, or what data parallelism fits in one H100
 };
 
 TEST_CASE("every published DeepSpeed fixture plans with the stage, placement, precision and batch it asks for") {
@@ -50,7 +51,7 @@ TEST_CASE("every published DeepSpeed fixture plans with the stage, placement, pr
       {"deepspeed_tutorial_zero_infinity_cpu.json", 3, "cpu", "cpu", "deepspeed-stage-3", "fp32", 1, 8},
       {"dsexamples_llama_13b_zero3_offload.json", 3, "gpu", "cpu", "deepspeed-stage-3", "bf16", 2, 64},
       {"dsexamples_gptj_6b_zero2.json", 2, "gpu", "gpu", "deepspeed-stage-1-2", "bf16", 4, 128},
-      {"llamafactory_ds_z0_config.json", 0, "gpu", "gpu", "dp", "bf16", 1, 8},
+      {"llamafactory_ds_z0_config.json", 0, "gpu", "gpu", "dp", "bf16", 1, 8, "1B"},
       {"llamafactory_ds_z2_offload_config.json", 2, "gpu", "cpu", "deepspeed-stage-1-2", "bf16", 1, 8},
       {"llamafactory_ds_z3_config.json", 3, "gpu", "gpu", "deepspeed-stage-3", "bf16", 1, 8},
       {"llamafactory_ds_z3_offload_config.json", 3, "cpu", "cpu", "deepspeed-stage-3", "bf16", 1, 8},
@@ -66,8 +67,8 @@ TEST_CASE("every published DeepSpeed fixture plans with the stage, placement, pr
   for (const Expected& e : fixtures) {
     INFO(e.file);
     // dgx-h100 is 8 GPUs: the DeepSpeedExamples configs' batch sizes assume 8.
-    const nlohmann::json record =
-        plan_json({"--params", "13B", "--hw", "dgx-h100", "--ds-config", fixture(std::string("deepspeed/") + e.file)});
+    const nlohmann::json record = plan_json(
+        {"--params", e.model, "--hw", "dgx-h100", "--ds-config", fixture(std::string("deepspeed/") + e.file)});
     CHECK(record["feasible"] == true);
     CHECK(record["deepspeed"]["stage"] == e.stage);
     CHECK(record["placement"]["params"] == e.params);
@@ -275,14 +276,14 @@ TEST_CASE("a scenario's DeepSpeed config: contradictions name both sides, engine
                                   R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})")}),
       "ds_config.bf16.enabled: the config trains in fp32 (fp16.enabled false, bf16.enabled false) but the "
       "scenario.precision is bf16");
-  // A live-parameter bound too small for the engine, written with DeepSpeed's un-prefixed name:
-  // the error names that key, not zinf's zero.max_live_bytes.
+  // A live-parameter bound too small to tile against ("tiling": "auto"), written with DeepSpeed's
+  // un-prefixed name: the error names that key, not zinf's zero.max_live_bytes.
   const Outcome live =
-      run_zinf({"train", scenario("live", nlohmann::json::object(),
+      run_zinf({"train", scenario("live", {{"tiling", "auto"}},
                                   R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
                              "offload_optimizer": {"device": "cpu"}, "max_live_parameters": 10}})")});
-  check_usage_error(live, "ds_config.zero_optimization.max_live_parameters (zinf's zero.max_live_bytes, in bytes)");
-  CHECK(live.err.find("scenario.zero.max_live_bytes") == std::string::npos);
+  check_usage_error(live, "ds_config.zero_optimization.max_live_parameters");
+  CHECK(live.err.find("zero.max_live_bytes") == std::string::npos);
 }
 
 }  // namespace
