@@ -379,8 +379,11 @@ Document comparison_document(const Comparison& c, const CompareOptions& options,
   summary.fields.emplace_back("alpha", fmt::format("{} (two-sided Mann-Whitney U)", format_figure(options.alpha)));
   summary.fields.emplace_back(
       "noise floor", fmt::format("{} ms (shorter times are not judged)", format_figure(options.noise_floor_ms)));
+  // The first few missing metrics by name; the table lists them all.
+  constexpr std::size_t kMissingNotes = 5;
+  std::size_t missing_noted = 0;
   for (const MetricComparison& m : c.metrics) {
-    if (m.missing) {
+    if (m.missing && missing_noted++ < kMissingNotes) {
       summary.notes.push_back(
           fmt::format("{} is missing from the new record (base median {}); --exclude {} leaves it out", m.name,
                       format_figure(m.base_median), m.name));
@@ -389,6 +392,10 @@ Document comparison_document(const Comparison& c, const CompareOptions& options,
       summary.notes.push_back(fmt::format("{} regressed: {} ({} -> {})", m.name,
                                           m.change ? percent(*m.change) : std::string("changed"),
                                           format_figure(m.base_median), format_figure(m.new_median)));
+  }
+  if (c.missing > kMissingNotes) {
+    summary.notes.push_back(
+        fmt::format("... and {} more missing from the new record (see the metric table)", c.missing - kMissingNotes));
   }
   doc.sections.push_back(std::move(summary));
 

@@ -61,13 +61,20 @@ TEST_CASE("compare CLI: a new record with no steps and an empty summary fails th
   CHECK(o.code == 3);
   CHECK(o.out.find("MISSING") != std::string::npos);
   CHECK(o.out.find("no regression") == std::string::npos);
-  CHECK(o.out.find("steps[].step_ms is missing from the new record") != std::string::npos);
+  CHECK(o.out.find("is missing from the new record") != std::string::npos);
 
   const auto as_json = run_zinf({"compare", base_path, new_path, "--format", "json"});
   CHECK(as_json.code == 3);
   const json verdict = json::parse(as_json.out);
   CHECK(verdict.at("failed") == true);
   CHECK(verdict.at("missing").get<int>() > 0);
+  bool step_ms_missing = false;
+  for (const json& m : verdict.at("metrics")) {
+    step_ms_missing =
+        step_ms_missing || (m.at("name") == "steps[].step_ms" && m.at("missing") == true &&
+                            m.at("verdict") == "missing from the new record" && m.at("base_count") == 197);
+  }
+  CHECK(step_ms_missing);
 
   // Excluded by name, the two emptied subtrees no longer fail it; the rest is unchanged.
   const auto excluded = run_zinf({"compare", base_path, new_path, "--exclude", "steps", "--exclude", "summary"});
