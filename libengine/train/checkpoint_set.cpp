@@ -245,6 +245,20 @@ Result<std::unique_ptr<ShardedCheckpointSource>> ShardedCheckpointSource::open(c
   return source;
 }
 
+Status ShardedCheckpointSource::verify_needed_data() {
+  for (int rank = 0; rank < set_.world_size; ++rank) {
+    const zero::Partition& old = old_partitions_[static_cast<std::size_t>(rank)];
+    bool needed = false;
+    for (model::ParamId id = 0; id < table_.size() && !needed; ++id) {
+      const std::int64_t from = std::max(partition_[id].begin, old[id].begin);
+      const std::int64_t to = std::min(partition_[id].begin + partition_[id].owned, old[id].begin + old[id].owned);
+      needed = from < to;
+    }
+    if (needed) ZINF_RETURN_IF_ERROR(readers_[static_cast<std::size_t>(rank)]->verify_data());
+  }
+  return Status::ok();
+}
+
 Status check_shard(const CheckpointSet& set, int rank, const CheckpointReader& reader) {
   const CheckpointMeta& meta = reader.meta();
   const std::string file = reader.path().string();

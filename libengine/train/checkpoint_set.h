@@ -109,6 +109,11 @@ class ShardedCheckpointSource final : public zero::CheckpointSource {
   static Result<std::unique_ptr<ShardedCheckpointSource>> open(const CheckpointSet& set, const model::ParamTable& table,
                                                                const zero::Partition& partition);
   const CheckpointMeta& meta() const { return meta_; }
+  // Reads every byte of the old shards this rank's slices come from and verifies their CRCs
+  // (CheckpointReader::verify_data), before any state is touched: loading the states runs
+  // collectives (publishing parameters), so a rank must not find damage half-way through a load
+  // its peers complete. The first failure, naming the file.
+  Status verify_needed_data();
   // Ranges back to back from element 0 (zero::CheckpointSource). A slice that is an old rank's
   // comes range by range from its shard; a resharded one is assembled whole at its first range and
   // kept until its last (in host memory: the arrays being read in ranges, of this rank's slice).

@@ -161,6 +161,9 @@ Result<Trainer::OpenedCheckpoint> Trainer::open_checkpoint_set(const CheckpointC
   ZINF_ASSIGN_OR_RETURN(opened.source, ShardedCheckpointSource::open(set, states_.table(), *partition));
   const CheckpointMeta& meta = opened.source->meta();
   if (meta.fingerprint != options_.fingerprint) return another_run(meta.fingerprint);
+  // The data's CRCs before the load: it runs collectives, which a rank failing half-way would
+  // leave its peers waiting in.
+  ZINF_RETURN_IF_ERROR(opened.source->verify_needed_data());
   opened.step = meta.step;
   // Integers are read exactly: a crafted float there must be an error, not a conversion.
   const auto integer = [](const nlohmann::json& value) {
