@@ -105,15 +105,16 @@ class CheckpointCommand final : public Subcommand {
     }
     invalid_ = verify && entries.empty();
     for (const Entry& entry : entries) invalid_ = invalid_ || !entry.problems.empty();
-    return emit(output, render(dir, entries, verify), io);
+    return emit(output, render(dir, entries, verify, io.started), io);
   }
 
   int exit_code_on_success() const override { return invalid_ ? kExitFailure : kExitOk; }
 
  private:
-  static Rendered render(const std::string& dir, const std::vector<Entry>& entries, bool verify) {
+  static Rendered render(const std::string& dir, const std::vector<Entry>& entries, bool verify,
+                         const reports::ConditionsSnapshot& started) {
     Rendered out;
-    out.record = reports::make_record_envelope(verify ? "checkpoint-verify" : "checkpoint-ls", 1);
+    out.record = reports::make_record_envelope(verify ? "checkpoint-verify" : "checkpoint-ls", 1, started);
     out.record["dir"] = dir;
     out.record["data_read"] = verify;
     nlohmann::json list = nlohmann::json::array();
