@@ -104,7 +104,7 @@ if pins_installed; then
 fi
 log "project venv $venv: installing scripts/requirements-peers.txt (several GB: torch bundles CUDA)"
 [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv" || die "/usr/bin/python3 -m venv $venv failed"
-pip=("$venv/bin/python" -m pip install --no-input --no-cache-dir --disable-pip-version-check)
+pip=("$venv/bin/python" -m pip install --no-input --disable-pip-version-check)
 "${pip[@]}" -r <(grep -v '^deepspeed==' "$requirements") || die "pip install -r $requirements failed (exit $?)"
 # DeepSpeed's setup.py imports torch, so it builds against the venv's torch (no build isolation).
 # DS_BUILD_OPS=0: no op is compiled now; DeepSpeed JIT-builds each one the first time it is used.
