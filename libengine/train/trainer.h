@@ -108,6 +108,8 @@ class Trainer {
   struct OpenedCheckpoint {
     std::filesystem::path path;
     std::int64_t step = 0;
+    // Replicated states read whole arrays: the world of one the source reads for (it refers to it).
+    std::unique_ptr<zero::Partition> whole;
     std::unique_ptr<ShardedCheckpointSource> source;
     std::int64_t optimizer_steps = 0;
     optim::LossScalerState scaler;

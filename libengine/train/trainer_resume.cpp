@@ -154,10 +154,10 @@ Result<Trainer::OpenedCheckpoint> Trainer::open_checkpoint_set(const CheckpointC
   if (!set.manifest.empty() && set.fingerprint != options_.fingerprint) return another_run(set.fingerprint);
   // Each rank reads its slices from whatever world size wrote the set; replicated states read
   // whole arrays (a world of one), assembled from the shards where partitioned states wrote them.
-  const zero::Partition whole(states_.table(), 1, 0);
-  const zero::Partition* partition = states_.partition() != nullptr ? states_.partition() : &whole;
   OpenedCheckpoint opened;
   opened.path = latest;
+  opened.whole = std::make_unique<zero::Partition>(states_.table(), 1, 0);
+  const zero::Partition* partition = states_.partition() != nullptr ? states_.partition() : opened.whole.get();
   ZINF_ASSIGN_OR_RETURN(opened.source, ShardedCheckpointSource::open(set, states_.table(), *partition));
   const CheckpointMeta& meta = opened.source->meta();
   if (meta.fingerprint != options_.fingerprint) return another_run(meta.fingerprint);
