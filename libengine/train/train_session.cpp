@@ -8,8 +8,8 @@
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/device/device_factory.h"
-#include "libengine/spec/scenario_deepspeed.h"
 #include "libengine/memory/aligned_buffer.h"
+#include "libengine/spec/scenario_deepspeed.h"
 #include "libengine/zero/partitioned_states.h"
 #include "libengine/zero/replicated_states.h"
 
