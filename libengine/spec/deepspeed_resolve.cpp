@@ -123,16 +123,19 @@ Status resolve_precision(const DeepSpeedConfig& c, const DsAutoSources& s, const
     if (c.fp16.is_auto) fp16 = *s.precision == DType::kF16;
     if (c.bf16.is_auto) bf16 = *s.precision == DType::kBF16;
     from = s.precision_name;
-  } else if (!fp16_on && !bf16_on) {
+  } else if (!fp16_on && !bf16_on && (c.fp16.is_auto || c.bf16.is_auto)) {
     // No precision given and none enabled outright: a config with a half-precision section on
     // "auto" asks for mixed precision, the way its trainer is meant to run it. zinf picks bf16
     // when bf16 is "auto" (no loss scaling to tune), else fp16 (README "Coming from DeepSpeed").
+    // Both sections written false (no "auto") is fp32, as DeepSpeed reads it.
     if (c.bf16.is_auto) {
       bf16 = true;
     } else {
       fp16 = true;
     }
     from = "no precision given: bf16 when bf16 is \"auto\", else fp16 (zinf's rule)";
+  } else if (!fp16_on && !bf16_on) {
+    from = fmt::format("{} and {} are false", fp16_key, bf16_key);
   } else {
     from = fmt::format("{} is true", fp16_on ? fp16_key : bf16_key);
   }

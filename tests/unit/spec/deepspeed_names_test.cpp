@@ -155,6 +155,22 @@ TEST_CASE("auto precision: the caller's, else bf16 when bf16 is auto, else fp16,
   CHECK(precision_of(R"({"bfloat16": {"enabled": "auto"}})", std::nullopt).precision == DType::kBF16);
 }
 
+TEST_CASE("fp16 and bf16 both written false is fp32, with or without a caller's fp32") {
+  // The merged auto rule once sent this config to fp16 (no "auto" anywhere): found by the
+  // DeepSpeed truth test, where DeepSpeed itself resolves it to fp32.
+  const std::string off = R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})";
+  const Result<ResolvedDeepSpeed> silent = resolved(off, DsAutoSources{});
+  INFO(silent.status().message());
+  REQUIRE(silent.is_ok());
+  CHECK(silent->precision == DType::kF32);
+  CHECK(silent->resolutions.empty());
+  DsAutoSources fp32;
+  fp32.precision = DType::kF32;
+  const Result<ResolvedDeepSpeed> given = resolved(off, fp32);
+  REQUIRE(given.is_ok());
+  CHECK(given->precision == DType::kF32);
+}
+
 TEST_CASE("a config precision the caller contradicts is one error naming both") {
   DsAutoSources bf16;
   bf16.precision = DType::kBF16;
