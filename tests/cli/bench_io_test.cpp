@@ -26,6 +26,7 @@
 #include "libengine/io/swap_store.h"
 #include "tests/catch.h"
 #include "tests/cli/cli_test_support.h"
+#include "tests/ramfs_child.h"
 #include "tests/temp_dir.h"
 
 namespace zinf::cli {
@@ -466,34 +467,17 @@ TEST_CASE("bench io: a path that cannot hold a swap file is bad input naming it,
   // private mount namespace (skipped, with a warning, where that is not allowed).
   TempDir dir;
   const std::string mount_point = dir.path() + "/ramfs";
-  REQUIRE(::mkdir(mount_point.c_str(), 0700) == 0);
-  int report[2];
-  REQUIRE(::pipe(report) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(report[0]);
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("ramfs", mount_point.c_str(), "ramfs", 0, nullptr) != 0) {
-      ::_exit(77);
-    }
+  const testing::RamfsChildResult child = testing::run_in_ramfs_child(mount_point, [&](int report) {
     const Outcome o = zinf({"bench", "io", "--path", mount_point, "--size", "8MiB", "--tensor", "1MiB"});
     const std::string got = std::to_string(o.code) + " " + o.err;
-    [[maybe_unused]] const ssize_t n = ::write(report[1], got.data(), got.size());
-    ::_exit(0);
-  }
-  ::close(report[1]);
-  std::string got;
-  char chunk[256];
-  for (ssize_t n; (n = ::read(report[0], chunk, sizeof chunk)) > 0;) got.append(chunk, static_cast<std::size_t>(n));
-  ::close(report[0]);
-  int wstatus = 0;
-  REQUIRE(::waitpid(child, &wstatus, 0) == child);
-  REQUIRE(WIFEXITED(wstatus));
-  if (WEXITSTATUS(wstatus) == 77) {
+    [[maybe_unused]] const ssize_t n = ::write(report, got.data(), got.size());
+    return 0;
+  });
+  if (!child.mounted) {
     WARN("cannot mount ramfs here (needs CAP_SYS_ADMIN); --buffered-ok in the O_DIRECT error not checked");
     return;
   }
+  const std::string& got = child.report;
   INFO(got);
   CHECK(got.rfind("2 error: ", 0) == 0);
   CHECK(got.find("swap path '" + mount_point + "': O_DIRECT not supported (ramfs: ") != std::string::npos);

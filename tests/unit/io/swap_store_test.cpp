@@ -25,6 +25,7 @@
 #include "libengine/io/fault_injecting_engine.h"
 #include "libengine/io/io_engine.h"
 #include "tests/catch.h"
+#include "tests/ramfs_child.h"
 #include "tests/temp_dir.h"
 #include "tests/unit/io/gate_engine.h"
 
@@ -546,21 +547,11 @@ TEST_CASE("SwapStore falls back to buffered I/O with one warning where O_DIRECT 
 TEST_CASE("SwapStore falls back to buffered I/O on a file system that refuses O_DIRECT (ramfs)", "[swap_store]") {
   testing::TempDir dir;
   const std::string mount_point = dir.path() + "/ramfs";
-  REQUIRE(::mkdir(mount_point.c_str(), 0700) == 0);
-  int report[2];
-  REQUIRE(::pipe(report) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(report[0]);
+  const testing::RamfsChildResult child = testing::run_in_ramfs_child(mount_point, [&](int report) {
     const auto fail = [&](const std::string& why) {
-      [[maybe_unused]] const ssize_t n = ::write(report[1], why.data(), why.size());
+      [[maybe_unused]] const ssize_t n = ::write(report, why.data(), why.size());
       ::_exit(1);
     };
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("ramfs", mount_point.c_str(), "ramfs", 0, nullptr) != 0) {
-      ::_exit(77);
-    }
     std::vector<std::string> warnings;
     SwapStoreOptions options = options_for({mount_point}, 2 * kMiB, 64 * kKiB, 4);
     options.on_warning = [&warnings](const std::string& w) { warnings.push_back(w); };
@@ -583,24 +574,16 @@ TEST_CASE("SwapStore falls back to buffered I/O on a file system that refuses O_
       fail("strict open should fail naming O_DIRECT");
     }
     if (!directory_is_empty(mount_point)) fail("files left in the mount");
-    ::_exit(0);
-  }
-  ::close(report[1]);
-  std::string why;
-  char chunk[256];
-  for (ssize_t n; (n = ::read(report[0], chunk, sizeof chunk)) > 0;) why.append(chunk, static_cast<std::size_t>(n));
-  ::close(report[0]);
-  int wstatus = 0;
-  REQUIRE(::waitpid(child, &wstatus, 0) == child);
-  REQUIRE(WIFEXITED(wstatus));
-  if (WEXITSTATUS(wstatus) == 77) {
+    return 0;
+  });
+  if (!child.mounted) {
     WARN(
         "cannot mount ramfs here (needs CAP_SYS_ADMIN); buffered fallback checked only where /dev/shm refuses "
         "O_DIRECT");
     return;
   }
-  INFO(why);
-  CHECK(WEXITSTATUS(wstatus) == 0);
+  INFO(child.report);
+  CHECK(child.exit_code == 0);
 }
 
 }  // namespace zinf::io

@@ -16,6 +16,7 @@
 
 #include "tests/catch.h"
 #include "tests/temp_dir.h"
+#include "tests/unit/train/flip_byte.h"
 
 namespace zinf::train {
 namespace {
@@ -216,12 +217,8 @@ void flip_data_byte(const fs::path& path) {
     if (numel > 0) at = std::max(at, data_start + array.at("offset").get<std::uint64_t>() + numel * 4 - 2);
   }
   REQUIRE(at > 0);
-  file.seekg(static_cast<std::streamoff>(at));
-  char byte = 0;
-  file.read(&byte, 1);
-  byte = static_cast<char>(byte ^ 0x40);
-  file.seekp(static_cast<std::streamoff>(at));
-  file.write(&byte, 1);
+  file.close();
+  testing::flip_byte(path, at);
 }
 
 std::string read_text(const fs::path& path) {

@@ -20,11 +20,13 @@
 #include "libengine/io/checksum.h"
 #include "tests/catch.h"
 #include "tests/temp_dir.h"
+#include "tests/unit/train/flip_byte.h"
 
 namespace zinf::train {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::flip_byte;
 using zinf::testing::TempDir;
 
 // Owns the values a test saves and loads; hands out NamedArrays over them.
@@ -96,16 +98,6 @@ std::vector<std::string> files_in(const fs::path& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
-}
-
-void flip_byte(const fs::path& path, std::uint64_t offset) {
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  file.seekg(static_cast<std::streamoff>(offset));
-  char byte = 0;
-  file.read(&byte, 1);
-  byte = static_cast<char>(byte ^ 0x20);
-  file.seekp(static_cast<std::streamoff>(offset));
-  file.write(&byte, 1);
 }
 
 void write_u32(const fs::path& path, std::uint64_t offset, std::uint32_t value) {
