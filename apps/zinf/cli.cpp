@@ -50,9 +50,9 @@ std::string one_line(std::string text) {
   return out;
 }
 
-void print_error(const Io& io, const std::string& message) { io.err << "error: " << one_line(message) << '\n'; }
-
 }  // namespace
+
+void print_error(const Io& io, const std::string& message) { io.err << "error: " << one_line(message) << '\n'; }
 
 Io process_io(std::ostream& out, std::ostream& err) {
   const bool tty = stdout_reaches_terminal(::isatty(STDOUT_FILENO) == 1, [](std::string_view name) {

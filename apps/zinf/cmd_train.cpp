@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "apps/zinf/cli.h"
+#include "apps/zinf/exit_codes.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/rank_spawner.h"
@@ -382,6 +384,19 @@ Status TrainCommand::run(const Io& io) {
     if (lead && !scenario.output.record.empty()) {
       const Status written = write_record(scenario.output.record, make_train_record(run), record_field, quiet, io);
       if (!written.is_ok() && !quiet) io.err << "warning: the failed run's record: " << written.message() << '\n';
+    }
+    if (comm.world_size() > 1 && session->trainer().failure_agreed()) {
+      // Every rank stopped on the same error (a resume the ranks agreed cannot go on): rank 0 prints
+      // it once, then the ranks leave together, so that no rank's exit ends the job (mpirun stops
+      // the others on a non-zero exit) before rank 0 has printed.
+      if (lead) {
+        print_error(io, outcome.status().message());
+        io.err.flush();
+      }
+      if (comm.barrier().is_ok()) {
+        delegated_ = exit_code_for(outcome.status());
+        return Status::ok();
+      }
     }
     return outcome.status();
   }

@@ -35,8 +35,9 @@ class Subcommand {
   virtual Status run(const Io& io) = 0;
   // The exit code after run() succeeded: 0, or kExitRegression when `zinf compare` found one.
   virtual int exit_code_on_success() const { return 0; }
-  // When run() handed the work to child processes (--ranks: mpirun and its ranks) and returned ok:
-  // their exit status, their errors already printed. nullopt otherwise.
+  // When run() returned ok but the process must still exit non-zero with its error already printed:
+  // the work went to child processes (--ranks: mpirun and its ranks; their exit status), or the
+  // ranks of a job failed together and rank 0 printed the one error. nullopt otherwise.
   virtual std::optional<int> delegated_exit_code() const { return std::nullopt; }
 };
 

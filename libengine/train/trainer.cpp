@@ -199,11 +199,14 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
   TrainOutcome outcome;
   std::int64_t first_step = 0;
   recent_losses_.clear();
+  failure_agreed_ = false;
   if (options_.resume && !options_.checkpoint_dir.empty()) ZINF_RETURN_IF_ERROR(load_latest(outcome, first_step));
   outcome.first_step = first_step;
   const std::int64_t end = options_.stop_after > 0 ? std::min(options_.stop_after, options_.steps) : options_.steps;
   if (first_step >= end) {
     // Resuming at step 70 of a 50-step run used to end at once with exit 0, having done nothing.
+    // The step is the ranks' agreed one, so every rank stops here with this error.
+    failure_agreed_ = true;
     return Status::invalid_argument(fmt::format(
         "checkpoint {} resumes at step {}, but this run ends at step {}{}: nothing to train; raise steps, or start "
         "over without resuming",

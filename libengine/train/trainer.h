@@ -99,6 +99,12 @@ class Trainer {
   // On failure the states hold whatever the failed step left; checkpoints already written stay intact.
   Result<TrainOutcome> run(StepObserver& observer);
 
+  // After run() failed: true when every rank failed with the same error at the same point (a resume
+  // the ranks agreed cannot go on: strict, another run's checkpoint, no set valid on every rank,
+  // nothing left to train). The caller then prints it once (rank 0) instead of once per rank, and
+  // the ranks can leave together. False for a failure only this rank saw.
+  bool failure_agreed() const { return failure_agreed_; }
+
   // Mean loss over `batches` held-out batches with the current parameters.
   Result<double> evaluate(std::int64_t batches);
 
@@ -141,6 +147,7 @@ class Trainer {
   // The mean over the ranks of a loss each computed over its share (equal shares).
   Result<double> global_mean(double local);
   std::vector<StepLoss> recent_losses_;  // the latest kRecentLossesKept, oldest first; saved in checkpoints
+  bool failure_agreed_ = false;
 };
 
 }  // namespace zinf::train

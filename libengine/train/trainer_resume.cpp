@@ -5,7 +5,7 @@
 // the fingerprint, the trainer state) and the verdicts are exchanged; a set valid on every rank is
 // loaded and the load's outcome (an array's CRC) exchanged again. Any rank's failure is every
 // rank's: all fall back to the next older step together, or under checkpoint.strict all fail with
-// the same error. Every rank's reason reaches on_warning on every rank (rank 0 prints it).
+// the same error (failure_agreed(): the CLI prints it once). Every rank's reason reaches on_warning on every rank (rank 0 prints it).
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -69,7 +69,10 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
   {
     ZINF_ASSIGN_OR_RETURN(const Agreed listing, agree(comm, listed.is_ok() ? kValid : kInvalid,
                                                       listed.is_ok() ? std::string() : listed.status().message()));
-    if (listing.worst != kValid) return Status::io_error(listing.reasons);
+    if (listing.worst != kValid) {
+      failure_agreed_ = true;
+      return Status::io_error(listing.reasons);
+    }
   }
   const std::vector<CheckpointCandidate>& candidates = listed.value();
   std::vector<std::string> rejected;  // why each newer step was passed over, newest first
@@ -83,6 +86,7 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
     const std::int64_t step = *std::max_element(proposals.begin(), proposals.end());
     if (step < 0) {
       if (rejected.empty()) return Status::ok();  // no checkpoint at all: the run starts at step 0
+      failure_agreed_ = true;
       return Status::io_error(
           fmt::format("no checkpoint in {} is valid on every rank: {}", dir, fmt::join(rejected, "; ")));
     }
@@ -127,8 +131,12 @@ Status Trainer::load_latest(TrainOutcome& outcome, std::int64_t& first_step) {
       }
     }
     // A whole checkpoint of another configuration is no damage: never a reason to go further back.
-    if (agreed.worst == kOtherRun) return Status::invalid_argument(agreed.reasons);
+    if (agreed.worst == kOtherRun) {
+      failure_agreed_ = true;
+      return Status::invalid_argument(agreed.reasons);
+    }
     if (options_.checkpoint_strict) {
+      failure_agreed_ = true;
       return Status::io_error(
           fmt::format("{} (checkpoint.strict: true; false resumes from the newest checkpoint "
                       "valid on every rank)",

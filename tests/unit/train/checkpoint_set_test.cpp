@@ -199,28 +199,6 @@ Status load_newest(const fs::path& dir, const model::ParamTable& table, int worl
   return Status::ok();
 }
 
-// Flips a bit of the last element of the last non-empty array (not the padding after it, which no
-// CRC covers and no load reads).
-void flip_data_byte(const fs::path& path) {
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  char prefix[24];
-  file.read(prefix, sizeof(prefix));
-  std::uint64_t header_bytes = 0;
-  std::memcpy(&header_bytes, prefix + 16, 8);
-  std::string text(header_bytes, '\0');
-  file.read(text.data(), static_cast<std::streamsize>(text.size()));
-  const nlohmann::json header = nlohmann::json::parse(text);
-  const std::uint64_t data_start = (24 + header_bytes + 63) / 64 * 64;
-  std::uint64_t at = 0;
-  for (const nlohmann::json& array : header.at("arrays")) {
-    const auto numel = array.at("numel").get<std::uint64_t>();
-    if (numel > 0) at = std::max(at, data_start + array.at("offset").get<std::uint64_t>() + numel * 4 - 2);
-  }
-  REQUIRE(at > 0);
-  file.close();
-  testing::flip_byte(path, at);
-}
-
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -258,7 +236,7 @@ TEST_CASE("checkpoint sets: a damaged, foreign or stale shard makes the whole se
     check_refused("truncated");
   }
   SECTION("a flipped byte in the data: the array's CRC, at every rank that reads it") {
-    flip_data_byte(shard1);
+    testing::flip_last_array_byte(shard1);
     // The headers still agree with the manifest: found when the array is read.
     const Status loaded = load_newest(root, table, 2, 1);
     REQUIRE_FALSE(loaded.is_ok());
