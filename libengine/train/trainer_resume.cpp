@@ -5,7 +5,8 @@
 // the fingerprint, the trainer state) and the verdicts are exchanged; a set valid on every rank is
 // loaded and the load's outcome (an array's CRC) exchanged again. Any rank's failure is every
 // rank's: all fall back to the next older step together, or under checkpoint.strict all fail with
-// the same error (failure_agreed(): the CLI prints it once). Every rank's reason reaches on_warning on every rank (rank 0 prints it).
+// the same error (failure_agreed(): the CLI prints it once). Every rank's reason reaches on_warning on every rank (rank
+// 0 prints it).
 #include <algorithm>
 #include <limits>
 #include <optional>

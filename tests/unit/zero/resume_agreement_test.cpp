@@ -39,21 +39,24 @@ constexpr std::int64_t kNewest = 4;  // sets at 2 and 4; the damaged one is 4's
 constexpr std::int64_t kOlder = 2;
 
 json scenario(int seed, const std::string& checkpoint_dir, bool strict) {
-  json document{
-      {"name", "resume-agreement"},
-      {"model", {{"layers", 2}, {"hidden", 32}, {"heads", 2}, {"vocab", 64}, {"max_positions", 16}}},
-      {"data", {{"source", "markov"}, {"successors", 8}}},
-      {"batch", 12},  // splits over 1, 2, 3 and 4 ranks
-      {"seq", 16},
-      {"steps", kSteps},
-      {"precision", "fp32"},
-      {"optimizer", {{"lr", 3e-3}, {"schedule", {{"kind", "constant"}}}}},
-      {"seed", seed},
-      {"threads", 1},
-      {"device", "cpu"},
-      {"device_memory", "64MiB"},
-      {"zero",
-       {{"stage", 3}, {"params", "cpu"}, {"optimizer", "cpu"}, {"host_memory", "64MiB"}, {"persistence_threshold", 100}}}};
+  json document{{"name", "resume-agreement"},
+                {"model", {{"layers", 2}, {"hidden", 32}, {"heads", 2}, {"vocab", 64}, {"max_positions", 16}}},
+                {"data", {{"source", "markov"}, {"successors", 8}}},
+                {"batch", 12},  // splits over 1, 2, 3 and 4 ranks
+                {"seq", 16},
+                {"steps", kSteps},
+                {"precision", "fp32"},
+                {"optimizer", {{"lr", 3e-3}, {"schedule", {{"kind", "constant"}}}}},
+                {"seed", seed},
+                {"threads", 1},
+                {"device", "cpu"},
+                {"device_memory", "64MiB"},
+                {"zero",
+                 {{"stage", 3},
+                  {"params", "cpu"},
+                  {"optimizer", "cpu"},
+                  {"host_memory", "64MiB"},
+                  {"persistence_threshold", 100}}}};
   if (!checkpoint_dir.empty()) {
     document["checkpoint"] = {{"dir", checkpoint_dir}, {"every", 2}, {"keep_last", 3}, {"strict", strict}};
   }
@@ -76,7 +79,8 @@ struct RankOutcome {
 };
 
 // One run at `world` ranks (threads); every rank's outcome.
-std::vector<RankOutcome> train_at(const spec::Scenario& scenario, int world_size, bool resume, std::int64_t stop_after) {
+std::vector<RankOutcome> train_at(const spec::Scenario& scenario, int world_size, bool resume,
+                                  std::int64_t stop_after) {
   ThreadWorld world(world_size);
   std::vector<RankOutcome> runs(static_cast<std::size_t>(world_size));
   const std::vector<Status> statuses = testing::run_ranks(world, [&](int rank) -> Status {
@@ -144,7 +148,8 @@ bool names(const std::string& text, const fs::path& file) {
 void check_every_damage(int world_size) {
   const TempDir work;
   const fs::path root(work.path());
-  const std::vector<double> uninterrupted = losses_of_whole_run(train_at(parse(scenario(7, "", false)), world_size, false, 0));
+  const std::vector<double> uninterrupted =
+      losses_of_whole_run(train_at(parse(scenario(7, "", false)), world_size, false, 0));
   REQUIRE(uninterrupted.size() == static_cast<std::size_t>(kSteps));
   const fs::path pristine = root / "pristine";
   const fs::path foreign = root / "foreign";
@@ -172,8 +177,8 @@ void check_every_damage(int world_size) {
           CHECK(runs[rank].status.message() == runs.front().status.message());
           CHECK(runs[rank].losses.empty());
         }
-        CHECK((names(runs.front().status.message(), bad) || runs.front().status.message().find("different run") !=
-                                                                 std::string::npos));
+        CHECK((names(runs.front().status.message(), bad) ||
+               runs.front().status.message().find("different run") != std::string::npos));
         continue;
       }
       for (std::size_t rank = 0; rank < runs.size(); ++rank) {
@@ -199,7 +204,9 @@ void check_every_damage(int world_size) {
   }
 }
 
-TEST_CASE("resume agreement at 1 rank: a damaged, foreign, stale or missing newest checkpoint") { check_every_damage(1); }
+TEST_CASE("resume agreement at 1 rank: a damaged, foreign, stale or missing newest checkpoint") {
+  check_every_damage(1);
+}
 
 TEST_CASE("resume agreement at 2 ranks: one rank's shard damaged, foreign, stale or missing") { check_every_damage(2); }
 
