@@ -60,8 +60,10 @@ const KeySets kOffloadParamKeys{
 const KeySets kOffloadOptimizerKeys{{"device", "nvme_path", "pin_memory", "buffer_count", "ratio"},
                                     {"pipeline_read", "pipeline_write", "pipeline", "fast_init"},
                                     {}};
-const KeySets kAioKeys{{"block_size", "queue_depth", "thread_count", "intra_op_parallelism"},
-                       {"single_submit", "overlap_events"},
+// thread_count was the aio thread count of older DeepSpeed; 0.19.8 (runtime/swap_tensor/aio_config.py)
+// reads only intra_op_parallelism and ignores thread_count, so zinf does too (listed as unused, with why).
+const KeySets kAioKeys{{"block_size", "queue_depth", "intra_op_parallelism"},
+                       {"single_submit", "overlap_events", "thread_count"},
                        {"use_gds"}};
 const KeySets kFp16Keys{{"enabled", "loss_scale", "initial_scale_power", "loss_scale_window"},
                         {"hysteresis", "consecutive_hysteresis", "min_loss_scale", "auto_cast"},
@@ -332,15 +334,20 @@ Status parse_zero(const JsonObject& root, DeepSpeedConfig& out) {
   // The Hugging Face integration fills these three from the hidden size. Each is read under the
   // name the file gave it (DeepSpeed's field name or its stage3_ alias).
   const auto name = [&](std::string_view canonical) { return written_name(zero, "zero_optimization", canonical); };
-  ZINF_ASSIGN_OR_RETURN(out.reduce_bucket_size, count_setting(zero, "reduce_bucket_size", true, 0));
+  // DeepSpeed's DeepSpeedZeroConfig: reduce_bucket_size gt=0 (0 is refused there, so here).
+  ZINF_ASSIGN_OR_RETURN(out.reduce_bucket_size, count_setting(zero, "reduce_bucket_size", true, 1));
   ZINF_ASSIGN_OR_RETURN(out.prefetch_bucket_size, count_setting(zero, name("stage3_prefetch_bucket_size"), true, 0));
   ZINF_ASSIGN_OR_RETURN(out.persistence_threshold,
                         count_setting(zero, name("stage3_param_persistence_threshold"), true, 0));
   ZINF_ASSIGN_OR_RETURN(out.max_live_parameters, count_setting(zero, name("stage3_max_live_parameters"), false, 0));
   ZINF_ASSIGN_OR_RETURN(out.sub_group_size, count_setting(zero, "sub_group_size", false, 0));
   if (zero.has("aio")) {
-    // The Hugging Face docs' NVMe example nests aio here; DeepSpeed reads it at the top level.
-    out.unused_keys.push_back(zero.field_path("aio") + " (DeepSpeed reads aio at the top level)");
+    // The Hugging Face docs' NVMe example nests aio here; DeepSpeed reads it at the top level only,
+    // and its DeepSpeedZeroConfig refuses the config (an extra field): so does zinf.
+    return Status::invalid_argument(fmt::format(
+        "{}: DeepSpeed refuses aio inside zero_optimization (it is not one of that section's fields) and reads it "
+        "only at the top level; move the \"aio\" section up, next to zero_optimization",
+        zero.field_path("aio")));
   }
   return Status::ok();
 }
@@ -418,8 +425,12 @@ Status parse_aio(const JsonObject& root, DeepSpeedConfig& out) {
   ZINF_RETURN_IF_ERROR(sort_keys(aio, kAioKeys, true, out));
   ZINF_ASSIGN_OR_RETURN(out.aio.block_size_bytes, count_or(aio, "block_size", out.aio.block_size_bytes, 512));
   ZINF_ASSIGN_OR_RETURN(out.aio.queue_depth, count_or(aio, "queue_depth", out.aio.queue_depth, 1));
-  ZINF_ASSIGN_OR_RETURN(out.aio.thread_count, count_or(aio, "thread_count", out.aio.thread_count, 1));
   ZINF_ASSIGN_OR_RETURN(out.aio.thread_count, count_or(aio, "intra_op_parallelism", out.aio.thread_count, 1));
+  if (aio.has("thread_count")) {
+    const std::string path = aio.field_path("thread_count");
+    std::replace(out.unused_keys.begin(), out.unused_keys.end(), path,
+                 path + " (DeepSpeed 0.19.8 ignores it; aio.intra_op_parallelism sets the I/O threads)");
+  }
   return Status::ok();
 }
 

@@ -52,7 +52,7 @@ struct DsOffload {
 struct DsAio {
   std::int64_t block_size_bytes = 1048576;  // DeepSpeed's defaults
   std::int64_t queue_depth = 8;
-  std::int64_t thread_count = 1;  // "thread_count" or the newer "intra_op_parallelism"
+  std::int64_t thread_count = 1;  // "intra_op_parallelism" (DeepSpeed 0.19.8 ignores the older "thread_count")
   bool operator==(const DsAio&) const = default;
 };
 

@@ -18,6 +18,10 @@ constexpr std::int64_t kDefaultPrefetch = 50'000'000;
 constexpr std::int64_t kDefaultPersistence = 100'000;
 constexpr std::int64_t kDefaultSubGroup = 1'000'000'000;
 constexpr std::int64_t kDefaultReduceBucket = 500'000'000;
+// GRADIENT_CLIPPING_DEFAULT in DeepSpeed 0.19.8's runtime/constants.py (the pinned version,
+// scripts/requirements-peers.txt): an absent gradient_clipping clips at 1.0. It was 0.0 (no
+// clipping) in older releases, e.g. at commit 38327e07 which deepspeed_keys.cpp cites.
+constexpr double kDefaultGradientClipping = 1.0;
 
 std::string key_path(const std::string& root, std::string_view key) { return fmt::format("{}.{}", root, key); }
 
@@ -185,8 +189,8 @@ Result<ResolvedDeepSpeed> resolve_deepspeed(const DeepSpeedConfig& config, const
   out.eps = pick(config.eps, sources.eps, sources.eps, "optimizer.params.eps", optimizer + " eps", r);
   out.weight_decay = pick(config.weight_decay, sources.weight_decay, sources.weight_decay,
                           "optimizer.params.weight_decay", optimizer + " weight decay", r);
-  out.gradient_clipping =
-      pick(config.gradient_clipping, sources.max_grad_norm, 0.0, "gradient_clipping", sources.grad_clip_name, r);
+  out.gradient_clipping = pick(config.gradient_clipping, sources.max_grad_norm, kDefaultGradientClipping,
+                               "gradient_clipping", sources.grad_clip_name, r);
 
   const std::int64_t hidden = sources.hidden;
   out.reduce_bucket_size = pick(config.reduce_bucket_size, hidden * hidden, kDefaultReduceBucket,

@@ -46,8 +46,10 @@ TEST_CASE("every published DeepSpeed fixture plans with the stage, placement, pr
   const std::vector<Expected> fixtures{
       // "auto" fp16 and bf16 without --precision: bf16; "auto" batches: 1 per GPU x 8 GPUs.
       {"hf_zero2_cpu_offload_auto.json", 2, "gpu", "cpu", "deepspeed-stage-1-2", "bf16", 1, 8},
-      {"hf_zero3_cpu_offload.json", 3, "cpu", "cpu", "deepspeed-stage-3", "fp16", 1, 8},
-      {"hf_docs_zero3_nvme.json", 3, "nvme", "nvme", "deepspeed-stage-3-nvme-optimizer", "fp32", 1, 8},
+      // Transformers' test config and docs example as DeepSpeed 0.19.8 accepts them (reduce_bucket_size 5e8
+      // for 0; aio at the top level): the published files are refused below, as DeepSpeed refuses them.
+      {"hf_zero3_cpu_offload_bucket.json", 3, "cpu", "cpu", "deepspeed-stage-3", "fp16", 1, 8},
+      {"hf_docs_zero3_nvme_aio_top.json", 3, "nvme", "nvme", "deepspeed-stage-3-nvme-optimizer", "fp32", 1, 8},
       {"deepspeed_tutorial_zero_infinity_cpu.json", 3, "cpu", "cpu", "deepspeed-stage-3", "fp32", 1, 8},
       {"dsexamples_llama_13b_zero3_offload.json", 3, "gpu", "cpu", "deepspeed-stage-3", "bf16", 2, 64},
       {"dsexamples_gptj_6b_zero2.json", 2, "gpu", "gpu", "deepspeed-stage-1-2", "bf16", 4, 128},
@@ -126,7 +128,7 @@ TEST_CASE("plan --ds-config resolves auto from the model and the flags and shows
   // hidden 4096 (--layers/--hidden/--heads), --micro-batch 2, --precision bf16, 8 GPUs.
   const nlohmann::json record =
       plan_json({"--layers", "32", "--hidden", "4096", "--heads", "32", "--hw", "dgx-h100", "--micro-batch", "2",
-                 "--precision", "bf16", "--ds-config", fixture("deepspeed/hf_docs_zero3_nvme.json")});
+                 "--precision", "bf16", "--ds-config", fixture("deepspeed/hf_docs_zero3_nvme_aio_top.json")});
   const nlohmann::json& ds = record["deepspeed"];
   CHECK(ds["reduce_bucket_size"] == 16'777'216);              // 4096^2
   CHECK(ds["stage3_prefetch_bucket_size"] == 15'099'494);     // int(0.9 x 16777216)
@@ -146,8 +148,8 @@ TEST_CASE("plan --ds-config resolves auto from the model and the flags and shows
 
 TEST_CASE("settings wrong for the hardware are listed with the value that would work") {
   // On the 2-GPU workstation, 100M-element NVMe buffers cannot hold a 70B model's embedding.
-  const nlohmann::json record = plan_json(
-      {"--params", "70B", "--hw", "h100-workstation", "--ds-config", fixture("deepspeed/hf_docs_zero3_nvme.json")});
+  const nlohmann::json record = plan_json({"--params", "70B", "--hw", "h100-workstation", "--ds-config",
+                                           fixture("deepspeed/hf_docs_zero3_nvme_aio_top.json")});
   bool buffer = false;
   for (const auto& f : record["deepspeed"]["wrong_for_hardware"]) {
     if (f["key"] == "zero_optimization.offload_param.buffer_size") {
@@ -157,7 +159,7 @@ TEST_CASE("settings wrong for the hardware are listed with the value that would 
   }
   CHECK(buffer);
   const Outcome table = run_zinf({"plan", "--params", "70B", "--hw", "h100-workstation", "--ds-config",
-                                  fixture("deepspeed/hf_docs_zero3_nvme.json")});
+                                  fixture("deepspeed/hf_docs_zero3_nvme_aio_top.json")});
   CHECK(table.out.find("wrong here") != std::string::npos);
   CHECK(table.out.find("not used by zinf") != std::string::npos);
 }
@@ -172,9 +174,12 @@ TEST_CASE("bad DeepSpeed configs: exit 2, one line naming the key") {
   bad("bad_batch_sizes.json", "ds_config.train_batch_size: 10 is not train_micro_batch_size_per_gpu 4");
   bad("bad_offload_device.json", "ds_config.zero_optimization.offload_optimizer.device: expected \"none\"");
   bad("hf_docs_zero3_nvme_published.json", "malformed JSON");
+  // What DeepSpeed 0.19.8 refuses (its config classes: an extra field of zero_optimization; gt=0).
+  bad("hf_docs_zero3_nvme.json", "ds_config.zero_optimization.aio: DeepSpeed refuses aio inside zero_optimization");
+  bad("hf_zero3_cpu_offload.json", "ds_config.zero_optimization.reduce_bucket_size: expected a whole number from 1");
   check_usage_error(run_zinf({"plan", "--params", "1B", "--ds-config", "/nonexistent/ds.json"}), "--ds-config");
   check_usage_error(run_zinf({"plan", "--params", "1B", "--strategy", "zero3", "--ds-config",
-                              fixture("deepspeed/hf_zero3_cpu_offload.json")}),
+                              fixture("deepspeed/hf_zero3_cpu_offload_bucket.json")}),
                     "drop --strategy/--place");
   check_usage_error(run_zinf({"plan", "--params", "1B", "--micro-batch", "3", "--hw", "dgx-h100", "--ds-config",
                               fixture("deepspeed/dsexamples_gptj_6b_zero2.json")}),
@@ -213,7 +218,7 @@ TEST_CASE("a scenario pointing at a DeepSpeed config trains with the config's pl
                      {"steps", 3},
                      {"batch", 4},
                      {"seed", 3},
-                     {"deepspeed", fixture("deepspeed/hf_zero3_cpu_offload.json")},
+                     {"deepspeed", fixture("deepspeed/hf_zero3_cpu_offload_bucket.json")},
                      {"output", {{"log_every", 1}}}}
           .dump());
   const Outcome o = run_zinf({"train", scenario, "--record", record_path});
@@ -243,7 +248,7 @@ TEST_CASE("a scenario pointing at a DeepSpeed config trains with the config's pl
                      {"seq", 32},
                      {"steps", 3},
                      {"optimizer", {{"lr", 1e-3}}},
-                     {"deepspeed", fixture("deepspeed/hf_zero3_cpu_offload.json")}}
+                     {"deepspeed", fixture("deepspeed/hf_zero3_cpu_offload_bucket.json")}}
           .dump());
   check_usage_error(run_zinf({"train", clash}),
                     "ds_config.optimizer.params.lr is 3e-05 but scenario.optimizer.lr is 0.001");

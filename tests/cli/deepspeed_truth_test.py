@@ -60,6 +60,10 @@ DIFFERENCES = {
         "added to DeepSpeed's copy"),
     ("bad_nvme_without_path.json", "batch"): (
         "--micro-batch", "refused", "as deepspeed_tutorial_zero_infinity_cpu.json: no batch size in the config"),
+    ("hf_docs_zero3_nvme_aio_top.json", "batch"): (
+        "--micro-batch", "refused", "as deepspeed_tutorial_zero_infinity_cpu.json: no batch size in the config"),
+    ("hf_zero3_cpu_offload_bucket.json", "batch"): (
+        "--micro-batch", "refused", "as deepspeed_tutorial_zero_infinity_cpu.json: no batch size in the config"),
     ("axolotl_zero3_bf16_cpuoffload_params.json", "config"): (
         "refused", "accepted",
         "parameters offloaded while the optimizer stays on the GPU: DeepSpeed runs it; zinf's engine and planner "
@@ -72,24 +76,10 @@ DIFFERENCES = {
 }
 
 # (fixture, field) -> (zinf's value, DeepSpeed's value, what is wrong in zinf). Reported with issue 25;
-# each entry leaves this list when spec/ is fixed (the test then says so).
-ZINF_BUGS = {
-    ("fastchat_deepspeed_config_s3.json", "gradient_clipping"): (
-        0.0, 1.0, "as deepspeed_tutorial_zero_infinity_cpu.json: the config has no gradient_clipping, DeepSpeed "
-        "0.19.8 clips at 1.0, zinf resolves it to 0.0 (DeepSpeed's default was 0.0 at the commit the alias table "
-        "cites, 38327e07)"),
-    ("deepspeed_tutorial_zero_infinity_cpu.json", "gradient_clipping"): (
-        0.0, 1.0, "an absent gradient_clipping is 1.0 in DeepSpeed 0.19.8 (runtime/constants.py "
-        "GRADIENT_CLIPPING_DEFAULT); zinf resolves it to 0.0, no clipping"),
-    ("hf_docs_zero3_nvme.json", "config"): (
-        "accepted", "refused", "DeepSpeed refuses aio nested in zero_optimization (an extra field of "
-        "DeepSpeedZeroConfig); zinf accepts the config and lists the key as unused"),
-    ("hf_zero3_cpu_offload.json", "config"): (
-        "accepted", "refused", "DeepSpeed requires zero_optimization.reduce_bucket_size > 0; zinf accepts 0"),
-    ("probe_aio_thread_count.json", "aio.thread_count"): (
-        2, 1, "DeepSpeed 0.19.8 reads only aio.intra_op_parallelism and ignores thread_count (1 thread); zinf "
-        "takes thread_count as the thread count"),
-}
+# each entry leaves this list when spec/ is fixed (the test then says so). Empty since issue 24: an absent
+# gradient_clipping is 1.0, aio nested in zero_optimization and reduce_bucket_size 0 are refused, and
+# aio.thread_count is ignored, as DeepSpeed 0.19.8 does.
+ZINF_BUGS = {}
 
 FIELDS = ["stage", "offload_param", "offload_optimizer",
           "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size", "precision",

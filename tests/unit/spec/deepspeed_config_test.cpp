@@ -5,6 +5,7 @@
 // from a config holds the byte budgets computed by hand.
 #include "libengine/spec/deepspeed_config.h"
 
+#include <algorithm>
 #include <string>
 
 #include "libengine/spec/json_input.h"
@@ -80,7 +81,8 @@ TEST_CASE("the HF ZeRO-2 config: CPU optimizer, every training value auto") {
 }
 
 TEST_CASE("auto buckets resolve from the hidden size as the HF integration does") {
-  const DeepSpeedConfig c = load("hf_docs_zero3_nvme.json");
+  // The docs' NVMe example with its aio section at the top level, where DeepSpeed reads it.
+  const DeepSpeedConfig c = load("hf_docs_zero3_nvme_aio_top.json");
   CHECK(c.stage == 3);
   CHECK(c.offload_param.device == Tier::kNvme);
   CHECK(c.offload_param.nvme_path == "/local_nvme");
@@ -89,8 +91,9 @@ TEST_CASE("auto buckets resolve from the hidden size as the HF integration does"
   CHECK(c.offload_param.max_in_cpu == 1'000'000'000);
   CHECK(c.offload_optimizer.device == Tier::kNvme);
   CHECK(c.offload_optimizer.buffer_count == 4);
-  // The docs nest aio inside zero_optimization; DeepSpeed reads the top level, so the defaults hold.
-  CHECK(c.aio.block_size_bytes == 1048576);
+  CHECK(c.aio.block_size_bytes == 262144);
+  CHECK(c.aio.queue_depth == 32);
+  CHECK(c.aio.thread_count == 1);  // thread_count is ignored (DeepSpeed 0.19.8): intra_op_parallelism's default
   DsAutoSources sources;
   sources.hidden = 1024;
   const ResolvedDeepSpeed r = resolve(c, sources);
@@ -145,7 +148,9 @@ TEST_CASE("batch sizes complete the way DeepSpeed completes them") {
 }
 
 TEST_CASE("the other fixtures parse to what their text says") {
-  const DeepSpeedConfig z3 = load("hf_zero3_cpu_offload.json");
+  // Transformers' test config with reduce_bucket_size 5e8 for the 0 DeepSpeed 0.19.8 refuses.
+  const DeepSpeedConfig z3 = load("hf_zero3_cpu_offload_bucket.json");
+  CHECK(z3.reduce_bucket_size.value == 500'000'000);
   CHECK(z3.fp16.value == true);
   CHECK(z3.sub_group_size.value == 100'000'000'000'000);  // 1e14
   CHECK(z3.persistence_threshold.value == 0);
@@ -189,8 +194,37 @@ TEST_CASE("bad configs are one line naming the key") {
   CHECK(error_of(R"([1, 2])").find("ds_config") == 0);
 }
 
+// Issue 24: each a difference from DeepSpeed 0.19.8 (the pinned version) that the config-truth test
+// (tests/cli/deepspeed_truth_test.py) found.
+TEST_CASE("configs read as DeepSpeed 0.19.8 reads them: what it refuses, ignores and defaults") {
+  // aio nested in zero_optimization (the Transformers docs' NVMe example): an extra field there.
+  const Result<DeepSpeedConfig> nested = load_deepspeed_config(kDir + "hf_docs_zero3_nvme.json");
+  REQUIRE_FALSE(nested.is_ok());
+  CHECK(nested.status().message().find("zero_optimization.aio: DeepSpeed refuses aio inside zero_optimization") !=
+        std::string::npos);
+  // reduce_bucket_size must be > 0 (Transformers' own test config has 0).
+  const Result<DeepSpeedConfig> zero_bucket = load_deepspeed_config(kDir + "hf_zero3_cpu_offload.json");
+  REQUIRE_FALSE(zero_bucket.is_ok());
+  CHECK(zero_bucket.status().message().find("zero_optimization.reduce_bucket_size: expected a whole number from 1") !=
+        std::string::npos);
+  // An absent gradient_clipping clips at 1.0 (GRADIENT_CLIPPING_DEFAULT); a written 0 does not clip.
+  CHECK(resolve(load("deepspeed_tutorial_zero_infinity_cpu.json"), {}).gradient_clipping == 1.0);
+  Result<nlohmann::json> no_clip = parse_json_text(R"({"gradient_clipping": 0})", "t.json");
+  REQUIRE(no_clip.is_ok());
+  CHECK(resolve(parse_deepspeed_config(*no_clip, "ds_config").value(), {}).gradient_clipping == 0.0);
+  // aio.thread_count is ignored (only intra_op_parallelism sets the threads), and listed with why.
+  Result<nlohmann::json> threads =
+      parse_json_text(R"({"aio": {"thread_count": 4, "intra_op_parallelism": 2}})", "t.json");
+  REQUIRE(threads.is_ok());
+  const DeepSpeedConfig aio = parse_deepspeed_config(*threads, "ds_config").value();
+  CHECK(aio.aio.thread_count == 2);
+  CHECK(std::find(aio.unused_keys.begin(), aio.unused_keys.end(),
+                  "ds_config.aio.thread_count (DeepSpeed 0.19.8 ignores it; aio.intra_op_parallelism sets the I/O "
+                  "threads)") != aio.unused_keys.end());
+}
+
 TEST_CASE("the engine's zero section from a config: tiers, paths once, budgets in bytes") {
-  const DeepSpeedConfig c = load("hf_docs_zero3_nvme.json");
+  const DeepSpeedConfig c = load("hf_docs_zero3_nvme_aio_top.json");
   DsAutoSources sources;
   sources.hidden = 256;
   const ResolvedDeepSpeed r = resolve(c, sources);
@@ -254,7 +288,7 @@ TEST_CASE("a scenario's deepspeed field builds its zero section and fills what t
   nlohmann::json doc = nlohmann::json::parse(
       R"({"model": {"layers": 2, "hidden": 64, "heads": 2, "vocab": 128, "max_positions": 32}, "seq": 32,
           "steps": 4, "batch": 2})");
-  doc["deepspeed"] = kDir + "hf_docs_zero3_nvme.json";
+  doc["deepspeed"] = kDir + "hf_docs_zero3_nvme_aio_top.json";
   const Result<Scenario> s = parse_scenario(doc, "ds.json", ShapeResolver{});
   INFO(s.status().message());
   REQUIRE(s.is_ok());
