@@ -1,6 +1,6 @@
 // Plan records: the JSON form of a plan, a max-params table and a sweep, every figure in base
 // units (bytes, bytes/s, FLOP/s, seconds). These are the payloads of the "zinf.plan/1",
-// "zinf.max-params/1" and "zinf.plan-sweep/1" records documented in docs/plan-record.md; the
+// "zinf.max-params/1" and "zinf.plan-sweep/1" records documented in docs/records/plan-record.md; the
 // caller wraps them in the common record envelope (reports/record_envelope.h). Tables, CSV and
 // Markdown are rendered from the same data, never computed separately.
 #pragma once

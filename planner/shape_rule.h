@@ -1,6 +1,6 @@
 // Shape rule: the GPT-like shape zinf uses when a user gives only a parameter count (--params 1T).
 //
-// The rule, documented in the README: head_dim 128, hidden a multiple of 128, and about as deep as
+// The rule, documented in docs/planner.md: head_dim 128, hidden a multiple of 128, and about as deep as
 // GPT-3 175B is wide-to-deep (hidden/layers ≈ 128): layers ≈ (P / (12·128²))^(1/3). Among layer
 // counts within ±50% of that, the shape whose exact parameter count (embeddings included) is
 // closest to P wins; shapes within 1% of P are ranked by how close hidden/layers is to 128.

@@ -1,5 +1,5 @@
 // A chart's data as a table, so the Markdown and CSV renderings of a report carry exactly the
-// numbers its SVG shows (DESIGN §6: one record, every format the same figures).
+// numbers its SVG shows (docs/architecture.md §9: one record, every format the same figures).
 #pragma once
 
 #include "reports/chart.h"

@@ -2,7 +2,7 @@
 // zinf.bench-train/1, zinf.bench-suite/1, zinf.plan/1, zinf.plan-sweep/1, zinf.max-params/1,
 // zinf.hardware/1, and kinds this file has never heard of) into one Document with charts, which the
 // HTML, Markdown and CSV writers render. Every figure shown is read from a record, never recomputed
-// (DESIGN §6): a field missing from a record is missing from its report.
+// (docs/architecture.md §9): a field missing from a record is missing from its report.
 //
 // Known kinds get their figures (loss curve with the held-out points and the entropy floor, step
 // time and phase breakdown, memory per tier against its budget, per-link bytes and GB/s, zinf next

@@ -1,4 +1,4 @@
-// The report of a zinf.train/1 record (docs/train-record.md): loss, step time and phases, memory per
+// The report of a zinf.train/1 record (docs/records/train-record.md): loss, step time and phases, memory per
 // tier, links, and whatever else the record holds. Every figure is a record field.
 #include <algorithm>
 #include <cmath>

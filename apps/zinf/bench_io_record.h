@@ -1,4 +1,4 @@
-// The people's views of a `zinf bench io` record ("zinf.bench-io/1", docs/bench-io-record.md): the
+// The people's views of a `zinf bench io` record ("zinf.bench-io/1", docs/records/bench-io-record.md): the
 // terminal/Markdown document (setup, results with zinf next to fio and the ratio's range, store
 // counters) and the CSV, both rendered from the record alone — never from the benchmark's result
 // structs — so a stored record re-renders to exactly what the run printed.

@@ -3,7 +3,7 @@
 // and on a device (CUDA) pinned host<->device bandwidth each way, device memory bandwidth and the
 // GEMM peak in bf16 — each next to its baseline measured in the same run, alternating
 // (machine_probes.h; fio for NVMe). `zinf hw probe` (cmd_hw.cpp) turns the record into a hardware
-// profile. Field reference: docs/bench-suite-record.md.
+// profile. Field reference: docs/records/bench-suite-record.md.
 #pragma once
 
 #include <functional>

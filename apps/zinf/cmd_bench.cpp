@@ -1,5 +1,5 @@
 // `zinf bench`: benchmarks of the engine's parts, each next to a baseline measured in the same run
-// on the same machine (DESIGN.md §6). `bench io` measures the NVMe tier: a SwapStore over the given
+// on the same machine (docs/architecture.md §9). `bench io` measures the NVMe tier: a SwapStore over the given
 // directories writes and reads tensors sequentially and in random order, and with --fio, fio runs
 // the same patterns against the store's own swap files (through /proc/<pid>/fd/<n>), so the
 // zinf/fio ratio compares the two on the same blocks of the same drives.

@@ -3,7 +3,7 @@
 // device→host) split by phase, the compute thread's stall time and the prefetch hit rate — from
 // the per-step EngineStats the trainer measured, where the activation checkpoints lived and what
 // their copies moved — and the summary section rendered from it.
-// Field reference: docs/train-record.md.
+// Field reference: docs/records/train-record.md.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Exit codes of the zinf CLI (README § Exit codes). Only apps/ chooses them.
+// Exit codes of the zinf CLI (docs/cli.md § Exit codes and errors). Only apps/ chooses them.
 #pragma once
 
 #include "libengine/core/status.h"

@@ -3,7 +3,7 @@
 // step's loss/time/tokens-per-second (warm-up steps flagged), eval losses, medians and spread,
 // achieved TFLOP/s and MFU against the same-run matmul peak, peak memory per tier and the bytes of
 // each kind of model state — and the human summary rendered from that record (never computed
-// separately). Field reference: docs/train-record.md.
+// separately). Field reference: docs/records/train-record.md.
 #pragma once
 
 #include <cstdint>

@@ -44,7 +44,7 @@
 namespace zinf::comm {
 
 // Stream collectives of at most these many bytes may run on the calling thread when their stream
-// is idle (above); measured on this project's 2-core machine with 2 ranks (README, `zinf bench
+// is idle (above); measured on this project's 2-core machine with 2 ranks (docs/performance.md, `zinf bench
 // comm`). Handing a collective to the stream's thread costs 1.5-2 us per call there (a context
 // switch each way: mpirun binds each of 2 ranks to one core), up to 5 us at the first call after a
 // long idle. All-gathers and broadcasts, 1 MiB: an all_gather takes 1.4 us at 4 KiB, 15 us at

@@ -1,5 +1,5 @@
 // The one way the CUDA backend turns a failed CUDA runtime call, cuBLAS/cuBLASLt call or kernel
-// launch into a Status (DESIGN §5): the call as written, where it was made (path from the repository
+// launch into a Status (docs/architecture.md §8): the call as written, where it was made (path from the repository
 // root and line) and the library's own description and name of the error:
 //   cudaMalloc(&block, bytes) failed at libengine/device/cuda_device.cpp:123: out of memory
 //   (cudaErrorMemoryAllocation)

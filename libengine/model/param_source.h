@@ -1,5 +1,5 @@
 // ParamSource and GradSink: the only way the model reaches its parameters and hands back their
-// gradients (DESIGN §2). The model never knows where parameters live or in which precision they are
+// gradients (docs/architecture.md §2). The model never knows where parameters live or in which precision they are
 // stored: ZeRO-0 in one process (zero/replicated_states) hands out its resident copy; ZeRO-3 with
 // offload gathers slices from CPU memory or NVMe behind the same two calls. Switching one for the
 // other is a different object, not an `if` in the model.
@@ -7,7 +7,7 @@
 // Parameters are named by ParamId, an index into the model's ParamTable (model/param_table.h).
 // Every call is made by the thread running the model's forward/backward.
 //
-// Timing (stream order, DESIGN §7): a view acquire() returns is ready for work enqueued on the
+// Timing (stream order, docs/architecture.md §5): a view acquire() returns is ready for work enqueued on the
 // device's compute stream after acquire() returns — the source has ordered its own transfers
 // (NVMe read, host→device copy, all-gather) before that point with events, and may have blocked
 // the caller until then. release(id) may come while compute-stream work that reads the view is

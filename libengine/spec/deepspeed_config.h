@@ -67,7 +67,7 @@ struct DsKeyAlias {
   std::string_view name;       // the other name, as a config writes it: "max_live_parameters"
   std::string_view canonical;  // the key zinf documents it as: "stage3_max_live_parameters"
   std::string_view kind;       // "alias" (both names are the same field), "deprecated", "legacy"
-  std::string_view effect;     // what zinf does with it, for the README table
+  std::string_view effect;     // what zinf does with it, for the table in docs/deepspeed.md
 };
 inline constexpr std::string_view kDeepSpeedSourceCommit = "38327e07f6cd39b63418f60cedd1651b0be3e7c3";
 // The whole table, in a fixed order. Static storage; thread-safe.

@@ -15,7 +15,7 @@ namespace {
 //  - deepspeed/runtime/constants.py BFLOAT16_OLD = "bfloat16" ("keeping for backwards
 //    compatibility"), read by runtime/config.py get_bfloat16_enabled after "bf16".
 //  - deepspeed/runtime/zero/offload_config.py: no alias, no deprecated field.
-// A DeepSpeed upgrade that adds a name adds a row here; the README table is tested against it.
+// A DeepSpeed upgrade that adds a name adds a row here; the table in docs/deepspeed.md is tested against it.
 const std::vector<DsKeyAlias> kAliases{
     {"zero_optimization", "max_live_parameters", "stage3_max_live_parameters", "alias",
      "the live-parameter bound (zero.max_live_bytes)"},

@@ -1,4 +1,4 @@
-// StepMetrics and StepObserver: how measurements leave the training loop (DESIGN §2: the engine
+// StepMetrics and StepObserver: how measurements leave the training loop (docs/architecture.md §2: the engine
 // never prints or writes reports; the CLI observes). One StepMetrics per optimizer step, one
 // EvalMetrics per evaluation, one call per checkpoint written.
 #pragma once

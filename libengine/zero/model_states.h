@@ -1,4 +1,4 @@
-// ModelStates: the one interface for "the model's states" (DESIGN §7) — what the trainer, the
+// ModelStates: the one interface for "the model's states" (docs/architecture.md §4) — what the trainer, the
 // optimizer driver and checkpoints see, whatever ZeRO stage and placement hold them. ZeRO-0
 // (replicated_states: everything resident on the device) and the partitioned, offloaded states
 // (partitioned_states: each kind of state on device memory, CPU memory or NVMe) implement it.

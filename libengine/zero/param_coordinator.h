@@ -1,7 +1,7 @@
 // ParamCoordinator: the ParamSource of the partitioned states — brings each parameter from where
 // its slice lives to the device ahead of the operator that needs it, and lets it go after.
 //
-// Life cycle of a parameter (DESIGN §7), per slot:
+// Life cycle of a parameter (docs/architecture.md §4), per slot:
 //   NOT_AVAILABLE → reading (NVMe → host staging, NVMe-resident parameters only) → host →
 //   copying (host → device, on the host-to-device stream) → gathering (all-gather of the ranks'
 //   slices; the identity at one rank) → AVAILABLE → released (its buffer back to the pool in

@@ -1,5 +1,5 @@
 // Partition: how ZeRO splits every parameter over the data-parallel ranks (bandwidth-centric
-// partitioning, DESIGN §1): parameter p of n elements is cut into world_size equal slices of
+// partitioning, docs/architecture.md §1): parameter p of n elements is cut into world_size equal slices of
 // slice_numel = round_up(ceil(n / world_size), kSliceAlignElements) elements; rank r owns elements
 // [r·slice_numel, min(n, (r+1)·slice_numel)) — possibly fewer than slice_numel, or none, at the end.
 // Each kind of state stores this rank's slices back to back in one flat array, slice p at

@@ -6,7 +6,7 @@
 //
 // Every case reports the bytes the kernel must move at minimum (SetBytesProcessed: reads + writes,
 // accumulated (+=) outputs read and written, scratch not counted; the count is written next to each
-// case) and a ratio against a bound measured in the same run (DESIGN.md §6):
+// case) and a ratio against a bound measured in the same run (docs/architecture.md §9):
 //   fraction_of_bandwidth   bytes/s / device-to-device cudaMemcpyAsync bytes/s    (memory-bound kernels)
 //   fraction_of_gemm_peak   FLOP/s / bf16 cuBLASLt forward FLOP/s at 8192^3       (attention, GEMMs)
 // The copy moves 1 GiB and counts 2 bytes per byte copied (a read and a write); the GEMM goes through

@@ -2,7 +2,7 @@
 // B=4, T=256, C=768, NH=12 (hs=64), V=50257 (cross-entropy also at V=8192; attention at shapes of
 // its own, see its section). Every case reports the bytes the kernel must move (SetBytesProcessed;
 // the count is documented next to each case) and a ratio against a bound measured in the same run
-// (DESIGN.md §5-§6):
+// (docs/architecture.md §8-§9):
 //   fraction_of_sgemm_peak  FLOP/s / cblas_sgemm FLOP/s on 2048x2048x2048   (matmul, attention)
 //   fraction_of_bandwidth   bytes/s / in-place triad bytes/s (a[i] += s*b[i]) (memory-bound kernels)
 // The two bounds are measured once, lazily (function-local statics), before the first case that

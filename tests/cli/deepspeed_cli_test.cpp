@@ -36,7 +36,7 @@ struct Expected {
   const char* params;
   const char* optimizer;
   const char* stage_family;   // input.strategy of the record
-  const char* precision;      // without --precision: the config's, "auto" by zinf's rule (README)
+  const char* precision;      // without --precision: the config's, "auto" by zinf's rule (docs/deepspeed.md)
   int micro_batch;            // without --micro-batch: the config's, else plan's default 1
   int train_batch;            // on dgx-h100's 8 GPUs
   const char* model = "13B";  // --params: 13B, or what data parallelism fits in one H100

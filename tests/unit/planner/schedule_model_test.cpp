@@ -215,7 +215,7 @@ HandSteps hand_steps(const StepModel& step, bool optimizer_on_host) {
   HandSteps out;
   out.deepspeed = fwd + bwd + busiest_of(opt);
   // zinf: max(max over resources of forward + backward + read + update + write, forward + backward
-  // + update / sub-groups), as the README states it (8 sub-groups; the update uses no GPU compute).
+  // + update / sub-groups), as docs/plan.md states it (8 sub-groups; the update uses no GPU compute).
   CHECK(p.at(Phase::kOptimizerUpdate)[0] == 0.0);
   out.zinf = optimizer_on_host ? std::max(busiest_of(all), fwd + bwd + busiest_of(p.at(Phase::kOptimizerUpdate)) / 8.0)
                                : out.deepspeed;

@@ -2,7 +2,7 @@
 // classes accept for a key (deepspeed_key_aliases) is read as that key, and errors name it as
 // written; a near miss gets a "did you mean"; "auto" precision follows the caller or, without one,
 // zinf's documented rule; a caller's explicit batch or precision that the config contradicts is
-// one error naming both; the README's alias table lists every row of the table.
+// one error naming both; docs/deepspeed.md's alias table lists every row of the table.
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -259,8 +259,8 @@ TEST_CASE("errors about budgets a DeepSpeed config set name the key the user wro
         "scenario.zero.max_live_bytes: x");
 }
 
-TEST_CASE("README's Coming from DeepSpeed lists every name of the alias table") {
-  std::ifstream file(ZINF_FIXTURES_DIR "/../../README.md");
+TEST_CASE("docs/deepspeed.md lists every name of the alias table") {
+  std::ifstream file(ZINF_FIXTURES_DIR "/../../docs/deepspeed.md");
   REQUIRE(file);
   std::stringstream text;
   text << file.rdbuf();
