@@ -154,7 +154,7 @@ TEST_CASE("rmsnorm: Llama-sized rows match the fp64 forward and analytic backwar
   }
 }
 
-TEST_CASE("rmsnorm: every variant and thread count gives the same bits; rstd optional", "[model][rmsnorm]") {
+TEST_CASE("rmsnorm: every variant and thread count gives the same bits, rstd optional", "[model][rmsnorm]") {
   const std::size_t rows = 67;
   const std::size_t channels = 531;
   std::mt19937_64 rng(32);
