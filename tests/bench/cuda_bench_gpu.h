@@ -400,4 +400,8 @@ inline void report_compute_bound(benchmark::State& state, const Gpu& gpu, double
   state.SetLabel(gpu.label());
 }
 
+// Registers the Llama block's cases (RMSNorm, SwiGLU, RoPE; cuda_llama_kernels_bench.cpp) on `gpu`,
+// which must outlive them.
+void register_llama_cases(Gpu& gpu);
+
 }  // namespace zinf::kernels::cuda_bench

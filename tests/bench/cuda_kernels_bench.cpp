@@ -22,7 +22,7 @@
 // the call.
 // Without a usable GPU the binary prints "skipped: no CUDA device (...)" and exits 77 (CTest: skipped).
 // The machinery the cases share (errors, events, buffers, the bounds, the timed loop) is in
-// cuda_bench_gpu.h.
+// cuda_bench_gpu.h; the Llama block's cases (RMSNorm, SwiGLU, RoPE) in cuda_llama_kernels_bench.cpp.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -582,6 +582,7 @@ void register_cases(Gpu& gpu) {
   add("BM_SumSquares", BM_SumSquares, gpu);
   add("BM_ConvertF32ToBF16", BM_ConvertF32ToBF16, gpu);
   add("BM_ConvertBF16ToF32", BM_ConvertBF16ToF32, gpu);
+  cuda_bench::register_llama_cases(gpu);
 }
 
 }  // namespace

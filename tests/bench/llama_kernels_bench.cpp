@@ -1,0 +1,141 @@
+// The CPU kernels a Llama-family block adds to the GPT-2 one (kernels/rmsnorm.h, swiglu.h,
+// rope.h), forward and backward, at TinyLlama-1.1B's widths with B=4, T=256: hidden C=2048,
+// intermediate I=5632, 32 query heads and 4 K/V heads of 64. Part of kernels_bench: every case
+// reports the bytes it must move (SetBytesProcessed; counted next to each case, 4 bytes per fp32
+// element read or written once, accumulated outputs a read and a write) and fraction_of_bandwidth,
+// against the same in-place triad as kernels_bench.cpp's memory-bound cases (kernels_bench_support.h).
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "tests/bench/kernels_bench_support.h"
+
+namespace zinf::kernels {
+namespace {
+
+using bench::bandwidth_bound;
+using bench::filled;
+using bench::report_memory_bound;
+using bench::timed_loop;
+using bench::zeros;
+
+constexpr std::size_t kB = 4;
+constexpr std::size_t kT = 256;
+constexpr std::size_t kC = 2048;
+constexpr std::size_t kI = 5632;
+constexpr std::size_t kNH = 32;
+constexpr std::size_t kNKV = 4;
+constexpr std::size_t kHd = 64;
+constexpr std::size_t kR = kB * kT;
+constexpr double kF = 4.0;
+
+// ---- RMSNorm [R, C] ------------------------------------------------------------------------------
+
+// Reads inp and weight, writes out and rstd.
+void BM_RmsNormForward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto inp = filled(kR * kC);
+  auto weight = filled(kC, 0.5f, 1.5f);
+  auto out = zeros(kR * kC);
+  auto rstd = zeros(kR);
+  const double seconds =
+      timed_loop(state, [&] { cpu::rmsnorm_forward(out.get(), rstd.get(), inp.get(), weight.get(), kR, kC, 1e-5f); });
+  report_memory_bound(state, seconds, kF * (2.0 * kR * kC + kC + kR), bound);
+}
+BENCHMARK(BM_RmsNormForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Reads dout, inp, weight, rstd; dinp and dweight are read and written.
+void BM_RmsNormBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto inp = filled(kR * kC);
+  auto weight = filled(kC, 0.5f, 1.5f);
+  auto dout = filled(kR * kC);
+  auto out = zeros(kR * kC);
+  auto rstd = zeros(kR);
+  auto dinp = zeros(kR * kC);
+  auto dweight = zeros(kC);
+  cpu::rmsnorm_forward(out.get(), rstd.get(), inp.get(), weight.get(), kR, kC, 1e-5f);
+  const double seconds = timed_loop(state, [&] {
+    cpu::rmsnorm_backward(dinp.get(), dweight.get(), dout.get(), inp.get(), weight.get(), rstd.get(), kR, kC);
+  });
+  report_memory_bound(state, seconds, kF * (4.0 * kR * kC + 3.0 * kC + kR), bound);
+}
+BENCHMARK(BM_RmsNormBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- SwiGLU [R, I] -------------------------------------------------------------------------------
+
+constexpr std::size_t kSwiGluN = kR * kI;
+
+// Reads gate and up, writes out.
+void BM_SwiGluForward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto gate = filled(kSwiGluN, -4.0f, 4.0f);
+  auto up = filled(kSwiGluN);
+  auto out = zeros(kSwiGluN);
+  const double seconds = timed_loop(state, [&] { cpu::swiglu_forward(out.get(), gate.get(), up.get(), kSwiGluN); });
+  report_memory_bound(state, seconds, kF * 3.0 * kSwiGluN, bound);
+}
+BENCHMARK(BM_SwiGluForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Reads dout, gate and up; dgate and dup are read and written.
+void BM_SwiGluBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  auto gate = filled(kSwiGluN, -4.0f, 4.0f);
+  auto up = filled(kSwiGluN);
+  auto dout = filled(kSwiGluN);
+  auto dgate = zeros(kSwiGluN);
+  auto dup = zeros(kSwiGluN);
+  const double seconds = timed_loop(
+      state, [&] { cpu::swiglu_backward(dgate.get(), dup.get(), dout.get(), gate.get(), up.get(), kSwiGluN); });
+  report_memory_bound(state, seconds, kF * 7.0 * kSwiGluN, bound);
+}
+BENCHMARK(BM_SwiGluBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- RoPE on the fused qkv [R, (NH + 2 NKV) hd], in place ----------------------------------------
+
+constexpr std::size_t kQkvStride = (kNH + 2 * kNKV) * kHd;
+constexpr std::size_t kRotated = kR * (kNH + kNKV) * kHd;  // the query and key heads' elements
+
+struct RopeSetup {
+  std::unique_ptr<float[]> qkv = filled(kR * kQkvStride);
+  std::vector<float> cos = std::vector<float>(kT * kHd / 2);
+  std::vector<float> sin = std::vector<float>(kT * kHd / 2);
+  cpu::RopeShape shape{kB, kT, kQkvStride, kNH + kNKV, kHd, kHd, 0};
+
+  RopeSetup() {
+    RopeFrequencies f;
+    f.rotary_dim = kHd;
+    std::vector<float> inv(kHd / 2);
+    rope_inv_freq(inv.data(), f);
+    rope_tables(cos.data(), sin.data(), inv.data(), kHd / 2, kT);
+  }
+};
+
+// Reads and writes the query and key heads; reads the cos and sin tables once.
+double rope_bytes() { return kF * (2.0 * kRotated + 2.0 * kT * kHd / 2); }
+
+void BM_RopeForward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  RopeSetup s;
+  const double seconds =
+      timed_loop(state, [&] { cpu::rope_forward(s.qkv.get(), s.qkv.get(), s.cos.data(), s.sin.data(), s.shape); });
+  report_memory_bound(state, seconds, rope_bytes(), bound);
+}
+BENCHMARK(BM_RopeForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_RopeBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  RopeSetup s;
+  const double seconds =
+      timed_loop(state, [&] { cpu::rope_backward(s.qkv.get(), s.qkv.get(), s.cos.data(), s.sin.data(), s.shape); });
+  report_memory_bound(state, seconds, rope_bytes(), bound);
+}
+BENCHMARK(BM_RopeBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace zinf::kernels
