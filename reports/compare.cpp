@@ -235,12 +235,14 @@ Result<Comparison> compare_records(const json& base, const json& candidate, cons
         "compared (a field may have changed meaning); record the baseline again with the zinf that wrote the other",
         base_schema, new_schema));
   }
-  // A run that failed midway records the steps it completed: a partial run's figures are no
-  // baseline and no candidate.
+  // A run that failed midway or was stopped records the steps it completed: a partial run's
+  // figures are no baseline and no candidate.
   for (const auto& [which, record] : {std::pair<const char*, const json*>{"base", &base}, {"new", &candidate}}) {
-    if (string_at(*record, "status") == "failed") {
+    const std::string status = string_at(*record, "status");
+    if (status == "failed" || status == "stopped") {
       return Status::invalid_argument(
-          fmt::format("compare: the {} record is of a run that failed midway ({}); compare completed runs", which,
+          fmt::format("compare: the {} record is of a run that {} ({}); compare completed runs", which,
+                      status == "failed" ? "failed midway" : "was stopped before its end",
                       string_at(*record, "error", "no error recorded")));
     }
   }

@@ -255,9 +255,10 @@ std::vector<Section> train_sections(const json& record, const std::string& headi
   run.fields.emplace_back("device", string_at(record, "device.description", "-"));
   run.fields.emplace_back("model", or_dash(number_at(record, "model.params"), format_count) + " parameters");
   run.fields.emplace_back("data", string_at(record, "data.description", "-"));
-  // A run that failed midway (issue 24) holds the steps it completed; its figures are a partial run's.
-  if (string_at(record, "status", "completed") == "failed") {
-    run.fields.emplace_back("status", Cell(fmt::format("failed after {} steps: {}",
+  // A run that failed midway or was stopped (issue 24) holds the steps it completed; its figures are a
+  // partial run's.
+  if (const std::string status = string_at(record, "status", "completed"); status == "failed" || status == "stopped") {
+    run.fields.emplace_back("status", Cell(fmt::format("{} after {} steps: {}", status,
                                                        or_dash(number_at(record, "summary.steps_run"),
                                                                [](double n) { return fmt::format("{:.0f}", n); }),
                                                        string_at(record, "error", "-")),

@@ -18,6 +18,7 @@
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/rank_spawner.h"
+#include "apps/zinf/stop_signals.h"
 #include "apps/zinf/subcommand.h"
 #include "apps/zinf/train_launch.h"
 #include "apps/zinf/train_plan.h"
@@ -104,7 +105,9 @@ Status write_record(const std::string& path, const nlohmann::json& record, std::
 // what a run that fails midway records: the step it started at, its steps, its last checkpoint.
 class RunObserver final : public train::StepObserver {
  public:
-  RunObserver(TrainProgress& progress, TrainRun& run) : progress_(progress), run_(run) {}
+  // `stop`: the signals that ask the run to stop after its step (a single process); may be null.
+  RunObserver(TrainProgress& progress, TrainRun& run, const StopSignals* stop)
+      : progress_(progress), run_(run), stop_(stop) {}
   void on_start(std::int64_t first_step, std::int64_t total_steps) override {
     run_.outcome.first_step = first_step;
     progress_.start(first_step, total_steps);
@@ -121,10 +124,12 @@ class RunObserver final : public train::StepObserver {
     run_.outcome.last_checkpoint = path;
     progress_.checkpoint(step, path, seconds);
   }
+  bool stop_requested() const override { return stop_ != nullptr && stop_->stop_signal() != 0; }
 
  private:
   TrainProgress& progress_;
   TrainRun& run_;
+  const StopSignals* stop_;
 };
 
 class TrainCommand final : public Subcommand {
@@ -364,18 +369,25 @@ Status TrainCommand::run(const Io& io) {
     io.err << "warning: the held-out batches (the last of the token file) are also trained on by this many steps; "
               "the eval loss is not a held-out loss\n";
   }
-  RunObserver observer(progress, run);
+  // A process training alone stops after the step in progress on SIGINT/SIGTERM (a second one ends
+  // it at once), keeping its record and saying where a rerun resumes; ranks are stopped by their
+  // launcher (rank_spawner.cpp) or mpirun.
+  std::unique_ptr<StopSignals> stop_signals;
+  if (launch.world_size == 1) {
+    ZINF_ASSIGN_OR_RETURN(stop_signals, StopSignals::install(StopSignals::SecondStop::kEndsProcess));
+  }
+  RunObserver observer(progress, run, stop_signals.get());
   run.setup_seconds = std::chrono::duration<double>(Clock::now() - setup_start).count();
   const Clock::time_point train_start = Clock::now();
   Result<train::TrainOutcome> outcome = session->trainer().run(observer);
   progress.finish();
   run.train_seconds = std::chrono::duration<double>(Clock::now() - train_start).count();
-  if (!outcome.is_ok()) {
-    // A run that fails midway keeps what it did: the record says "failed", the error, and every
-    // step it completed (no plan and no rank figures: those would run collectives a broken job
-    // cannot, and compare a partial run with a plan of a whole one).
-    run.status = "failed";
-    run.error = outcome.status().message();
+  // A run that fails midway or is stopped keeps what it did: the record says "failed" or
+  // "stopped", why, and every step it completed (no plan and no rank figures: those would run
+  // collectives a broken job cannot, and compare a partial run with a plan of a whole one).
+  const auto write_partial_record = [&](const char* status, const std::string& why) {
+    run.status = status;
+    run.error = why;
     run.outcome.steps_run = static_cast<std::int64_t>(run.steps.size());
     run.device_memory = device.memory().usage();
     run.host_memory = device.host_memory().usage();
@@ -383,8 +395,25 @@ Status TrainCommand::run(const Io& io) {
     run.state_bytes = session->states().state_bytes();
     if (lead && !scenario.output.record.empty()) {
       const Status written = write_record(scenario.output.record, make_train_record(run), record_field, quiet, io);
-      if (!written.is_ok() && !quiet) io.err << "warning: the failed run's record: " << written.message() << '\n';
+      if (!written.is_ok() && !quiet) {
+        io.err << fmt::format("warning: the {} run's record: {}\n", status, written.message());
+      }
     }
+  };
+  if (outcome.is_ok() && outcome.value().stopped) {
+    const int signal_number = stop_signals->stop_signal();
+    const train::TrainOutcome& stopped = outcome.value();
+    run.outcome.last_checkpoint = stopped.last_checkpoint;
+    const std::string why =
+        fmt::format("stopped by {} after step {} of {}", signal_number == SIGINT ? "SIGINT" : "SIGTERM",
+                    stopped.first_step + stopped.steps_run, scenario.steps);
+    write_partial_record("stopped", why);
+    io.err << fmt::format("{}; {}\n", why, rerun_note(scenario, !no_resume_));
+    delegated_ = 128 + signal_number;  // as a process ended by the signal reports it
+    return Status::ok();
+  }
+  if (!outcome.is_ok()) {
+    write_partial_record("failed", outcome.status().message());
     if (comm.world_size() > 1 && session->trainer().failure_agreed()) {
       // Every rank stopped on the same error (a resume the ranks agreed cannot go on): rank 0 prints
       // it once, then the ranks leave together, so that no rank's exit ends the job (mpirun stops

@@ -19,13 +19,20 @@ namespace {
 // handlers may use them.
 std::atomic<int> g_wake_fd{-1};
 std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_second_stop_ends_process{false};
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handlers use these atomics");
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handlers use these atomics");
 
 extern "C" void on_signal(int signal_number) {
   const int saved_errno = errno;
   if (signal_number == SIGINT || signal_number == SIGTERM) {
     int none = 0;
-    g_stop_signal.compare_exchange_strong(none, signal_number);
+    if (!g_stop_signal.compare_exchange_strong(none, signal_number) && g_second_stop_ends_process.load()) {
+      // A second stop: the process ends of it now, as without the handler (both calls are
+      // async-signal-safe).
+      ::signal(signal_number, SIG_DFL);
+      ::raise(signal_number);
+    }
   }
   const int fd = g_wake_fd.load();
   if (fd >= 0) {
@@ -38,7 +45,7 @@ extern "C" void on_signal(int signal_number) {
 
 }  // namespace
 
-Result<std::unique_ptr<StopSignals>> StopSignals::install() {
+Result<std::unique_ptr<StopSignals>> StopSignals::install(SecondStop second) {
   if (g_wake_fd.load() >= 0) return Status::internal("StopSignals: one is already installed");
   std::unique_ptr<StopSignals> signals(new StopSignals());
   int fds[2];
@@ -48,6 +55,7 @@ Result<std::unique_ptr<StopSignals>> StopSignals::install() {
   signals->read_fd_ = fds[0];
   signals->write_fd_ = fds[1];
   g_stop_signal.store(0);
+  g_second_stop_ends_process.store(second == SecondStop::kEndsProcess);
   g_wake_fd.store(fds[1]);
   struct sigaction action {};
   action.sa_handler = on_signal;

@@ -10,7 +10,10 @@
 // The handlers reach the pipe through one process-wide descriptor: a signal handler can reach
 // nothing else. It is set by the constructor and cleared by the destructor.
 //
-// What it is not: a way to stop training inside a rank (libengine/comm/mpi_runtime.h's SIGTERM
+// A single-process `zinf train` uses it too: the first SIGINT/SIGTERM stops the run after the step
+// in progress (StepObserver::stop_requested), and a second one ends the process at once.
+//
+// What it is not: a way to stop training inside an MPI rank (libengine/comm/mpi_runtime.h's SIGTERM
 // reporter is that), or reentrant: at most one StopSignals may exist at a time.
 #pragma once
 
@@ -24,9 +27,13 @@ namespace zinf::cli {
 
 class StopSignals {
  public:
+  // What a stop signal after the first does: recorded like the first (a launcher forwarding the
+  // stop and waiting, bounded), or the end of the process by that signal (a run asked to stop after
+  // its step, when the user will not wait for it).
+  enum class SecondStop { kRecorded, kEndsProcess };
   // Installs the handlers (the previous dispositions are restored by the destructor). IoError when
   // the pipe cannot be made; Internal when another StopSignals is alive.
-  static Result<std::unique_ptr<StopSignals>> install();
+  static Result<std::unique_ptr<StopSignals>> install(SecondStop second = SecondStop::kRecorded);
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;

@@ -54,6 +54,11 @@ class StepObserver {
     (void)path;
     (void)seconds;
   }
+  // Asked on the training thread after each step (and its eval and checkpoint, when due): true
+  // ends the run there, before the next step, with TrainOutcome::stopped set (a user's stop, e.g.
+  // Ctrl-C). Honoured by a run of one rank only: ranks would have to agree on the step, so a
+  // multi-rank job is stopped by its launcher instead.
+  virtual bool stop_requested() const { return false; }
 };
 
 }  // namespace zinf::train

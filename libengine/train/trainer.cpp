@@ -279,6 +279,10 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     if (!options_.checkpoint_dir.empty() && due(completed, options_.checkpoint_every, end)) {
       ZINF_RETURN_IF_ERROR(save(completed, observer, outcome));
     }
+    if (world_size_ == 1 && completed < end && observer.stop_requested()) {
+      outcome.stopped = true;
+      break;
+    }
   }
   return outcome;
 }

@@ -81,6 +81,8 @@ struct TrainOutcome {
   // given to on_warning, kept here for the run record.
   std::vector<std::string> resume_warnings;
   std::optional<std::filesystem::path> last_checkpoint;
+  // The observer asked to stop (StepObserver::stop_requested) after steps_run steps, before the end.
+  bool stopped = false;
 };
 
 class Trainer {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,76 @@ void drain(int fd, std::string& into, std::chrono::milliseconds wait) {
   }
 }
 
+// zinf started with its stdout and stderr on one pipe this test reads, killed if the test ends
+// first.
+struct Spawned {
+  explicit Spawned(std::vector<std::string> args);
+  Spawned(const Spawned&) = delete;
+  Spawned& operator=(const Spawned&) = delete;
+  pid_t pid = 0;
+  int fd = -1;
+  std::string output;  // everything read so far
+  ~Spawned() {
+    if (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  // Reads until `text` has appeared or `limit` passed (polling the pipe, no sleeping on a guess);
+  // fails the test if zinf ends first. The output so far.
+  std::string output_until(const std::string& text, std::chrono::seconds limit) {
+    const auto give_up = std::chrono::steady_clock::now() + limit;
+    while (output.find(text) == std::string::npos && std::chrono::steady_clock::now() < give_up) {
+      drain(fd, output, std::chrono::milliseconds(200));
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = 0;
+        FAIL("zinf ended before it was stopped: " << output);
+      }
+    }
+    return output;
+  }
+  // Waits up to `limit` for zinf to end, reading its output into `into`: the wait status, or
+  // nullopt after killing it when it did not end in time.
+  std::optional<int> wait_exit(std::string& into, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    pid_t reaped = 0;
+    while ((reaped = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
+      drain(fd, output, std::chrono::milliseconds(100));
+    }
+    if (reaped == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+    pid = reaped == 0 ? 0 : pid;
+    drain(fd, output, std::chrono::milliseconds(500));
+    into = output;
+    if (reaped == 0) return std::nullopt;
+    return status;
+  }
+};
+
+Spawned::Spawned(std::vector<std::string> args) {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t actions;
+  REQUIRE(::posix_spawn_file_actions_init(&actions) == 0);
+  ::posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  ::posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  fd = fds[0];
+  REQUIRE(rc == 0);
+  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+}
+
 // Defect: SIGTERM to `zinf train --ranks 2` ended zinf (143) while mpirun and the ranks trained on
 // and wrote the record 15 s later. Now the stop reaches the job, zinf waits for it, nothing of it is
 // left, and the last line says which checkpoint a rerun resumes from.
@@ -128,61 +199,28 @@ TEST_CASE("train launcher: SIGTERM to zinf train --ranks 2 stops every rank and 
   scenario["output"] = {{"record", dir.path() + "/record.json"}, {"log_every", 1}};
   const std::string path = dir.write("long.json", scenario.dump());
 
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  posix_spawn_file_actions_t actions;
-  REQUIRE(::posix_spawn_file_actions_init(&actions) == 0);
-  ::posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  ::posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  std::vector<std::string> args = {ZINF_BINARY, "train", path, "--ranks", "2"};
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  REQUIRE(::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
-  ::posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-
+  Spawned zinf({ZINF_BINARY, "train", path, "--ranks", "2"});
   // Poll the output (no sleeping on a guess) until a step's progress and a checkpoint appear.
-  using Clock = std::chrono::steady_clock;
-  std::string output;
-  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(240);
-  while (output.find("checkpoint at step") == std::string::npos && Clock::now() < give_up) {
-    drain(fds[0], output, std::chrono::milliseconds(200));
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) FAIL("zinf ended before it was stopped: " << output);
-  }
+  std::string output = zinf.output_until("checkpoint at step", std::chrono::seconds(240));
   INFO("output: " << output);
   REQUIRE(output.find("step ") != std::string::npos);
   REQUIRE(output.find("checkpoint at step") != std::string::npos);
-  const std::vector<ProcessId> job = descendants_of(pid);  // mpirun and both ranks
+  const std::vector<ProcessId> job = descendants_of(zinf.pid);  // mpirun and both ranks
   CHECK(job.size() >= 3);
 
-  REQUIRE(::kill(pid, SIGTERM) == 0);
+  REQUIRE(::kill(zinf.pid, SIGTERM) == 0);
   // Bounded: the launcher's own grace is 15 s; allow for a loaded machine.
-  int status = 0;
-  pid_t reaped = 0;
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(90);
-  while ((reaped = ::waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < deadline) {
-    drain(fds[0], output, std::chrono::milliseconds(100));
-  }
-  if (reaped == 0) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-  }
-  drain(fds[0], output, std::chrono::milliseconds(500));
-  ::close(fds[0]);
+  const std::optional<int> ended = zinf.wait_exit(output, std::chrono::seconds(90));
   INFO("output after SIGTERM: " << output);
-  REQUIRE(reaped == pid);
+  REQUIRE(ended.has_value());
+  const int status = *ended;
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 143);
   for (const ProcessId& process : job) {
     INFO("pid " << process.pid);
     CHECK_FALSE(still_running(process));
   }
-  CHECK(descendants_of(pid).empty());
+  CHECK(descendants_of(zinf.pid).empty());
   // The last line names the checkpoint on disk that a rerun resumes from.
   const std::size_t said = output.find(
       "zinf train: stopped by SIGTERM: the 2 ranks stopped; a rerun resumes from "
@@ -194,6 +232,58 @@ TEST_CASE("train launcher: SIGTERM to zinf train --ranks 2 stops every rank and 
   CHECK(std::filesystem::exists(named));
   // Stopped, not finished: no rank wrote a record behind the launcher's back.
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/record.json"));
+}
+
+// A process training alone had no stop of its own: SIGINT/SIGTERM killed it with no record and no
+// word of where a rerun resumes. Now the first signal stops it after the step in progress.
+TEST_CASE("train: SIGINT to a single-process run stops it after its step, keeps its record, names the checkpoint") {
+  TempDir dir;
+  json scenario = tiny_scenario(4, 100000);  // far longer than the test waits
+  scenario["checkpoint"] = {{"dir", dir.path() + "/ckpt"}, {"every", 2}, {"keep_last", 2}};
+  scenario["output"] = {{"record", dir.path() + "/record.json"}, {"log_every", 1}};
+  const std::string path = dir.write("long.json", scenario.dump());
+  Spawned zinf({ZINF_BINARY, "train", path});
+  std::string output = zinf.output_until("checkpoint at step", std::chrono::seconds(240));
+  REQUIRE(output.find("checkpoint at step") != std::string::npos);
+  REQUIRE(::kill(zinf.pid, SIGINT) == 0);
+  const std::optional<int> ended = zinf.wait_exit(output, std::chrono::seconds(60));
+  INFO("output after SIGINT: " << output);
+  REQUIRE(ended.has_value());
+  REQUIRE(WIFEXITED(*ended));
+  CHECK(WEXITSTATUS(*ended) == 130);
+  const std::size_t said = output.find("stopped by SIGINT after step ");
+  REQUIRE(said != std::string::npos);
+  const std::size_t rerun = output.find("; a rerun resumes from checkpoint " + dir.path() + "/ckpt/step-", said);
+  CHECK(rerun != std::string::npos);
+  const json record = json::parse(test_support::read_text(dir.path() + "/record.json"));
+  CHECK(record.at("status") == "stopped");
+  const std::int64_t steps = static_cast<std::int64_t>(record.at("steps").size());
+  CHECK(steps >= 2);
+  CHECK(record.at("error") == "stopped by SIGINT after step " + std::to_string(steps) + " of 100000");
+  // The sets on disk are whole: `zinf checkpoint verify` says so.
+  Result<ProcessOutput> verified =
+      run_process(std::vector<std::string>{ZINF_BINARY, "checkpoint", "verify", dir.path() + "/ckpt"});
+  REQUIRE(verified.is_ok());
+  INFO("verify: " << verified->out << verified->err);
+  CHECK(verified->exit_status == 0);
+}
+
+TEST_CASE("train: a second stop signal ends a single-process run at once, by that signal") {
+  TempDir dir;
+  json scenario = tiny_scenario(4, 100000);
+  scenario["output"] = {{"log_every", 1}};
+  const std::string path = dir.write("long.json", scenario.dump());
+  Spawned zinf({ZINF_BINARY, "train", path});
+  std::string output = zinf.output_until("step ", std::chrono::seconds(240));
+  // Two different signals: two of the same one sent back to back may be delivered as one.
+  REQUIRE(::kill(zinf.pid, SIGINT) == 0);
+  REQUIRE(::kill(zinf.pid, SIGTERM) == 0);
+  const std::optional<int> ended = zinf.wait_exit(output, std::chrono::seconds(60));
+  INFO("output: " << output);
+  REQUIRE(ended.has_value());
+  CHECK(WIFSIGNALED(*ended));
+  // Whichever of the two was handled second (pending signals may be delivered in either order).
+  if (WIFSIGNALED(*ended)) CHECK((WTERMSIG(*ended) == SIGTERM || WTERMSIG(*ended) == SIGINT));
 }
 
 // Defect: an NVMe run whose steps all succeeded exited 1 with no summary and no record because the
