@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Summarises one scripts/gpu/run.sh run: the step table and the key figures of each step's results.
+
+Reads steps.tsv (step, status, exit, seconds, limit_s), the result files the steps wrote (results/:
+gpu.csv, suite/suite.json, bench-train.json, kernels-bench.json, offload-cpu.json, offload-nvme.json,
+fsdp2.json) and the logs (logs/cuda-test.log for the test counts), and writes OUT/summary.json and
+OUT/summary.md. A figure whose step did not run or left no result is null ("not measured"), never
+estimated. The issue 28 targets are evaluated only from figures measured in this run.
+Standard library only (it runs on a bare machine and under `env -i`). Exit status 0, or 2 on bad input.
+"""
+import argparse
+import csv
+import json
+import re
+import sys
+from pathlib import Path
+
+
+def load_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def get(obj, *keys):
+    for key in keys:
+        if isinstance(obj, dict) and key in obj:
+            obj = obj[key]
+        elif isinstance(obj, list) and isinstance(key, int) and -len(obj) <= key < len(obj):
+            obj = obj[key]
+        else:
+            return None
+    return obj
+
+
+def figure(suite, name):
+    for f in get(suite, "figures") or []:
+        if f.get("name") == name:
+            return get(f, "zinf", "median")
+    return None
+
+
+def ratio(a, b):
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+
+def gpu_info(results):
+    try:
+        with open(results / "gpu.csv", newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError:
+        return None
+    if len(rows) < 2:
+        return None
+    return {k.strip(): v.strip() for k, v in zip(rows[0], rows[1])}
+
+
+def cuda_test_counts(log):
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError:
+        return None
+    passed = re.search(r"All tests passed \((\d+) assertions? in (\d+) test cases?\)", text)
+    if passed:
+        return {"test_cases": int(passed.group(2)), "failed": 0, "assertions": int(passed.group(1))}
+    counts = re.search(r"test cases:\s+(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed", text)
+    if counts:
+        return {"test_cases": int(counts.group(1)), "passed": int(counts.group(2)), "failed": int(counts.group(3))}
+    return None
+
+
+def train_figures(record):
+    if record is None:
+        return None
+    rows = {r.get("figure"): r for r in get(record, "plan", "rows") or []}
+    step = rows.get("step") or {}
+    return {
+        "status": get(record, "status"),
+        "tokens_per_s": get(record, "summary", "tokens_per_s"),
+        "step_ms_median": get(record, "summary", "step_ms", "median"),
+        "mfu": get(record, "summary", "mfu"),
+        "plan_step_ms": step.get("predicted"),
+        "measured_over_plan": ratio(step.get("measured"), step.get("predicted")),
+        "final_loss": get(record, "summary", "final_loss"),
+    }
+
+
+def kernel_rows(bench):
+    out = []
+    for b in get(bench, "benchmarks") or []:
+        row = {"name": b.get("name"), "real_time": b.get("real_time"), "time_unit": b.get("time_unit")}
+        for k, v in b.items():
+            if k not in row and isinstance(v, (int, float)) and k not in (
+                    "iterations", "threads", "repetitions", "repetition_index", "family_index",
+                    "per_family_instance_index", "cpu_time"):
+                row[k] = v
+        out.append(row)
+    return out
+
+
+def target(value, op, bound):
+    if value is None:
+        return None
+    return value >= bound if op == ">=" else value <= bound
+
+
+def fmt(value, spec="{:.3g}"):
+    if value is None:
+        return "not measured"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    return spec.format(value) if isinstance(value, (int, float)) else str(value)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", required=True, choices=["device", "rehearse"])
+    parser.add_argument("--manifest", required=True)
+    parser.add_argument("--steps", required=True)
+    parser.add_argument("--results", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    results = Path(args.results)
+    logs = results.parent / "logs"
+    try:
+        with open(args.steps, newline="") as f:
+            steps = list(csv.DictReader(f, delimiter="\t"))
+        manifest = dict(line.split("=", 1) for line in Path(args.manifest).read_text().splitlines() if "=" in line)
+    except OSError as e:
+        print(f"summarize.py: {e}", file=sys.stderr)
+        return 2
+    for s in steps:
+        s["exit"] = int(s["exit"]) if s["exit"] else None
+        s["seconds"] = float(s["seconds"])
+        s["limit_s"] = int(s["limit_s"])
+
+    suite = load_json(results / "suite" / "suite.json")
+    bench = load_json(results / "bench-train.json")
+    fsdp2 = load_json(results / "fsdp2.json")
+    offload_cpu = train_figures(load_json(results / "offload-cpu.json"))
+    offload_nvme = train_figures(load_json(results / "offload-nvme.json"))
+    figures = {
+        "gpu": gpu_info(results),
+        "hbm_copy_gb_per_s": figure(suite, "device memory bandwidth (copy)"),
+        "bf16_gemm_peak_gflop_per_s": figure(suite, "device bf16 matmul peak"),
+        "cuda_test": cuda_test_counts(logs / "cuda-test.log"),
+        "bench_train": None if bench is None else {
+            "zinf_tokens_per_s": get(bench, "zinf", "tokens_per_s_median"),
+            "zinf_mfu": get(bench, "zinf", "mfu"),
+            "torch_tokens_per_s": get(bench, "torch", "tokens_per_s_median"),
+            "torch_mfu": get(bench, "torch", "mfu"),
+            "zinf_over_torch": get(bench, "zinf_over_torch"),
+            "matmul_peak_flops_per_s": get(bench, "compute_peak_flops_per_s"),
+        },
+        "kernels": kernel_rows(load_json(results / "kernels-bench.json")),
+        "offload_cpu": offload_cpu,
+        "offload_nvme": offload_nvme,
+        "fsdp2": None if fsdp2 is None else {
+            "tokens_per_s": fsdp2.get("tokens_per_s_median"),
+            "step_ms": fsdp2.get("step_ms"),
+            "torch_version": fsdp2.get("torch_version"),
+        },
+    }
+    fsdp2_tps = get(figures, "fsdp2", "tokens_per_s")
+    offload_over_fsdp2 = ratio(get(offload_cpu, "tokens_per_s"), fsdp2_tps)
+    figures["offload_cpu_over_fsdp2"] = offload_over_fsdp2
+    device = args.mode == "device"
+    cases = figures["cuda_test"]
+    targets = [
+        ("cuda_test: every case passes", None if cases is None else cases.get("failed") == 0),
+        ("1.3B bf16 MFU >= 0.45", target(get(figures, "bench_train", "zinf_mfu"), ">=", 0.45) if device else None),
+        ("1.3B tokens/s >= 1.0x PyTorch eager",
+         target(get(figures, "bench_train", "zinf_over_torch"), ">=", 1.0) if device else None),
+        ("ZeRO-3 CPU offload >= 1.5x FSDP2 CPUOffloadPolicy",
+         target(offload_over_fsdp2, ">=", 1.5) if device else None),
+        ("NVMe step within 1.2x of its plan",
+         target(get(offload_nvme, "measured_over_plan"), "<=", 1.2) if device else None),
+    ]
+    summary = {
+        "mode": args.mode,
+        "kit": manifest,
+        "steps": steps,
+        "figures": figures,
+        "targets": [{"target": t, "met": met} for t, met in targets],
+        "ok": all(s["status"] in ("ok", "skipped") for s in steps),
+    }
+    out = Path(args.out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+    md = [f"# zinf GPU run ({args.mode})", "",
+          f"kit: {manifest.get('flavour')} flavour, commit {manifest.get('commit')}, packed {manifest.get('packed')}",
+          ""]
+    if not device:
+        md += ["Rehearsal: no GPU; the CUDA steps are skipped and the CPU steps ran tiny scenarios "
+               "(scenarios/gpu-kit-rehearse-*.json), so their figures prove the bookkeeping, not performance.", ""]
+    gpu = figures["gpu"]
+    if gpu:
+        md += ["GPU: " + ", ".join(f"{k} {v}" for k, v in gpu.items()), ""]
+    md += ["| step | status | exit | seconds | limit s |", "| --- | --- | --- | --- | --- |"]
+    md += [f"| {s['step']} | {s['status']} | {fmt(s['exit'], '{}') if s['exit'] is not None else '-'} | "
+           f"{s['seconds']:.1f} | {s['limit_s']} |" for s in steps]
+    bt = figures["bench_train"] or {}
+    rows = [
+        ("HBM bandwidth, device copy (GB/s)", figures["hbm_copy_gb_per_s"]),
+        ("bf16 GEMM peak (TFLOP/s)", None if figures["bf16_gemm_peak_gflop_per_s"] is None
+         else figures["bf16_gemm_peak_gflop_per_s"] / 1e3),
+        ("cuda_test cases / failed", None if cases is None
+         else f"{cases.get('test_cases')} / {cases.get('failed')}"),
+        ("bench-train: zinf tokens/s", bt.get("zinf_tokens_per_s")),
+        ("bench-train: zinf MFU", bt.get("zinf_mfu")),
+        ("bench-train: PyTorch eager tokens/s", bt.get("torch_tokens_per_s")),
+        ("bench-train: zinf / PyTorch", bt.get("zinf_over_torch")),
+        ("offload-cpu: ZeRO-3 CPU tokens/s", get(offload_cpu, "tokens_per_s")),
+        ("offload-cpu: planned step ms", get(offload_cpu, "plan_step_ms")),
+        ("offload-nvme: ZeRO-3 NVMe tokens/s", get(offload_nvme, "tokens_per_s")),
+        ("offload-nvme: measured / planned step", get(offload_nvme, "measured_over_plan")),
+        ("fsdp2: FSDP2 CPUOffloadPolicy tokens/s", fsdp2_tps),
+        ("offload-cpu / fsdp2 tokens/s", offload_over_fsdp2),
+    ]
+    md += ["", "| figure | value |", "| --- | --- |"] + [f"| {name} | {fmt(v)} |" for name, v in rows]
+    if figures["kernels"]:
+        md += ["", "| kernel | time | bytes/s |", "| --- | --- | --- |"]
+        md += [f"| {k['name']} | {fmt(k['real_time'])} {k['time_unit']} | {fmt(k.get('bytes_per_second'))} |"
+               for k in figures["kernels"]]
+    md += ["", "| target (issue 28) | met |", "| --- | --- |"] + [f"| {t} | {fmt(m)} |" for t, m in targets]
+    md += ["", "all steps ok" if summary["ok"] else "SOME STEPS FAILED OR TIMED OUT (see logs.tar.gz)"]
+    (out / "summary.md").write_text("\n".join(md) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
