@@ -152,7 +152,7 @@ fi
 rel=${kit#"$repo"/}
 cat <<EOF
 device run (the run tool, from the repository root; nothing to install there):
-  command: timeout 480 bash scripts/gpu/run.sh --kit $rel --out "\$OUT"
+  command: bash scripts/gpu/run.sh --kit $rel --out "\$OUT"
   carry:   ["$rel"]
   timeout_s: 540
 rehearsal here: scripts/gpu/run.sh --rehearse --kit $rel --out /tmp/gpu-rehearsal

@@ -6,17 +6,21 @@
 # writes into --out (default $OUT): summary.md, summary.json, steps.tsv and logs.tar.gz (every
 # step's log and result files).
 #
-# Steps (device; limits in seconds, 445 in all):
+# Steps (device; limits in seconds, 430 in all; --budget, default 460 s, skips a step whose limit
+# no longer fits, so the summary is always written):
 #   kit           10  the kit's library closure: every library resolves, and every one that is not
 #                     glibc, a fallback or a CUDA library the image provides resolves into the kit
 #   gpu-info      15  nvidia-smi: the GPU's name, memory, clocks, driver
-#   suite         40  zinf bench suite --device cuda: HBM bandwidth (device copy) and the bf16 GEMM peak
-#   cuda-test     65  cuda_test: every kernel against its CPU twin, the device, the model vs the CPU backend
-#   bench-train   85  zinf bench train gpt-1.3b-cuda.json --torch: tokens/s and MFU next to PyTorch eager
-#   kernels-bench 40  cuda_kernels_bench: every CUDA kernel's time and bytes/s
-#   offload-cpu   60  zinf train gpu-offload-cpu.json: the 1.3B model, ZeRO-3 states in CPU memory
-#   offload-nvme  70  zinf train gpu-offload-nvme.json: parameters and optimizer states on local disk
-#   fsdp2         60  scripts/gpu/fsdp2_offload.py: PyTorch FSDP2 with CPUOffloadPolicy, same model
+#   suite         35  zinf bench suite --device cuda: HBM bandwidth (device copy) and the bf16 GEMM peak
+#   cuda-test     60  cuda_test: every kernel against its CPU twin, the device, the model vs the CPU backend
+#   bench-train   55  zinf bench train gpt-1.3b-cuda.json: tokens/s and MFU of the 1.3B model, bf16
+#   torch-eager   50  scripts/bench/torch_train.py, the same model, batch, seq and seed: PyTorch eager
+#                     bf16 autocast (a step of its own, not `bench train --torch`: zinf's session keeps
+#                     its 72 GiB pool while the PyTorch child runs, and an 80 GB GPU cannot hold both)
+#   kernels-bench 35  cuda_kernels_bench: every CUDA kernel's time and bytes/s
+#   offload-cpu   55  zinf train gpu-offload-cpu.json: the 1.3B model, ZeRO-3 states in CPU memory
+#   offload-nvme  60  zinf train gpu-offload-nvme.json: parameters and optimizer states on local disk
+#   fsdp2         55  scripts/gpu/fsdp2_offload.py: PyTorch FSDP2 with CPUOffloadPolicy, same model
 #
 # --rehearse (here, without a GPU): re-runs itself under `env -i PATH=/usr/bin:/bin HOME=...`, so only
 # the kit's libraries are on the path, against any kit (the CUDA kit, or pack.sh --cpu's); the
@@ -26,11 +30,13 @@
 # prove keep-going and the time limits.
 #
 # Usage: scripts/gpu/run.sh [--rehearse] [--inject-faults] [--kit DIR] [--out DIR] [--work DIR]
-#                           [--only STEP[,STEP...]]
+#                           [--only STEP[,STEP...]] [--budget SECONDS]
 #   --kit DIR   the kit folder (default gpu-kit)      --out DIR   results (default $OUT)
 #   --work DIR  scratch: the unpacked kit, logs, swap files (default runs/gpu-kit on the device,
 #               a fresh temporary folder with --rehearse); emptied first
 #   --only      run just these steps (kit always runs), e.g. after fixing one
+#   --budget    seconds for all the steps (default 460): a step (other than kit) whose limit would
+#               end past it is recorded as no-time instead of run
 # Environment: ZINF_KIT_FALLBACK=auto|all|none (default auto): which of the kit's fallback libraries
 #   (libstdc++, libgcc_s, libgomp) to use; auto uses one only when the machine's own is missing or
 #   lacks a symbol version the kit's programs need.
@@ -44,6 +50,7 @@ kit=gpu-kit
 out=${OUT:-}
 work=""
 only=""
+budget=460
 args=("$@")
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 while [[ $# -gt 0 ]]; do
@@ -54,14 +61,19 @@ while [[ $# -gt 0 ]]; do
     --out) out=${2:?--out needs a folder}; shift ;;
     --work) work=${2:?--work needs a folder}; shift ;;
     --only) only=",${2:?--only needs step names},"; shift ;;
+    --budget) budget=${2:?--budget needs seconds}; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "run.sh: unknown argument '$1'; allowed: --rehearse, --inject-faults, --kit, --out, --work, --only" >&2
+    *) echo "run.sh: unknown argument '$1'; allowed: --rehearse, --inject-faults, --kit, --out, --work, --only, --budget" >&2
        exit 2 ;;
   esac
   shift
 done
 if [[ -z "$out" ]]; then
   echo "run.sh: --out: no output folder (give --out DIR, or set OUT)" >&2
+  exit 2
+fi
+if ! [[ $budget =~ ^[1-9][0-9]*$ ]]; then
+  echo "run.sh: --budget: '$budget' is not a whole number of seconds >= 1" >&2
   exit 2
 fi
 if [[ $faults == 1 && $mode != rehearse ]]; then
@@ -149,8 +161,9 @@ case "${ZINF_KIT_FALLBACK:-auto}" in
     done ;;
   *) echo "run.sh: ZINF_KIT_FALLBACK: '${ZINF_KIT_FALLBACK}' is not one of auto, all, none" >&2; exit 2 ;;
 esac
-kit_ldlp=$(join "$K/lib" "${fallback_dirs[@]}" "${cuda_dirs[@]}")
 orig_ldlp=${LD_LIBRARY_PATH-}
+# The caller's path last: the driver's libcuda.so.1 (which libcudart opens) may be found only through it.
+kit_ldlp=$(join "$K/lib" "${fallback_dirs[@]}" "${cuda_dirs[@]}" ${orig_ldlp:+"$orig_ldlp"})
 
 # Python that zinf starts (bench train --torch) must not inherit the kit's libraries (an older
 # libstdc++ there would break torch): this wrapper restores the caller's LD_LIBRARY_PATH.
@@ -164,6 +177,7 @@ chmod +x "$pywrap"
 
 # --- steps --------------------------------------------------------------------------------------
 failures=0
+started=$SECONDS
 # run_step NAME LIMIT_S NEEDS(cuda|any) CMD...: runs CMD in $work under `timeout`, its output in
 # logs/NAME.log, and appends one row to steps.tsv. A CUDA step is skipped in the rehearsal.
 run_step() {
@@ -175,12 +189,18 @@ run_step() {
     echo "run.sh: $name: skipped (needs a GPU)" >&2
     return 0
   fi
+  if [[ $name != kit ]] && ((SECONDS - started + limit > budget)); then
+    printf '%s\tno-time\t\t0\t%s\n' "$name" "$limit" >>"$steps_tsv"
+    failures=$((failures + 1))
+    echo "run.sh: $name: not run: its ${limit} s limit would end past the ${budget} s budget" >&2
+    return 0
+  fi
   local start end rc status seconds
   start=$(date +%s.%N)
   if declare -F "$1" >/dev/null; then
     # A function of this script: its own bash, given the state it reads.
     local state
-    state="$(declare -p K R mode flavour kit_ldlp image_libs image_found cuda_candidates binaries); $(declare -f)"
+    state="$(declare -p K R mode flavour kit_ldlp pywrap image_libs image_found cuda_candidates binaries); $(declare -f)"
     (cd "$work" && timeout --kill-after=5 "$limit" bash -c "$state; \"\$@\"" run_step "$@") >"$L/$name.log" 2>&1 </dev/null
   else
     (cd "$work" && timeout --kill-after=5 "$limit" "$@") >"$L/$name.log" 2>&1 </dev/null
@@ -237,30 +257,36 @@ gpu_info() {
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.memory,clocks.sm,clocks.mem,driver_version,power.limit \
     --format=csv | tee "$R/gpu.csv"
 }
+# PyTorch eager on gpt-1.3b-cuda.json's model, batch, seq, seed and lr, as `bench train --torch` runs it.
+torch_eager() {
+  "$pywrap" "$K/scripts/bench/torch_train.py" --layers 24 --hidden 2048 --heads 16 --vocab 50257 --seq 2048 \
+    --batch 8 --steps 5 --warmup 2 --seed 1234 --lr 2e-4 --device cuda --dtype bf16 >"$R/torch-eager.json"
+}
 
 S="$K/scenarios"
 run_step kit 10 any check_kit
 run_step gpu-info 15 cuda gpu_info
-run_step suite 40 cuda "$zinf" bench suite --device cuda --repeat 3 --no-fio --out "$R/suite"
-run_step cuda-test 65 cuda "$work/bin/cuda_test"
+run_step suite 35 cuda "$zinf" bench suite --device cuda --repeat 3 --no-fio --out "$R/suite"
+run_step cuda-test 60 cuda "$work/bin/cuda_test"
 if [[ $mode == device ]]; then
-  run_step bench-train 85 cuda "$zinf" bench train "$S/gpt-1.3b-cuda.json" --torch --python "$pywrap" \
-    --torch-script "$K/scripts/bench/torch_train.py" --steps 5 --warmup 2 --repeat 2 --format json --out "$R/bench-train.json"
+  run_step bench-train 55 cuda "$zinf" bench train "$S/gpt-1.3b-cuda.json" --steps 5 --warmup 2 --repeat 2 \
+    --format json --out "$R/bench-train.json"
 else
   run_step bench-train 30 any "$zinf" bench train "$S/gpu-kit-rehearse-cpu.json" --steps 3 --warmup 1 --repeat 1 \
     --format json --out "$R/bench-train.json"
 fi
-run_step kernels-bench 40 cuda "$work/bin/cuda_kernels_bench" --benchmark_min_time=0.05 \
+run_step torch-eager 50 cuda torch_eager
+run_step kernels-bench 35 cuda "$work/bin/cuda_kernels_bench" --benchmark_min_time=0.05 \
   --benchmark_out="$R/kernels-bench.json" --benchmark_out_format=json
 if [[ $mode == device ]]; then
-  run_step offload-cpu 60 cuda "$zinf" train "$S/gpu-offload-cpu.json" --steps 4 --record "$R/offload-cpu.json"
-  run_step offload-nvme 70 cuda "$zinf" train "$S/gpu-offload-nvme.json" --steps 2 --record "$R/offload-nvme.json"
+  run_step offload-cpu 55 cuda "$zinf" train "$S/gpu-offload-cpu.json" --steps 4 --record "$R/offload-cpu.json"
+  run_step offload-nvme 60 cuda "$zinf" train "$S/gpu-offload-nvme.json" --steps 2 --record "$R/offload-nvme.json"
 else
   run_step offload-cpu 30 any "$zinf" train "$S/gpu-kit-rehearse-cpu.json" --steps 4 --record "$R/offload-cpu.json"
   run_step offload-nvme 30 any "$zinf" train "$S/gpu-kit-rehearse-nvme.json" --steps 4 --record "$R/offload-nvme.json"
 fi
 rm -rf "$work/runs"  # the swap files: gigabytes, not results
-run_step fsdp2 60 cuda "$pywrap" "$K/scripts/gpu/fsdp2_offload.py" --layers 24 --hidden 2048 --heads 16 \
+run_step fsdp2 55 cuda "$pywrap" "$K/scripts/gpu/fsdp2_offload.py" --layers 24 --hidden 2048 --heads 16 \
   --vocab 50257 --seq 2048 --batch 8 --steps 3 --warmup 1 --lr 2e-4 --weight-decay 0.1 --seed 1234 --out "$R/fsdp2.json"
 if [[ $faults == 1 ]]; then
   run_step fault-exit 10 any bash -c 'echo "failing on purpose"; exit 3'

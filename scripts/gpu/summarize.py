@@ -2,8 +2,8 @@
 """Summarises one scripts/gpu/run.sh run: the step table and the key figures of each step's results.
 
 Reads steps.tsv (step, status, exit, seconds, limit_s), the result files the steps wrote (results/:
-gpu.csv, suite/suite.json, bench-train.json, kernels-bench.json, offload-cpu.json, offload-nvme.json,
-fsdp2.json) and the logs (logs/cuda-test.log for the test counts), and writes OUT/summary.json and
+gpu.csv, suite/suite.json, bench-train.json, torch-eager.json, kernels-bench.json, offload-cpu.json,
+offload-nvme.json, fsdp2.json) and the logs (logs/cuda-test.log for the test counts), and writes OUT/summary.json and
 OUT/summary.md. A figure whose step did not run or left no result is null ("not measured"), never
 estimated. The issue 28 targets are evaluated only from figures measured in this run.
 Standard library only (it runs on a bare machine and under `env -i`). Exit status 0, or 2 on bad input.
@@ -90,6 +90,8 @@ def kernel_rows(bench):
     out = []
     for b in get(bench, "benchmarks") or []:
         row = {"name": b.get("name"), "real_time": b.get("real_time"), "time_unit": b.get("time_unit")}
+        if b.get("error_occurred"):
+            row["error"] = b.get("error_message", "error")
         for k, v in b.items():
             if k not in row and isinstance(v, (int, float)) and k not in (
                     "iterations", "threads", "repetitions", "repetition_index", "family_index",
@@ -97,6 +99,16 @@ def kernel_rows(bench):
                 row[k] = v
         out.append(row)
     return out
+
+
+def kernel_targets(kernels):
+    """(memory-bound kernels >= 0.7 of the measured bandwidth, attention forward >= 0.5 of the GEMM peak):
+    each None when no such kernel was measured, else whether every one meets it."""
+    memory = [k["fraction_of_bandwidth"] for k in kernels
+              if "fraction_of_bandwidth" in k and not k["name"].startswith("BM_MemoryBandwidth")]
+    attention = [k["fraction_of_gemm_peak"] for k in kernels
+                 if k["name"].startswith("BM_AttentionForward") and "fraction_of_gemm_peak" in k]
+    return (min(memory) >= 0.7 if memory else None, min(attention) >= 0.5 if attention else None)
 
 
 def target(value, op, bound):
@@ -137,6 +149,7 @@ def main(argv=None):
 
     suite = load_json(results / "suite" / "suite.json")
     bench = load_json(results / "bench-train.json")
+    torch_eager = load_json(results / "torch-eager.json")
     fsdp2 = load_json(results / "fsdp2.json")
     offload_cpu = train_figures(load_json(results / "offload-cpu.json"))
     offload_nvme = train_figures(load_json(results / "offload-nvme.json"))
@@ -148,10 +161,13 @@ def main(argv=None):
         "bench_train": None if bench is None else {
             "zinf_tokens_per_s": get(bench, "zinf", "tokens_per_s_median"),
             "zinf_mfu": get(bench, "zinf", "mfu"),
-            "torch_tokens_per_s": get(bench, "torch", "tokens_per_s_median"),
-            "torch_mfu": get(bench, "torch", "mfu"),
-            "zinf_over_torch": get(bench, "zinf_over_torch"),
             "matmul_peak_flops_per_s": get(bench, "compute_peak_flops_per_s"),
+            "flops_per_step": get(bench, "flops_per_step"),
+        },
+        "torch_eager": None if torch_eager is None else {
+            "tokens_per_s": torch_eager.get("tokens_per_s_median"),
+            "step_ms": torch_eager.get("step_ms"),
+            "torch_version": torch_eager.get("torch_version"),
         },
         "kernels": kernel_rows(load_json(results / "kernels-bench.json")),
         "offload_cpu": offload_cpu,
@@ -162,20 +178,35 @@ def main(argv=None):
             "torch_version": fsdp2.get("torch_version"),
         },
     }
+    # PyTorch eager against zinf's step: its MFU from zinf's FLOP count and matmul peak of this run.
+    torch_tps = get(figures, "torch_eager", "tokens_per_s")
+    zinf_tps = get(figures, "bench_train", "zinf_tokens_per_s")
+    tokens_per_step = get(torch_eager, "config", "batch")
+    if tokens_per_step is not None and get(torch_eager, "config", "seq") is not None:
+        tokens_per_step *= get(torch_eager, "config", "seq")
+    flops = get(figures, "bench_train", "flops_per_step")
+    peak = get(figures, "bench_train", "matmul_peak_flops_per_s")
+    if figures["torch_eager"] is not None:
+        figures["torch_eager"]["mfu"] = (None if None in (torch_tps, tokens_per_step, flops, peak) or not peak
+                                         else flops * torch_tps / tokens_per_step / peak)
+    figures["zinf_over_torch_eager"] = ratio(zinf_tps, torch_tps)
     fsdp2_tps = get(figures, "fsdp2", "tokens_per_s")
     offload_over_fsdp2 = ratio(get(offload_cpu, "tokens_per_s"), fsdp2_tps)
     figures["offload_cpu_over_fsdp2"] = offload_over_fsdp2
     device = args.mode == "device"
     cases = figures["cuda_test"]
+    memory_bound_ok, attention_ok = kernel_targets(figures["kernels"])
     targets = [
         ("cuda_test: every case passes", None if cases is None else cases.get("failed") == 0),
         ("1.3B bf16 MFU >= 0.45", target(get(figures, "bench_train", "zinf_mfu"), ">=", 0.45) if device else None),
         ("1.3B tokens/s >= 1.0x PyTorch eager",
-         target(get(figures, "bench_train", "zinf_over_torch"), ">=", 1.0) if device else None),
+         target(figures["zinf_over_torch_eager"], ">=", 1.0) if device else None),
         ("ZeRO-3 CPU offload >= 1.5x FSDP2 CPUOffloadPolicy",
          target(offload_over_fsdp2, ">=", 1.5) if device else None),
         ("NVMe step within 1.2x of its plan",
          target(get(offload_nvme, "measured_over_plan"), "<=", 1.2) if device else None),
+        ("every memory-bound kernel >= 0.7x measured HBM bandwidth", memory_bound_ok),
+        ("attention forward >= 0.5x the GEMM peak", attention_ok),
     ]
     summary = {
         "mode": args.mode,
@@ -209,8 +240,9 @@ def main(argv=None):
          else f"{cases.get('test_cases')} / {cases.get('failed')}"),
         ("bench-train: zinf tokens/s", bt.get("zinf_tokens_per_s")),
         ("bench-train: zinf MFU", bt.get("zinf_mfu")),
-        ("bench-train: PyTorch eager tokens/s", bt.get("torch_tokens_per_s")),
-        ("bench-train: zinf / PyTorch", bt.get("zinf_over_torch")),
+        ("torch-eager: PyTorch eager bf16 tokens/s", torch_tps),
+        ("torch-eager: MFU (zinf's FLOP count and peak)", get(figures, "torch_eager", "mfu")),
+        ("bench-train / torch-eager tokens/s", figures["zinf_over_torch_eager"]),
         ("offload-cpu: ZeRO-3 CPU tokens/s", get(offload_cpu, "tokens_per_s")),
         ("offload-cpu: planned step ms", get(offload_cpu, "plan_step_ms")),
         ("offload-nvme: ZeRO-3 NVMe tokens/s", get(offload_nvme, "tokens_per_s")),
@@ -220,9 +252,10 @@ def main(argv=None):
     ]
     md += ["", "| figure | value |", "| --- | --- |"] + [f"| {name} | {fmt(v)} |" for name, v in rows]
     if figures["kernels"]:
-        md += ["", "| kernel | time | bytes/s |", "| --- | --- | --- |"]
-        md += [f"| {k['name']} | {fmt(k['real_time'])} {k['time_unit']} | {fmt(k.get('bytes_per_second'))} |"
-               for k in figures["kernels"]]
+        md += ["", "| kernel | time | bytes/s | of HBM bandwidth | of GEMM peak |", "| --- | --- | --- | --- | --- |"]
+        md += [f"| {k['name']} | {k['error'] if 'error' in k else fmt(k['real_time']) + ' ' + str(k['time_unit'])} | "
+               f"{fmt(k.get('bytes_per_second'))} | {fmt(k.get('fraction_of_bandwidth'))} | "
+               f"{fmt(k.get('fraction_of_gemm_peak'))} |" for k in figures["kernels"]]
     md += ["", "| target (issue 28) | met |", "| --- | --- |"] + [f"| {t} | {fmt(m)} |" for t, m in targets]
     md += ["", "all steps ok" if summary["ok"] else "SOME STEPS FAILED OR TIMED OUT (see logs.tar.gz)"]
     (out / "summary.md").write_text("\n".join(md) + "\n")

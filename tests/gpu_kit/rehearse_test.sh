@@ -4,7 +4,8 @@
 # 2. run.sh --rehearse --inject-faults (under env -i): the kit step and the CPU steps pass, the CUDA
 #    steps are skipped, the planted failure and timeout are recorded as such and the steps after
 #    them still run; $OUT holds exactly summary.md, summary.json, steps.tsv and logs.tar.gz.
-# 3. The same kit with libfmt.so.9 taken out: the kit step fails, naming it.
+# 3. A step whose limit would end past --budget is not started and is recorded as no-time.
+# 4. The same kit with libfmt.so.9 taken out: the kit step fails, naming it.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -34,7 +35,7 @@ assert names == ["logs.tar.gz", "steps.tsv", "summary.json", "summary.md"], name
 s = json.loads((out / "summary.json").read_text())
 steps = {x["step"]: x for x in s["steps"]}
 expect = {"kit": "ok", "gpu-info": "skipped", "suite": "skipped", "cuda-test": "skipped", "bench-train": "ok",
-          "kernels-bench": "skipped", "offload-cpu": "ok", "offload-nvme": "ok", "fsdp2": "skipped",
+          "torch-eager": "skipped", "kernels-bench": "skipped", "offload-cpu": "ok", "offload-nvme": "ok", "fsdp2": "skipped",
           "fault-exit": "failed", "fault-timeout": "timeout"}
 got = {k: v["status"] for k, v in steps.items()}
 assert got == expect, got
@@ -55,6 +56,16 @@ md = (out / "summary.md").read_text()
 assert "| fault-timeout | timeout | 124 |" in md and "not measured" in md, md
 print("rehearsal summary checked")
 PY
+
+# The budget: kit always runs; fault-exit's 10 s limit does not fit in 5 s.
+set +e
+"$repo/scripts/gpu/run.sh" --rehearse --inject-faults --only fault-exit --budget 5 --kit "$work/kit" \
+  --out "$work/budget/out" --work "$work/budget/run" >"$work/budget.log" 2>&1
+rc=$?
+set -e
+((rc == 1)) || { cat "$work/budget.log"; fail "--budget 5: run.sh exited $rc, expected 1"; }
+grep -q '^| kit | ok | 0 |' "$work/budget/out/summary.md" || fail "--budget 5: the kit step did not run"
+grep -q '^| fault-exit | no-time | - |' "$work/budget/out/summary.md" || fail "--budget 5: fault-exit was not no-time"
 
 # A kit without one of its libraries must fail at the kit step, however the machine resolves it.
 mkdir -p "$work/broken/kit" "$work/broken/tree"
