@@ -150,6 +150,9 @@ if ((${tree:-0} + size > max_travel_bytes)); then
   exit 1
 fi
 rel=${kit#"$repo"/}
+if [[ $rel == /* ]]; then
+  echo "note: $kit is outside the repository; the device run carries only paths inside it (use the default --kit)"
+fi
 cat <<EOF
 device run (the run tool, from the repository root; nothing to install there):
   command: bash scripts/gpu/run.sh --kit $rel --out "\$OUT"

@@ -267,7 +267,7 @@ S="$K/scenarios"
 run_step kit 10 any check_kit
 run_step gpu-info 15 cuda gpu_info
 run_step suite 35 cuda "$zinf" bench suite --device cuda --repeat 3 --no-fio --out "$R/suite"
-run_step cuda-test 60 cuda "$work/bin/cuda_test"
+run_step cuda-test 60 cuda "$work/bin/cuda_test" --durations yes
 if [[ $mode == device ]]; then
   run_step bench-train 55 cuda "$zinf" bench train "$S/gpt-1.3b-cuda.json" --steps 5 --warmup 2 --repeat 2 \
     --format json --out "$R/bench-train.json"

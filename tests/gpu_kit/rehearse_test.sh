@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU kit's rehearsal (issue 28), as CTest runs it: rehearse_test.sh BUILD_DIR WORK_DIR.
 # 1. pack.sh --cpu --from BUILD_DIR packs BUILD_DIR/bin/zinf and its ldd closure; the size is printed.
-# 2. run.sh --rehearse --inject-faults (under env -i): the kit step and the CPU steps pass, the CUDA
+# 2. run.sh --rehearse --inject-faults (under env -i, with the kit's fallback libstdc++, libgcc_s and
+#    libgomp forced on: ZINF_KIT_FALLBACK=all): the kit step and the CPU steps pass, the CUDA
 #    steps are skipped, the planted failure and timeout are recorded as such and the steps after
 #    them still run; $OUT holds exactly summary.md, summary.json, steps.tsv and logs.tar.gz.
 # 3. A step whose limit would end past --budget is not started and is recorded as no-time.
@@ -20,8 +21,8 @@ grep -E '^kit: .*: [0-9.]+ MiB \([0-9.]+ MiB unpacked\), limit 60.0 MiB$' "$work
 grep -q 'carry:   \[' "$work/pack.log" || fail "pack.sh printed no device command"
 
 set +e
-"$repo/scripts/gpu/run.sh" --rehearse --inject-faults --kit "$work/kit" --out "$work/out" --work "$work/run" \
-  >"$work/run.log" 2>&1
+ZINF_KIT_FALLBACK=all "$repo/scripts/gpu/run.sh" --rehearse --inject-faults --kit "$work/kit" --out "$work/out" \
+  --work "$work/run" >"$work/run.log" 2>&1
 rc=$?
 set -e
 cat "$work/run.log"
@@ -66,6 +67,10 @@ set -e
 ((rc == 1)) || { cat "$work/budget.log"; fail "--budget 5: run.sh exited $rc, expected 1"; }
 grep -q '^| kit | ok | 0 |' "$work/budget/out/summary.md" || fail "--budget 5: the kit step did not run"
 grep -q '^| fault-exit | no-time | - |' "$work/budget/out/summary.md" || fail "--budget 5: fault-exit was not no-time"
+
+# ZINF_KIT_FALLBACK=all: the kit's own libstdc++ served the programs above.
+tar -xzOf "$work/out/logs.tar.gz" logs/kit.log | grep -Eq 'libstdc\+\+\.so\.6 => .*/kit/lib/fallback/libstdc\+\+\.so\.6/' ||
+  fail "ZINF_KIT_FALLBACK=all: libstdc++ did not resolve into the kit's fallback"
 
 # A kit without one of its libraries must fail at the kit step, however the machine resolves it.
 mkdir -p "$work/broken/kit" "$work/broken/tree"
