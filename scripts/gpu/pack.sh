@@ -127,6 +127,9 @@ if [[ -n "$(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null)"
   echo "binaries=$(cd "$root/bin" && echo *)"
   echo "image_libs=${image_libs[*]:-}"
   echo "cuda=$( (nvcc --version 2>/dev/null || true) | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+  # The newest glibc symbol version anything in the kit needs: the device image's glibc must have it.
+  echo "glibc_needed=$(find "$root/bin" "$root/lib" -type f -exec objdump -T {} + 2>/dev/null |
+    grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)"
 } >"$root/manifest.txt"
 (cd "$root" && find . -type f | sort | xargs -d '\n' du -b) >"$stage/files.txt"
 mv "$stage/files.txt" "$root/files.txt"

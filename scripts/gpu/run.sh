@@ -165,8 +165,8 @@ orig_ldlp=${LD_LIBRARY_PATH-}
 # The caller's path last: the driver's libcuda.so.1 (which libcudart opens) may be found only through it.
 kit_ldlp=$(join "$K/lib" "${fallback_dirs[@]}" "${cuda_dirs[@]}" ${orig_ldlp:+"$orig_ldlp"})
 
-# Python that zinf starts (bench train --torch) must not inherit the kit's libraries (an older
-# libstdc++ there would break torch): this wrapper restores the caller's LD_LIBRARY_PATH.
+# The Python steps run with the caller's environment, never the kit's library path (an older
+# libstdc++ there would break torch); this wrapper pins that, whoever starts it.
 pywrap="$work/python3"
 {
   echo '#!/bin/sh'
@@ -227,6 +227,7 @@ check_kit() {
   local fallback_re='^lib(stdc\+\+|gcc_s|gomp)\.so'
   local bad=0 b line soname path
   echo "mode=$mode flavour=$flavour commit=$(manifest commit)"
+  echo "the kit needs glibc >= $(manifest glibc_needed); this machine: $(ldd --version 2>&1 | head -1)"
   echo "LD_LIBRARY_PATH=$kit_ldlp"
   for soname in "${image_libs[@]}"; do echo "image library $soname: ${image_found[$soname]:-not found in ${cuda_candidates[*]}}"; done
   for b in "${binaries[@]}"; do
