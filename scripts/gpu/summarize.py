@@ -64,10 +64,15 @@ def cuda_test_counts(log):
     passed = re.search(r"All tests passed \((\d+) assertions? in (\d+) test cases?\)", text)
     if passed:
         return {"test_cases": int(passed.group(2)), "failed": 0, "assertions": int(passed.group(1))}
-    counts = re.search(r"test cases:\s+(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed", text)
-    if counts:
-        return {"test_cases": int(counts.group(1)), "passed": int(counts.group(2)), "failed": int(counts.group(3))}
-    return None
+    # Catch2's totals line: "test cases: 45 | 44 passed | 1 failed" (a zero count is left out).
+    line = re.search(r"^test cases:([^\n]*)$", text, re.MULTILINE)
+    if not line:
+        return None
+    total = re.match(r"\s*(\d+)", line.group(1))
+    passed = re.search(r"(\d+) passed", line.group(1))
+    failed = re.search(r"(\d+) failed", line.group(1))
+    return {"test_cases": int(total.group(1)) if total else None, "passed": int(passed.group(1)) if passed else 0,
+            "failed": int(failed.group(1)) if failed else 0}
 
 
 def train_figures(record):

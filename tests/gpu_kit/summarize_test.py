@@ -84,6 +84,16 @@ def main():
     assert "| fsdp2: FSDP2 CPUOffloadPolicy tokens/s | not measured |" in md, md
     assert "| bench-train / torch-eager tokens/s | 1.25 |" in md, md
     assert "| fsdp2 | timeout | 124 | 55.0 | 55 |" in md, md
+    # A failing cuda_test: Catch2's totals line, with and without passes.
+    for line, want in (("test cases: 45 | 44 passed | 1 failed", {"test_cases": 45, "passed": 44, "failed": 1}),
+                       ("test cases: 3 | 3 failed", {"test_cases": 3, "passed": 0, "failed": 3})):
+        write(logs / "cuda-test.log", f"...\n{line}\nassertions: 9 | 1 failed\n")
+        subprocess.run([sys.executable, str(repo / "scripts/gpu/summarize.py"), "--mode", "device", "--manifest",
+                        str(work / "manifest.txt"), "--steps", str(work / "steps.tsv"), "--results", str(results),
+                        "--out", str(out)], check=True)
+        s = json.loads((out / "summary.json").read_text())
+        assert s["figures"]["cuda_test"] == want, s["figures"]["cuda_test"]
+        assert s["targets"][0] == {"target": "cuda_test: every case passes", "met": False}, s["targets"][0]
     print("summarize.py: device summary checked")
     return 0
 
