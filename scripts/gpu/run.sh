@@ -6,8 +6,8 @@
 # writes into --out (default $OUT): summary.md, summary.json, steps.tsv and logs.tar.gz (every
 # step's log and result files).
 #
-# Steps (device; limits in seconds, 430 in all; --budget, default 460 s, skips a step whose limit
-# no longer fits, so the summary is always written):
+# Steps (device; limits in seconds; --budget, default 450 s, skips a step whose limit no longer
+# fits, so the summary is always written):
 #   kit           10  the kit's library closure: every library resolves, and every one that is not
 #                     glibc, a fallback or a CUDA library the image provides resolves into the kit
 #   gpu-info      15  nvidia-smi: the GPU's name, memory, clocks, driver
@@ -19,8 +19,9 @@
 #                     its 72 GiB pool while the PyTorch child runs, and an 80 GB GPU cannot hold both)
 #   kernels-bench 35  cuda_kernels_bench: every CUDA kernel's time and bytes/s
 #   offload-cpu   55  zinf train gpu-offload-cpu.json: the 1.3B model, ZeRO-3 states in CPU memory
-#   offload-nvme  60  zinf train gpu-offload-nvme.json: parameters and optimizer states on local disk
 #   fsdp2         55  scripts/gpu/fsdp2_offload.py: PyTorch FSDP2 with CPUOffloadPolicy, same model
+#   offload-nvme  80+ zinf train gpu-offload-nvme.json: parameters and optimizer states on local disk;
+#                     last, its limit is what the budget has left, at most 180 s (the others: 370 s)
 #
 # --rehearse (here, without a GPU): re-runs itself under `env -i PATH=/usr/bin:/bin HOME=...`, so only
 # the kit's libraries are on the path, against any kit (the CUDA kit, or pack.sh --cpu's); the
@@ -35,7 +36,7 @@
 #   --work DIR  scratch: the unpacked kit, logs, swap files (default runs/gpu-kit on the device,
 #               a fresh temporary folder with --rehearse); emptied first
 #   --only      run just these steps (kit always runs), e.g. after fixing one
-#   --budget    seconds for all the steps (default 460): a step (other than kit) whose limit would
+#   --budget    seconds for all the steps (default 450): a step (other than kit) whose limit would
 #               end past it is recorded as no-time instead of run
 # Environment: ZINF_KIT_FALLBACK=auto|all|none (default auto): which of the kit's fallback libraries
 #   (libstdc++, libgcc_s, libgomp) to use; auto uses one only when the machine's own is missing or
@@ -50,7 +51,7 @@ kit=gpu-kit
 out=${OUT:-}
 work=""
 only=""
-budget=460
+budget=450
 args=("$@")
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 while [[ $# -gt 0 ]]; do
@@ -189,7 +190,7 @@ run_step() {
     echo "run.sh: $name: skipped (needs a GPU)" >&2
     return 0
   fi
-  if [[ $name != kit ]] && ((SECONDS - started + limit > budget)); then
+  if [[ $name != kit ]] && ((limit < 1 || SECONDS - started + limit > budget)); then
     printf '%s\tno-time\t\t0\t%s\n' "$name" "$limit" >>"$steps_tsv"
     failures=$((failures + 1))
     echo "run.sh: $name: not run: its ${limit} s limit would end past the ${budget} s budget" >&2
@@ -281,14 +282,21 @@ run_step kernels-bench 35 cuda "$work/bin/cuda_kernels_bench" --benchmark_min_ti
   --benchmark_out="$R/kernels-bench.json" --benchmark_out_format=json
 if [[ $mode == device ]]; then
   run_step offload-cpu 55 cuda "$zinf" train "$S/gpu-offload-cpu.json" --steps 4 --record "$R/offload-cpu.json"
-  run_step offload-nvme 60 cuda "$zinf" train "$S/gpu-offload-nvme.json" --steps 2 --record "$R/offload-nvme.json"
 else
   run_step offload-cpu 30 any "$zinf" train "$S/gpu-kit-rehearse-cpu.json" --steps 4 --record "$R/offload-cpu.json"
+fi
+run_step fsdp2 55 cuda "$pywrap" "$K/scripts/gpu/fsdp2_offload.py" --layers 24 --hidden 2048 --heads 16 \
+  --vocab 50257 --seq 2048 --batch 8 --steps 3 --warmup 1 --lr 2e-4 --weight-decay 0.1 --seed 1234 --out "$R/fsdp2.json"
+# NVMe last, with what the budget has left (at most 180 s): the disk's speed is the least known.
+if [[ $mode == device ]]; then
+  rest=$((budget - (SECONDS - started)))
+  # Under 30 s left: ask for 30, which the budget then refuses (no-time) rather than run uselessly.
+  run_step offload-nvme $((rest > 180 ? 180 : rest < 30 ? 30 : rest)) cuda "$zinf" train "$S/gpu-offload-nvme.json" --steps 3 \
+    --record "$R/offload-nvme.json"
+else
   run_step offload-nvme 30 any "$zinf" train "$S/gpu-kit-rehearse-nvme.json" --steps 4 --record "$R/offload-nvme.json"
 fi
 rm -rf "$work/runs"  # the swap files: gigabytes, not results
-run_step fsdp2 55 cuda "$pywrap" "$K/scripts/gpu/fsdp2_offload.py" --layers 24 --hidden 2048 --heads 16 \
-  --vocab 50257 --seq 2048 --batch 8 --steps 3 --warmup 1 --lr 2e-4 --weight-decay 0.1 --seed 1234 --out "$R/fsdp2.json"
 if [[ $faults == 1 ]]; then
   run_step fault-exit 10 any bash -c 'echo "failing on purpose"; exit 3'
   run_step fault-timeout 1 any sleep 30

@@ -75,9 +75,23 @@ def cuda_test_counts(log):
             "failed": int(failed.group(1)) if failed else 0}
 
 
-def train_figures(record):
+STEP_LINE = re.compile(r"^step (\d+)/\d+ .* ([0-9.]+) ms/step", re.MULTILINE)
+
+
+def logged_step_ms(log):
+    """The step times zinf train printed (one line per step with log_every 1): what is left of a run
+    stopped at its limit before it wrote its record."""
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError:
+        return []
+    return [float(m.group(2)) for m in STEP_LINE.finditer(text)]
+
+
+def train_figures(record, log):
     if record is None:
-        return None
+        steps = logged_step_ms(log)
+        return {"status": "no record", "logged_step_ms": steps} if steps else None
     rows = {r.get("figure"): r for r in get(record, "plan", "rows") or []}
     step = rows.get("step") or {}
     return {
@@ -156,8 +170,8 @@ def main(argv=None):
     bench = load_json(results / "bench-train.json")
     torch_eager = load_json(results / "torch-eager.json")
     fsdp2 = load_json(results / "fsdp2.json")
-    offload_cpu = train_figures(load_json(results / "offload-cpu.json"))
-    offload_nvme = train_figures(load_json(results / "offload-nvme.json"))
+    offload_cpu = train_figures(load_json(results / "offload-cpu.json"), logs / "offload-cpu.log")
+    offload_nvme = train_figures(load_json(results / "offload-nvme.json"), logs / "offload-nvme.log")
     figures = {
         "gpu": gpu_info(results),
         "hbm_copy_gb_per_s": figure(suite, "device memory bandwidth (copy)"),
@@ -252,6 +266,8 @@ def main(argv=None):
         ("offload-cpu: planned step ms", get(offload_cpu, "plan_step_ms")),
         ("offload-nvme: ZeRO-3 NVMe tokens/s", get(offload_nvme, "tokens_per_s")),
         ("offload-nvme: measured / planned step", get(offload_nvme, "measured_over_plan")),
+        ("offload-cpu: step ms printed before its limit (no record)", get(offload_cpu, "logged_step_ms")),
+        ("offload-nvme: step ms printed before its limit (no record)", get(offload_nvme, "logged_step_ms")),
         ("fsdp2: FSDP2 CPUOffloadPolicy tokens/s", fsdp2_tps),
         ("offload-cpu / fsdp2 tokens/s", offload_over_fsdp2),
     ]

@@ -36,7 +36,7 @@ assert names == ["logs.tar.gz", "steps.tsv", "summary.json", "summary.md"], name
 s = json.loads((out / "summary.json").read_text())
 steps = {x["step"]: x for x in s["steps"]}
 expect = {"kit": "ok", "gpu-info": "skipped", "suite": "skipped", "cuda-test": "skipped", "bench-train": "ok",
-          "torch-eager": "skipped", "kernels-bench": "skipped", "offload-cpu": "ok", "offload-nvme": "ok", "fsdp2": "skipped",
+          "torch-eager": "skipped", "kernels-bench": "skipped", "offload-cpu": "ok", "fsdp2": "skipped", "offload-nvme": "ok",
           "fault-exit": "failed", "fault-timeout": "timeout"}
 got = {k: v["status"] for k, v in steps.items()}
 assert got == expect, got

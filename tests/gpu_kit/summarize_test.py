@@ -54,10 +54,15 @@ def main():
                            "plan": {"rows": [{"figure": "step", "predicted": predicted, "measured": measured}]}})
     write(results / "offload-cpu.json", record(300.0, 80.0, 100.0))
     write(results / "offload-nvme.json", record(30.0, 100.0, 110.0))
+    # offload-cpu's record exists, so the lines of its log are not read.
+    write(logs / "offload-cpu.log", "step 1/4 loss 1 lr 1 grad_norm 1 100 tok/s 999.0 ms/step\n")
+    def summarize():
+        subprocess.run([sys.executable, str(repo / "scripts/gpu/summarize.py"), "--mode", "device", "--manifest",
+                        str(work / "manifest.txt"), "--steps", str(work / "steps.tsv"), "--results", str(results),
+                        "--out", str(out)], check=True)
+
     # fsdp2 timed out: no fsdp2.json, so its figure and the ratio must read "not measured".
-    subprocess.run([sys.executable, str(repo / "scripts/gpu/summarize.py"), "--mode", "device", "--manifest",
-                    str(work / "manifest.txt"), "--steps", str(work / "steps.tsv"), "--results", str(results),
-                    "--out", str(out)], check=True)
+    summarize()
     s = json.loads((out / "summary.json").read_text())
     f = s["figures"]
     assert f["gpu"] == {"name": "Synthetic GPU", "memory.total [MiB]": "1000 MiB"}, f["gpu"]
@@ -84,13 +89,21 @@ def main():
     assert "| fsdp2: FSDP2 CPUOffloadPolicy tokens/s | not measured |" in md, md
     assert "| bench-train / torch-eager tokens/s | 1.25 |" in md, md
     assert "| fsdp2 | timeout | 124 | 55.0 | 55 |" in md, md
+    assert "logged_step_ms" not in f["offload_cpu"], f["offload_cpu"]
+    # A train step stopped at its limit leaves no record: its printed step times are kept instead.
+    (results / "offload-nvme.json").unlink()
+    write(logs / "offload-nvme.log", "training ...\nstep 1/3 loss 10.9 lr 2.00e-04 grad_norm 3.4 330 tok/s 49612.5 ms/step "
+          "nvme 1.20 GB/s\nstep 2/3 loss 10.1 lr 2.00e-04 grad_norm 2.1 410 tok/s 39950.0 ms/step nvme 1.50 GB/s\n")
+    summarize()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["figures"]["offload_nvme"] == {"status": "no record", "logged_step_ms": [49612.5, 39950.0]}, s
+    assert {t["target"]: t["met"] for t in s["targets"]}["NVMe step within 1.2x of its plan"] is None
+
     # A failing cuda_test: Catch2's totals line, with and without passes.
     for line, want in (("test cases: 45 | 44 passed | 1 failed", {"test_cases": 45, "passed": 44, "failed": 1}),
                        ("test cases: 3 | 3 failed", {"test_cases": 3, "passed": 0, "failed": 3})):
         write(logs / "cuda-test.log", f"...\n{line}\nassertions: 9 | 1 failed\n")
-        subprocess.run([sys.executable, str(repo / "scripts/gpu/summarize.py"), "--mode", "device", "--manifest",
-                        str(work / "manifest.txt"), "--steps", str(work / "steps.tsv"), "--results", str(results),
-                        "--out", str(out)], check=True)
+        summarize()
         s = json.loads((out / "summary.json").read_text())
         assert s["figures"]["cuda_test"] == want, s["figures"]["cuda_test"]
         assert s["targets"][0] == {"target": "cuda_test: every case passes", "met": False}, s["targets"][0]
