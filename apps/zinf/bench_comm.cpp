@@ -90,8 +90,9 @@ class BenchCommCommand final : public Subcommand {
 
  private:
   Status configure(CommBenchConfig& config) const;
-  Rendered render(const CommBenchConfig& config, const CommBenchResult& result,
-                  const reports::ConditionsSnapshot& started) const;
+  // Used only where MPI is built in (ZINF_CLI_WITH_MPI); without it, unused but kept compiling.
+  [[maybe_unused]] Rendered render(const CommBenchConfig& config, const CommBenchResult& result,
+                                   const reports::ConditionsSnapshot& started) const;
 
   CLI::App* cmd_ = nullptr;
   std::string ops_text_ = "all";
