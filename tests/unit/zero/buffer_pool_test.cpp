@@ -44,7 +44,7 @@ TEST_CASE("buffer pool: a returned buffer is handed out again for the same size,
   pool.give_now(std::move(third));
 }
 
-TEST_CASE("buffer pool: exhaustion at the cap names the budget field; idle buffers of other sizes make room") {
+TEST_CASE("buffer pool: exhaustion at the cap names the budget field, and idle buffers of other sizes make room") {
   auto device = device::make_cpu_device({});
   BufferPool pool(*device, BufferPool::Memory::kHost, 2 * kKiB, "scenario.zero.prefetch_bytes");
   device::DeviceBuffer a = pool.take(kKiB, "a").value();
