@@ -71,6 +71,15 @@ struct Harness {
     const std::vector<float>& expected = params.values[static_cast<std::size_t>(id)];
     CHECK(std::memcmp(view.value().data(), expected.data(), expected.size() * sizeof(float)) == 0);
   }
+  // acquire(), returning whether the parameter was already on its way (a prefetch hit).
+  bool acquire_was_hit(ParamId id) {
+    EngineStats before;
+    coordinator->add_stats(before);
+    acquire(id);
+    EngineStats after;
+    coordinator->add_stats(after);
+    return after.prefetch_hits > before.prefetch_hits;
+  }
   void pass(Phase phase, const std::vector<ParamId>& order) {
     coordinator->begin_phase(phase);
     for (const ParamId id : order) {
@@ -230,6 +239,38 @@ TEST_CASE("param coordinator: persistent parameters are outside the two-largest 
   REQUIRE_FALSE(refused.is_ok());
   INFO(refused.status().message());
   CHECK(refused.status().message().find("(big and -") != std::string::npos);
+}
+
+TEST_CASE("param coordinator: eviction drops the cached copy whose next use is farthest") {
+  // max_live_bytes 3 KiB of 1 KiB parameters A B C D: the near window is 2 KiB (the two largest),
+  // a released copy is kept when it is needed again within 3 KiB.
+  Harness h(four_equal(), 3 * 1024);
+  constexpr ParamId A = 0, B = 1, C = 2, D = 3;
+  h.step({A, B, C, D}, {C, B, A});  // recorded
+
+  // The forward pass follows the recorded order up to B, then acquires A again where C was expected.
+  // By then B is kept (needed in the backward pass), C and D are on their way (prefetched).
+  h.coordinator->begin_phase(Phase::kForward);
+  CHECK(h.acquire_was_hit(A));
+  h.coordinator->release(A);  // not needed within 3 KiB: dropped
+  CHECK(h.acquire_was_hit(B));
+  h.coordinator->release(B);
+  // A needs room: of B, C and D (all cached, none in use) D is never used again in the known order
+  // (the backward pass: C B A), so D goes, C and B stay.
+  CHECK_FALSE(h.acquire_was_hit(A));
+  h.coordinator->release(A);  // kept: the backward pass needs it within 3 KiB
+  CHECK(h.acquire_was_hit(C));
+  h.coordinator->release(C);
+  CHECK_FALSE(h.acquire_was_hit(D));  // evicted above
+  // D needed room: of A, B and C (cached, none in use), A's next use — last in the backward pass —
+  // is the farthest, so A went: B and C are still there while D is held.
+  CHECK(h.acquire_was_hit(B));
+  CHECK(h.acquire_was_hit(C));
+  for (const ParamId id : {D, B, C}) h.coordinator->release(id);
+  h.pass(Phase::kBackward, {C, B, A});
+  h.coordinator->invalidate();
+  CHECK(h.coordinator->live_peak_bytes() <= 3 * 1024);
+  REQUIRE(h.warnings.size() == 1);  // the changed forward order
 }
 
 }  // namespace
