@@ -61,16 +61,16 @@ Result<std::string> find_order_disagreement(comm::Communicator* comm, const mode
   if (agreed) return std::string();
 
   // The orders differ (every rank knows it): exchange them, the lengths first. Entries are stored
-  // shifted by 3 so that a zero (another rank's block, or past a sequence's end) reads as kEnd.
+  // less kEnd (ids from 2, the marker 1), so that a zero — past a shorter sequence's end — reads as kEnd.
   const std::vector<std::int64_t> own = sequence(mine);
   ZINF_ASSIGN_OR_RETURN(const std::vector<std::int64_t> lengths,
                         gather_integers(comm, static_cast<std::int64_t>(own.size())));
   const auto longest = static_cast<std::size_t>(*std::max_element(lengths.begin(), lengths.end()));
   std::vector<double> all(longest * world, 0.0);
-  for (std::size_t i = 0; i < own.size(); ++i) all[rank * longest + i] = static_cast<double>(own[i] - kEnd + 1);
+  for (std::size_t i = 0; i < own.size(); ++i) all[rank * longest + i] = static_cast<double>(own[i] - kEnd);
   ZINF_RETURN_IF_ERROR(comm->all_reduce_host(all));
   const auto at = [&](std::size_t r, std::size_t position) {
-    return static_cast<std::int64_t>(std::llround(all[r * longest + position])) + kEnd - 1;
+    return static_cast<std::int64_t>(std::llround(all[r * longest + position])) + kEnd;
   };
   // The first position where any rank differs from rank 0; before it every rank has the same
   // entries, so whether it is in the backward pass, and where, is the same on every rank.

@@ -80,6 +80,13 @@ TEST_CASE("order agreement: equal orders agree, and the first difference is name
     CHECK(line.find("acquire 4 of the forward pass is head on rank 0 but the end of the forward pass on rank 1") !=
           std::string::npos);
   }
+  // Rank 1 acquires once more at the end of its backward pass: the other ranks' end is named.
+  const AcquireOrder longer{{0, 1, 2, 3}, {3, 2, 1, 0, 3}};
+  for (const std::string& line : disagreements({order, longer, order})) {
+    INFO(line);
+    CHECK(line.find("acquire 5 of the backward pass is the end of the backward pass on rank 0 but head on rank 1") !=
+          std::string::npos);
+  }
   // Equal orders hash equally; a swap changes the hash.
   CHECK(train::acquire_order_hash(order) == train::acquire_order_hash(AcquireOrder{order}));
   CHECK(train::acquire_order_hash(order) != train::acquire_order_hash(swapped));
