@@ -217,6 +217,32 @@ TEST_CASE("param coordinator: max_live_bytes at its edge — the two largest fit
   CHECK(h.coordinator->live_peak_bytes() <= two_largest);
 }
 
+TEST_CASE(
+    "param coordinator: prefetch_bytes at its edge — the largest NVMe-resident parameter, one byte less refused") {
+  // Only the budgets are checked at creation: no NVMe store is needed to see them.
+  Params params = three_sizes();
+  auto device = device::make_cpu_device({});
+  std::vector<ParamHome> homes = params.homes();
+  homes[1].tier = spec::Tier::kNvme;  // "mid", 1 KiB, the largest on NVMe
+  homes[2].tier = spec::Tier::kNvme;
+  ParamCoordinatorOptions options;
+  options.max_live_bytes = 2048 + 1024;
+  options.prefetch_bytes = 1024;
+  Result<std::unique_ptr<ParamCoordinator>> made =
+      ParamCoordinator::create(params.table, *device, homes, nullptr, options);
+  INFO(made.status().message());
+  CHECK(made.is_ok());
+  if (made.is_ok()) made.value().reset();
+  options.prefetch_bytes = 1023;
+  Result<std::unique_ptr<ParamCoordinator>> refused =
+      ParamCoordinator::create(params.table, *device, homes, nullptr, options);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().code() == ErrorCode::kInvalidArgument);
+  INFO(refused.status().message());
+  CHECK(refused.status().message().find("scenario.zero.prefetch_bytes: ") == 0);
+  CHECK(refused.status().message().find("cannot stage the largest NVMe-resident parameter") != std::string::npos);
+}
+
 TEST_CASE("param coordinator: persistent parameters are outside the two-largest rule") {
   // "mid" and "small" persistent (at most persistence_threshold elements): the rule is "big" alone.
   Params params = three_sizes();
