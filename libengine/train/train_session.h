@@ -62,6 +62,11 @@ class TrainSession {
   // The engine configuration as run: the scenario's, with the budgets the engine derived filled in.
   const spec::ZeroConfig& zero() const { return zero_; }
   Trainer& trainer() { return *trainer_; }
+  // The pieces the trainer drives, for a caller that builds its own Trainer over them (a test that
+  // puts a decorator between the trainer and the states).
+  optim::AdamOptimizer& optimizer() { return *optimizer_; }
+  const optim::LrSchedule& schedule() const { return *schedule_; }
+  optim::LossScaler& scaler() { return *scaler_; }
   // The data-parallel ranks this session trains with (a world of one unless make_comm said otherwise).
   comm::Communicator& comm() { return *comm_; }
 

@@ -14,6 +14,7 @@
 #include "libengine/spec/json_input.h"
 #include "libengine/train/checkpoint.h"
 #include "libengine/train/checkpoint_set.h"
+#include "libengine/train/order_agreement.h"
 
 namespace zinf::train {
 namespace {
@@ -244,6 +245,18 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     // times are what the device spent, and so a failed kernel is reported at the step it broke.
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
     ZINF_ASSIGN_OR_RETURN(metrics.loss, global_mean(local_loss));
+    if (step == first_step) {
+      // The acquire order is recorded now: the ranks check they agree (a host collective on every
+      // rank, whatever the states), before a step of gradients gathered out of order is applied.
+      ZINF_ASSIGN_OR_RETURN(const std::string disagreement,
+                            find_order_disagreement(options_.comm, states_.table(),
+                                                    {states_.acquire_order(model::Phase::kForward),
+                                                     states_.acquire_order(model::Phase::kBackward)}));
+      if (!disagreement.empty()) {
+        failure_agreed_ = true;  // every rank found the same first difference
+        return Status::internal(disagreement);
+      }
+    }
     metrics.forward_backward_seconds = seconds_since(fb_start);
     metrics.forward_seconds = std::chrono::duration<double>(clock.backward_start - fb_start).count();
     metrics.backward_seconds = metrics.forward_backward_seconds - metrics.forward_seconds;

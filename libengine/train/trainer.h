@@ -92,8 +92,10 @@ class Trainer {
           const optim::LrSchedule& schedule, optim::LossScaler& scaler, const BatchSource& data,
           TrainerOptions options);
 
-  // Runs steps [first, options.steps) (or up to stop_after). Fails on a model or optimizer error, a non-finite loss
-  // (outside fp16 loss scaling, where a step with inf/NaN gradients is skipped instead), a checkpoint
+  // Runs steps [first, options.steps) (or up to stop_after). After the first step's backward pass
+  // the ranks check that they acquired the parameters in the same order (train/order_agreement.h)
+  // and all fail with the same line naming the first difference when not. Fails on a model or optimizer error, a
+  // non-finite loss (outside fp16 loss scaling, where a step with inf/NaN gradients is skipped instead), a checkpoint
   // that cannot be written, or one that does not match this run (fingerprint, array names/sizes),
   // a batch the data source cannot deliver (a token file changed under the run), and — as
   // InvalidArgument, before any step — a checkpoint at or past the step this invocation would end
@@ -103,7 +105,8 @@ class Trainer {
 
   // After run() failed: true when every rank failed with the same error at the same point (a resume
   // the ranks agreed cannot go on: strict, another run's checkpoint, no set valid on every rank,
-  // nothing left to train). The caller then prints it once (rank 0) instead of once per rank, and
+  // nothing left to train; ranks that acquired the parameters in different orders in the first step,
+  // train/order_agreement.h). The caller then prints it once (rank 0) instead of once per rank, and
   // the ranks can leave together. False for a failure only this rank saw.
   bool failure_agreed() const { return failure_agreed_; }
 

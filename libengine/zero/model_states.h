@@ -132,6 +132,14 @@ class ModelStates : public model::ParamSource, public model::GradSink {
   virtual std::vector<StateBytes> state_bytes() const = 0;
   // Where each kind of state lives.
   virtual spec::StatePlacement placement() const = 0;
+  // The order in which the model acquired the parameters in `phase` of the step recorded last (the
+  // first, unless the order changed since), for the ranks to check that they agree: at several
+  // ranks the collectives of an owner that gathers parameters or buckets gradients follow it.
+  // Empty for an owner whose collectives do not depend on it (ZeRO-0 all-reduces in table order).
+  virtual std::vector<model::ParamId> acquire_order(model::Phase phase) const {
+    (void)phase;
+    return {};
+  }
   // What moved between tiers, how long the compute thread waited, and prefetch hits since creation.
   virtual EngineStats stats() const { return {}; }
   // One line for the start of a run: stage, placement, budgets.

@@ -137,6 +137,14 @@ class ParamCoordinator {
   // copies and gathers of publish_persistent() (their sources may change after this).
   Status wait_published();
 
+  // The acquire order of `phase` as recorded (on the first step, or since a mismatch re-recorded
+  // it): every acquire, resident parameters included, in call order. Complete once the phase's pass
+  // has ended (the next begin_phase, invalidate or prefetch_next_forward closes it); the ranks
+  // compare it after their first step (train/order_agreement.h).
+  const std::vector<model::ParamId>& recorded_order(model::Phase phase) const {
+    return traces_[static_cast<std::size_t>(phase)].order;
+  }
+
   void add_stats(EngineStats& stats) const;
   std::uint64_t live_peak_bytes() const { return live_.peak_owned_bytes(); }
   std::uint64_t staging_peak_bytes() const { return staging_.peak_owned_bytes(); }

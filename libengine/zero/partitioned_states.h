@@ -99,6 +99,10 @@ class PartitionedStates final : public ModelStates {
   std::vector<StateBytes> state_bytes() const override;
   spec::StatePlacement placement() const override { return zero_.placement(); }
   EngineStats stats() const override;
+  // The coordinator's recorded trace (ParamCoordinator::recorded_order).
+  std::vector<model::ParamId> acquire_order(model::Phase phase) const override {
+    return coordinator_->recorded_order(phase);
+  }
 
   device::Device& device() const override { return device_; }
   const model::ParamTable& table() const override { return table_; }
