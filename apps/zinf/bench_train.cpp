@@ -49,6 +49,22 @@ struct SideResult {
 };
 
 // The first python3 that imports torch: $PYTHON, then python3 on PATH, then /usr/bin/python3.
+// scripts/bench/torch_train.py ships in the checkout and zinf runs from <checkout>/build/<preset>/bin,
+// so the folders above the executable are searched (a path compiled in would differ per clone and
+// keep ccache from sharing objects between clones). Last resort: relative to the working directory.
+std::string default_torch_script() {
+  constexpr std::string_view kRelative = "scripts/bench/torch_train.py";
+  std::error_code error;
+  std::filesystem::path dir = std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
+  for (int up = 0; !error && up < 6 && !dir.empty(); ++up) {
+    const std::filesystem::path candidate = dir / kRelative;
+    if (std::filesystem::exists(candidate, error)) return candidate.string();
+    if (dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  return std::string(kRelative);
+}
+
 Result<std::string> find_torch_python(const std::string& requested) {
   std::vector<std::string> candidates;
   if (!requested.empty()) {
@@ -201,7 +217,7 @@ Status BenchTrainCommand::run(const Io& io) {
                       dtype_name(scenario.precision)));
     }
     ZINF_ASSIGN_OR_RETURN(python, find_torch_python(python_));
-    if (script.empty()) script = std::string(ZINF_SOURCE_DIR) + "/scripts/bench/torch_train.py";
+    if (script.empty()) script = default_torch_script();
     if (!std::filesystem::exists(script)) {
       return Status::not_found(fmt::format("--torch-script: {} does not exist", script));
     }
