@@ -23,8 +23,7 @@ struct Unit {
 
 constexpr std::array kCountUnits{Unit{"", 1.0},  Unit{"K", 1e3}, Unit{"k", 1e3},
                                  Unit{"M", 1e6}, Unit{"B", 1e9}, Unit{"T", 1e12}};
-constexpr std::string_view kCountAllowed =
-    "a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T; any case)";
+constexpr std::string_view kCountAllowed = "a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T; any case)";
 
 constexpr std::array kByteUnits{Unit{"", 1.0},
                                 Unit{"B", 1.0},

@@ -144,8 +144,8 @@ def format_from_extension():
     # hw show/probe --out me.json is a profile that --hw reads back.
     zinf("hw", "show", "dgx-a100-80g", "--out", path("me.json"))
     zinf("plan", "--params", "7B", "--hw", path("me.json"))
-    zinf("hw", "probe", "--repeat", "1", "--device", "none", "--no-fio", "--out", path("probe.json"))
-    zinf("plan", "--params", "7B", "--hw", path("probe.json"))
+    zinf("hw", "probe", "--repeat", "2", "--device", "none", "--no-fio", "--out", path("probe.json"))
+    zinf("plan", "--params", "50M", "--hw", path("probe.json"))
     # report defaults to html, and follows .md.
     zinf("report", path("p.json"), "--out", path("r.md"))
     check(open(path("r.md")).read().startswith("#"), "report .md")

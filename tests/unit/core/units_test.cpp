@@ -72,8 +72,9 @@ TEST_CASE("count suffixes and byte prefixes read in any case") {
 }
 
 TEST_CASE("bad sizes name the flag, the value and what is allowed") {
-  CHECK(count_error("-3") ==
-        "--params: '-3' is negative; expected a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T; any case)");
+  CHECK(
+      count_error("-3") ==
+      "--params: '-3' is negative; expected a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T; any case)");
   CHECK(count_error("").find("--params: '' is empty") == 0);
   CHECK(count_error("0").find("is zero") != std::string::npos);
   CHECK(count_error("1X").find("unknown suffix 'X'") != std::string::npos);
