@@ -311,6 +311,18 @@ Status TrainCommand::run(const Io& io) {
   run.unigram_entropy_nats = data.unigram_entropy_nats();
   run.device_description = device.describe();
   run.engine.description = session->states().describe();
+  // The states describe overlap_optimizer as set; the step also needs no global gradient norm to
+  // step sub-groups during the backward pass. With clipping or fp16 loss scaling it steps after the
+  // backward pass, and the description must not say "overlapped" beside "0% stepped during".
+  if (scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16) {
+    constexpr std::string_view kOverlapped = "; optimizer overlapped with the backward pass";
+    if (const std::size_t at = run.engine.description.find(kOverlapped); at != std::string::npos) {
+      run.engine.description.replace(
+          at, kOverlapped.size(),
+          "; optimizer stepped after the backward pass (overlap_optimizer is on, but the step needs the global "
+          "gradient norm first: clipping or fp16 loss scaling)");
+    }
+  }
   run.engine.zero = spec::to_json(session->zero());
   run.engine.checkpoints = model.checkpoints().count();
   run.engine.host_checkpoints = model.checkpoints().host_checkpoints();

@@ -3,7 +3,7 @@
 
 Usage: papercuts_test.py ZINF SOURCE_DIR CASE
 Cases: suffix-case, does-not-fit, warmup-fits, stop-after-needs-checkpoint, wrote-file, format-from-extension,
-       ds-config-grads, headroom, oversubscribed, profiles.
+       ds-config-grads, headroom, oversubscribed, overlap-words, profiles.
 """
 import csv
 import io
@@ -194,6 +194,25 @@ def oversubscribed():
     check(lines and all("oversubscribed (2 threads on 1 core)" in l for l in lines), proc.stderr)
 
 
+def overlap_words():
+    # Clipping makes the step wait for the global norm: the optimizer steps after the backward pass, and
+    # the engine line must not call it "overlapped" beside 0% stepped during the backward pass.
+    cpu3 = {"stage": 3, "params": "cpu", "optimizer": "cpu", "host_memory": "64MiB", "persistence_threshold": 100}
+    clipped = write_json("clip.json", tiny_scenario(zero=cpu3, device_memory="64MiB", optimizer={
+        "type": "adamw", "lr": 1e-3, "grad_clip": 1.0, "schedule": {"kind": "constant"}}))
+    zinf("train", clipped, "--quiet", "--record", path("clip-record.json"))
+    record = json.load(open(path("clip-record.json")))
+    overlap = record["engine"]["optimizer_overlap"]
+    check(overlap["stepped_during_backward_fraction"] == 0, "clipping: nothing stepped during the backward pass")
+    check("optimizer overlapped" not in record["engine"]["description"] and
+          "after the backward pass" in record["engine"]["description"], record["engine"]["description"])
+    free = write_json("free.json", tiny_scenario(zero=cpu3, device_memory="64MiB", optimizer={
+        "type": "adamw", "lr": 1e-3, "grad_clip": 0.0, "schedule": {"kind": "constant"}}))
+    zinf("train", free, "--quiet", "--record", path("free-record.json"))
+    record = json.load(open(path("free-record.json")))
+    check("optimizer overlapped" in record["engine"]["description"], record["engine"]["description"])
+
+
 def profiles():
     listed = zinf("hw", "list").stdout
     # datasheet dense peaks per math mode (the sparsity figures halved), as the profiles' provenance says
@@ -214,7 +233,7 @@ def profiles():
 CASES = {"suffix-case": suffix_case, "does-not-fit": does_not_fit, "warmup-fits": warmup_fits,
          "stop-after-needs-checkpoint": stop_after_needs_checkpoint, "wrote-file": wrote_file,
          "format-from-extension": format_from_extension, "ds-config-grads": ds_config_grads, "headroom": headroom,
-         "oversubscribed": oversubscribed, "profiles": profiles}
+         "oversubscribed": oversubscribed, "overlap-words": overlap_words, "profiles": profiles}
 try:
     CASES[CASE]()
 finally:
