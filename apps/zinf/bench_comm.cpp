@@ -165,7 +165,7 @@ Status BenchCommCommand::configure(CommBenchConfig& config) const {
 Status BenchCommCommand::run(const Io& io) {
   CommBenchConfig config;
   ZINF_RETURN_IF_ERROR(configure(config));
-  ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
+  ZINF_RETURN_IF_ERROR(output_format(output_).status());
   if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
   if (!ranks_text_.empty()) {
     ZINF_ASSIGN_OR_RETURN(const int ranks, parse_ranks(ranks_text_));

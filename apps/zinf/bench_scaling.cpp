@@ -130,7 +130,7 @@ class BenchScalingCommand final : public Subcommand {
 };
 
 Status BenchScalingCommand::run(const Io& io) {
-  ZINF_RETURN_IF_ERROR(parse_format(output_.format, /*allow_html=*/true).status());
+  ZINF_RETURN_IF_ERROR(output_format(output_, /*allow_html=*/true).status());
   if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
   ZINF_ASSIGN_OR_RETURN(const std::vector<int> ranks, parse_rank_list(ranks_text_));
   ScalingRunOptions options;

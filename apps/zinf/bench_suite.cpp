@@ -366,7 +366,8 @@ class BenchSuiteCommand final : public Subcommand {
   // --out names a DIRECTORY (created when missing): the record goes to DIR/suite.json and the
   // --format view (table by default) next to it as suite.txt, suite.md or suite.csv.
   Status run(const Io& io) override {
-    ZINF_ASSIGN_OR_RETURN(const Format format, parse_format(output_.format));
+    // --out is a directory here, so only --format chooses the summary's format.
+    ZINF_ASSIGN_OR_RETURN(const Format format, parse_format(output_.format.empty() ? "table" : output_.format));
     ZINF_ASSIGN_OR_RETURN(const SuiteOptions options, parse_suite_options(flags_));
     OutputOptions view = output_;
     std::string record_path;
@@ -390,11 +391,9 @@ class BenchSuiteCommand final : public Subcommand {
     const Rendered rendered = render_bench_suite(record);
     if (record_path.empty()) return emit(output_, rendered, io);
     ZINF_RETURN_IF_ERROR(write_output_file(record_path, record.dump(2) + "\n", "--out", io));
-    io.err << "suite record: " << record_path << '\n';
+    announce_written(record_path, io);
     if (view.out_path.empty()) return Status::ok();
-    ZINF_RETURN_IF_ERROR(emit(view, rendered, io));
-    io.err << "suite summary: " << view.out_path << '\n';
-    return Status::ok();
+    return emit(view, rendered, io);
   }
 
  private:

@@ -17,6 +17,7 @@
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/process.h"
 #include "apps/zinf/ratio_spread.h"
+#include "apps/zinf/schedule_fit.h"
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/scenario.h"
@@ -49,6 +50,22 @@ struct SideResult {
 };
 
 // The first python3 that imports torch: $PYTHON, then python3 on PATH, then /usr/bin/python3.
+// scripts/bench/torch_train.py ships in the checkout and zinf runs from <checkout>/build/<preset>/bin,
+// so the folders above the executable are searched (a path compiled in would differ per clone and
+// keep ccache from sharing objects between clones). Last resort: relative to the working directory.
+std::string default_torch_script() {
+  constexpr std::string_view kRelative = "scripts/bench/torch_train.py";
+  std::error_code error;
+  std::filesystem::path dir = std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
+  for (int up = 0; !error && up < 6 && !dir.empty(); ++up) {
+    const std::filesystem::path candidate = dir / kRelative;
+    if (std::filesystem::exists(candidate, error)) return candidate.string();
+    if (dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  return std::string(kRelative);
+}
+
 Result<std::string> find_torch_python(const std::string& requested) {
   std::vector<std::string> candidates;
   if (!requested.empty()) {
@@ -176,13 +193,17 @@ Status BenchTrainCommand::parse_flags() {
 }
 
 Status BenchTrainCommand::run(const Io& io) {
-  ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
+  ZINF_RETURN_IF_ERROR(output_format(output_).status());
   ZINF_RETURN_IF_ERROR(parse_flags());
   if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
   const spec::ShapeResolver resolver = scenario_shape_resolver();
   ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
   for (const std::string& warning : scenario.warnings) io.err << "warning: " << warning << "\n";
+  const std::int64_t written_steps = scenario.steps;
   scenario.steps = warmup_ + steps_;
+  if (const auto note = fit_schedule_warmup(scenario, written_steps, "bench train (--warmup + --steps)")) {
+    io.err << *note << '\n';
+  }
   if (threads_) scenario.threads = *threads_;
   scenario.checkpoint = {};
   scenario.eval.every = 0;
@@ -201,7 +222,7 @@ Status BenchTrainCommand::run(const Io& io) {
                       dtype_name(scenario.precision)));
     }
     ZINF_ASSIGN_OR_RETURN(python, find_torch_python(python_));
-    if (script.empty()) script = std::string(ZINF_SOURCE_DIR) + "/scripts/bench/torch_train.py";
+    if (script.empty()) script = default_torch_script();
     if (!std::filesystem::exists(script)) {
       return Status::not_found(fmt::format("--torch-script: {} does not exist", script));
     }
@@ -414,6 +435,9 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
     // A target that does not apply to this run says why (overlap_speedup with a small optimizer phase,
     // optimizer_nvme_speed when the optimizer's transfers are no longer in its phase).
     const bool applies = t.value("applies", true);
+    // A spread too wide to judge cannot say "met: yes" (or "no") beside it: the verdict follows it.
+    const bool too_wide =
+        t.contains("spread") && t["spread"]["too_wide"].is_boolean() && t["spread"]["too_wide"].get<bool>();
     targets.table.rows.push_back(
         {name,
          t.contains("spread") && t["spread"]["low"].is_number()
@@ -423,8 +447,9 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
                              t["spread"]["too_wide"].get<bool>() ? reports::Emphasis::kWarn : reports::Emphasis::kNone)
              : reports::Cell(fmt::format("{:.3f}", t["value"].get<double>())),
          fmt::format("{:.2f}", t["bound"].get<double>()),
-         !applies ? reports::Cell("n/a: " + t.value("why_not", std::string("does not apply")))
-                  : reports::Cell(met ? "yes" : "no", met ? reports::Emphasis::kGood : reports::Emphasis::kBad),
+         !applies   ? reports::Cell("n/a: " + t.value("why_not", std::string("does not apply")))
+         : too_wide ? reports::Cell("unclear: spread too wide", reports::Emphasis::kWarn)
+                    : reports::Cell(met ? "yes" : "no", met ? reports::Emphasis::kGood : reports::Emphasis::kBad),
          t["what"].get<std::string>()});
   }
   const json engine = offload_side_json(result.engine);
@@ -435,8 +460,11 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
   out.document.sections.push_back(std::move(targets));
   out.csv.columns = {{"target"}, {"value"}, {"bound"}, {"met"}};
   for (const auto& [name, t] : result.ratios.items()) {
-    out.csv.rows.push_back({name, fmt::format("{:.4f}", t["value"].get<double>()),
-                            fmt::format("{:.2f}", t["bound"].get<double>()), t["met"].get<bool>() ? "true" : "false"});
+    out.csv.rows.push_back(
+        {name, fmt::format("{:.4f}", t["value"].get<double>()), fmt::format("{:.2f}", t["bound"].get<double>()),
+         t.contains("spread") && t["spread"]["too_wide"].is_boolean() && t["spread"]["too_wide"].get<bool>()
+             ? "unclear"
+             : (t["met"].get<bool>() ? "true" : "false")});
   }
   return emit(output_, out, io);
 }

@@ -318,7 +318,7 @@ Result<FioSetup> BenchCommand::fio_setup(const io::SwapStore& store, const IoBen
 }
 
 Status BenchCommand::run_io(const Io& io) {
-  ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
+  ZINF_RETURN_IF_ERROR(output_format(output_).status());
   io::SwapStoreOptions store_options;
   IoBenchConfig config;
   ZINF_RETURN_IF_ERROR(configure(store_options, config));

@@ -84,7 +84,7 @@ class CheckpointCommand final : public Subcommand {
     const bool verify = verify_->parsed();
     const OutputOptions& output = verify ? verify_output_ : ls_output_;
     const std::string& dir = verify ? verify_dir_ : ls_dir_;
-    ZINF_RETURN_IF_ERROR(parse_format(output.format).status());
+    ZINF_RETURN_IF_ERROR(output_format(output).status());
     if (!output.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output.out_path, "--out"));
     std::optional<std::int64_t> step;
     if (verify && !step_text_.empty()) {

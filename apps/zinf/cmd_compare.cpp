@@ -75,7 +75,7 @@ class CompareCommand final : public Subcommand {
   }
 
   Status run(const Io& io) override {
-    ZINF_RETURN_IF_ERROR(parse_format(output_.format, true).status());
+    ZINF_RETURN_IF_ERROR(output_format(output_, true).status());
     reports::CompareOptions options;
     ZINF_ASSIGN_OR_RETURN(options.threshold, parse_fraction(threshold_, "--threshold", true, 10.0));
     ZINF_ASSIGN_OR_RETURN(options.alpha, parse_fraction(alpha_, "--alpha", false, 0.5));

@@ -86,7 +86,7 @@ class HwCommand final : public Subcommand {
 
  private:
   Status run_list(const Io& io) const {
-    ZINF_RETURN_IF_ERROR(parse_format(list_output_.format).status());
+    ZINF_RETURN_IF_ERROR(output_format(list_output_).status());
     Rendered out;
     out.record = reports::make_record_envelope("hardware-list", 1, io.started);
     out.record["profiles"] = nlohmann::json::array();
@@ -115,7 +115,7 @@ class HwCommand final : public Subcommand {
   }
 
   Status run_show(const Io& io) const {
-    ZINF_RETURN_IF_ERROR(parse_format(show_output_.format).status());
+    ZINF_ASSIGN_OR_RETURN(const Format format, output_format(show_output_));
     Result<planner::HardwareProfile> loaded = planner::load_hardware_profile(profile_);
     if (!loaded.is_ok()) return loaded.status().with_context("profile");
     const planner::HardwareProfile& hw = *loaded;
@@ -126,20 +126,22 @@ class HwCommand final : public Subcommand {
     out.csv.columns = {{"field"}, {"value"}};
     for (const auto& [key, value] : out.document.sections.front().fields) out.csv.rows.push_back({key, value.text});
     // A built-in shown as JSON is printed as shipped: units and description intact, ready to edit.
-    if (show_output_.format == "json") {
+    if (format == Format::kJson) {
       if (const auto text = planner::builtin_profile_text(profile_); text.is_ok()) {
-        if (show_output_.out_path.empty()) {
+        if (show_output_.out_path.empty() || show_output_.out_path == "-") {
           io.out << *text;
           return Status::ok();
         }
-        return write_output_file(show_output_.out_path, *text, "--out", io);
+        ZINF_RETURN_IF_ERROR(write_output_file(show_output_.out_path, *text, "--out", io));
+        announce_written(show_output_.out_path, io);
+        return Status::ok();
       }
     }
     return emit(show_output_, out, io);
   }
 
   Status run_probe(const Io& io) const {
-    ZINF_RETURN_IF_ERROR(parse_format(probe_output_.format).status());
+    ZINF_RETURN_IF_ERROR(output_format(probe_output_).status());
     ZINF_ASSIGN_OR_RETURN(const SuiteOptions options, parse_suite_options(probe_flags_));
     Result<planner::HardwareProfile> base = planner::load_hardware_profile(base_);
     if (!base.is_ok()) return base.status().with_context("--base");
@@ -147,8 +149,10 @@ class HwCommand final : public Subcommand {
     if (!suite_out_.empty()) ZINF_RETURN_IF_ERROR(check_output_path(suite_out_, "--suite-out"));
     ZINF_ASSIGN_OR_RETURN(const nlohmann::json suite, run_bench_suite(options, io.started, suite_progress(io)));
     if (io.err_is_terminal) io.err << '\n';
-    if (!suite_out_.empty())
+    if (!suite_out_.empty()) {
       ZINF_RETURN_IF_ERROR(write_output_file(suite_out_, suite.dump(2) + "\n", "--suite-out", io));
+      announce_written(suite_out_, io);
+    }
     ZINF_ASSIGN_OR_RETURN(const planner::HardwareProfile hw, profile_from_suite(suite, *base, options, probe_name_));
     Rendered out;
     out.record = planner::hardware_profile_to_json(hw);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/zinf/exit_codes.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_deepspeed.h"
 #include "apps/zinf/plan_flags.h"
@@ -223,6 +224,7 @@ class PlanCommand final : public Subcommand {
   }
 
   Status run(const Io& io) override;
+  int exit_code_on_success() const override { return does_not_fit_ ? kExitDoesNotFit : kExitOk; }
 
  private:
   bool given(const std::string& name) const { return options_.at(name)->count() > 0; }
@@ -249,6 +251,7 @@ class PlanCommand final : public Subcommand {
   bool norm_before_step_ = false;
   std::vector<std::string> sweeps_;
   OutputOptions output_;
+  bool does_not_fit_ = false;  // set by run(): the exit code after a printed plan
 };
 
 Result<spec::TrainingSpec> PlanCommand::training() const {
@@ -390,8 +393,16 @@ Result<std::array<std::optional<spec::Tier>, spec::kAllStateKinds.size()>> PlanC
   return out;
 }
 
+// A plan's headroom warnings (render_plan put them in the record) also go to stderr, where a user
+// who asked for --format json or --out sees them.
+void print_warnings(const Rendered& rendered, const Io& io) {
+  if (!rendered.record.contains("warnings")) return;
+  for (const auto& warning : rendered.record.at("warnings"))
+    io.err << "warning: " << warning.get<std::string>() << '\n';
+}
+
 Status PlanCommand::run(const Io& io) {
-  ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
+  ZINF_RETURN_IF_ERROR(output_format(output_).status());
   PlanInput input;
   ZINF_ASSIGN_OR_RETURN(input.training, training());
   input.fp32_matmul_tf32 = tf32();
@@ -490,17 +501,24 @@ Status PlanCommand::run(const Io& io) {
     if (given("--schedule")) input.schedule = asked;
     input.model_source += fmt::format(" (--scenario {})", scenario_);
     ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, plan_flag_for));
-    return emit(output_, render_plan(plan, !given("--hw"), io.started), io);
+    does_not_fit_ = !plan.feasible;
+    const Rendered rendered = render_plan(plan, !given("--hw"), io.started);
+    print_warnings(rendered, io);
+    return emit(output_, rendered, io);
   }
   ZINF_RETURN_IF_ERROR(resolve_model(input, /*model_required=*/!params_swept, params_swept));
   if (!dimensions.empty()) {
     ZINF_ASSIGN_OR_RETURN(const auto points, planner::run_sweep(input, dimensions, plan_flag_for));
+    does_not_fit_ = std::none_of(points.begin(), points.end(), [](const auto& p) { return p.feasible; });
     return emit(output_, render_sweep(dimensions, points, io.started), io);
   }
   if (!given("--ds-config")) {
     ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, plan_flag_for));
+    does_not_fit_ = !plan.feasible;
     if (given("--emit-ds-config")) ZINF_RETURN_IF_ERROR(emit_ds_config(plan, emit_ds_config_, io));
-    return emit(output_, render_plan(plan, !given("--hw"), io.started), io);
+    const Rendered rendered = render_plan(plan, !given("--hw"), io.started);
+    print_warnings(rendered, io);
+    return emit(output_, rendered, io);
   }
   DsPlanFlags flags;
   if (given("--micro-batch")) flags.micro_batch = input.training.micro_batch;
@@ -510,9 +528,12 @@ Status PlanCommand::run(const Io& io) {
   ZINF_ASSIGN_OR_RETURN(const spec::ResolvedDeepSpeed resolved, apply_ds_config(ds_config_, flags, input));
   input.model_source += fmt::format(", --ds-config {}", ds_config_);
   ZINF_ASSIGN_OR_RETURN(const planner::Plan plan, planner::make_plan(input, ds_plan_flag_for));
+  does_not_fit_ = !plan.feasible;
   if (given("--emit-ds-config")) ZINF_RETURN_IF_ERROR(emit_ds_config(plan, emit_ds_config_, io));
   Rendered rendered = render_plan(plan, !given("--hw"), io.started);
-  add_deepspeed_view(ds_config_, resolved, planner::check_deepspeed(resolved, plan), rendered);
+  print_warnings(rendered, io);
+  add_deepspeed_view(ds_config_, resolved, planner::check_deepspeed(resolved, plan),
+                     plan.placement[spec::StateKind::kGrads], rendered);
   return emit(output_, rendered, io);
 }
 

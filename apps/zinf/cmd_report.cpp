@@ -31,11 +31,10 @@ class ReportCommand final : public Subcommand {
         "Examples:\n"
         "  zinf report runs/quickstart/record.json --out quickstart.html\n"
         "  zinf report a.json b.json --format md --out scaling.md");
-    output_.format = "html";
   }
 
   Status run(const Io& io) override {
-    ZINF_RETURN_IF_ERROR(parse_format(output_.format, true).status());
+    ZINF_RETURN_IF_ERROR(output_format(output_, true, Format::kHtml).status());
     if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
     std::vector<reports::SourcedRecord> records;
     for (const std::string& path : paths_) {
@@ -53,7 +52,7 @@ class ReportCommand final : public Subcommand {
     out.record = reports::make_record_envelope("report", 1, io.started);
     out.record["sources"] = paths_;
     out.record["report"] = reports::document_json(out.document);
-    return emit(output_, out, io, true);
+    return emit(output_, out, io, true, Format::kHtml);
   }
 
  private:

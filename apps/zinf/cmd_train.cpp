@@ -18,6 +18,7 @@
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/rank_spawner.h"
+#include "apps/zinf/schedule_fit.h"
 #include "apps/zinf/stop_signals.h"
 #include "apps/zinf/subcommand.h"
 #include "apps/zinf/train_launch.h"
@@ -152,7 +153,8 @@ class TrainCommand final : public Subcommand {
         ->type_name("FILE");
     stop_after_option_ =
         cmd->add_option("--stop-after", stop_after_,
-                        "End after this step, writing a checkpoint there when checkpoint.dir is set; the run's length "
+                        "End after this step, writing a checkpoint there (the scenario needs a checkpoint section); "
+                        "the run's length "
                         "and LR schedule stay the scenario's, so a later `zinf train` resumes the same curve")
             ->type_name("STEP");
     cmd->add_flag("--no-resume", no_resume_, "Start from scratch even when checkpoint.dir holds a checkpoint");
@@ -217,7 +219,7 @@ Status TrainCommand::check_outputs(const spec::Scenario& scenario, std::string_v
 
 Status TrainCommand::run(const Io& io) {
   const Clock::time_point setup_start = Clock::now();
-  ZINF_RETURN_IF_ERROR(parse_format(output_.format).status());
+  ZINF_RETURN_IF_ERROR(output_format(output_).status());
   std::optional<std::int64_t> steps;
   std::optional<std::int64_t> threads;
   std::optional<std::int64_t> stop_after;
@@ -242,7 +244,21 @@ Status TrainCommand::run(const Io& io) {
   if (!ranks) {
     for (const std::string& warning : scenario.warnings) io.err << "warning: " << warning << "\n";
   }
-  if (steps) scenario.steps = *steps;
+  // --stop-after exists to resume later; without a checkpoint directory the run would end early
+  // and save nothing to resume from, silently.
+  if (stop_after && scenario.checkpoint.dir.empty()) {
+    return Status::invalid_argument(fmt::format(
+        "--stop-after: {} ends the run early to resume it later, but {} has no checkpoint section "
+        "(checkpoint.dir), so nothing would be saved; add \"checkpoint\": {{\"dir\": \"...\"}} to the scenario, or "
+        "use --steps {} for a shorter run",
+        *stop_after, scenario_path_, *stop_after));
+  }
+  if (steps) {
+    const std::int64_t written_steps = scenario.steps;
+    scenario.steps = *steps;
+    const std::optional<std::string> note = fit_schedule_warmup(scenario, written_steps, "--steps");
+    if (note && !quiet_ && !ranks) io.err << *note << '\n';
+  }
   if (threads) scenario.threads = *threads;
   if (!record_path_.empty()) scenario.output.record = record_path_;
   const std::string_view record_field = record_path_.empty() ? "scenario.output.record" : "--record";
@@ -302,6 +318,18 @@ Status TrainCommand::run(const Io& io) {
   run.unigram_entropy_nats = data.unigram_entropy_nats();
   run.device_description = device.describe();
   run.engine.description = session->states().describe();
+  // The states describe overlap_optimizer as set; the step also needs no global gradient norm to
+  // step sub-groups during the backward pass. With clipping or fp16 loss scaling it steps after the
+  // backward pass, and the description must not say "overlapped" beside "0% stepped during".
+  if (scenario.optimizer.grad_clip > 0 || scenario.precision == DType::kF16) {
+    constexpr std::string_view kOverlapped = "; optimizer overlapped with the backward pass";
+    if (const std::size_t at = run.engine.description.find(kOverlapped); at != std::string::npos) {
+      run.engine.description.replace(
+          at, kOverlapped.size(),
+          "; optimizer stepped after the backward pass (overlap_optimizer is on, but the step needs the global "
+          "gradient norm first: clipping or fp16 loss scaling)");
+    }
+  }
   run.engine.zero = spec::to_json(session->zero());
   run.engine.checkpoints = model.checkpoints().count();
   run.engine.host_checkpoints = model.checkpoints().host_checkpoints();
@@ -343,6 +371,8 @@ Status TrainCommand::run(const Io& io) {
                             : io.err_is_terminal ? ProgressMode::kBar
                                                  : ProgressMode::kLines;
   TrainProgress progress(io.err, mode, scenario.output.log_every, io.terminal_width);
+  // Every rank on this node runs its own compute threads on the same cores.
+  progress.set_machine(run.threads * std::max(1, static_cast<int>(launch.local_size)), kernels::cpu::available_cores());
   comm::Communicator& comm = session->comm();
   if (!quiet) {
     if (comm.world_size() > 1) {
@@ -454,7 +484,7 @@ Status TrainCommand::run(const Io& io) {
     // than let a data-parallel run's errors look like the model's verdict on one rank.
     record["plan"]["ranks_modelled"] = 1;
     record["plan"]["machine_load"] = machine_load();
-    std::string note = shared_machine_note(record["plan"]["machine_load"], hardware);
+    std::string note = shared_machine_note(record["plan"]["machine_load"], hardware, record["plan"]);
     if (comm.world_size() > 1) {
       note = fmt::format(
           "the plan models one rank; this run has {} ranks (partitioned states, collectives), so its errors are "

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -39,6 +41,30 @@ Result<Format> parse_format(const std::string& text, bool allow_html) {
   if (allow_html && text == "html") return Format::kHtml;
   return Status::invalid_argument(
       fmt::format("--format: '{}' is not one of table, json, csv, md{}", text, allow_html ? ", html" : ""));
+}
+
+Result<Format> output_format(const OutputOptions& options, bool allow_html, Format fallback) {
+  if (!options.format.empty()) return parse_format(options.format, allow_html);
+  if (options.out_path.empty() || options.out_path == "-") return fallback;
+  std::string extension = std::filesystem::path(options.out_path).extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (extension == ".json") return Format::kJson;
+  if (extension == ".csv") return Format::kCsv;
+  if (extension == ".md" || extension == ".markdown") return Format::kMarkdown;
+  if (extension == ".txt") return Format::kTable;
+  if (extension == ".html" || extension == ".htm") {
+    if (allow_html) return Format::kHtml;
+    return Status::invalid_argument(
+        fmt::format("--out: '{}' asks for html, which this command does not write; give --format (table, json, csv, "
+                    "md) or another extension (.txt, .json, .csv, .md)",
+                    options.out_path));
+  }
+  return fallback;
+}
+
+void announce_written(const std::string& path, const Io& io) {
+  if (!path.empty() && path != "-") io.err << "wrote " << path << '\n';
 }
 
 namespace {
@@ -202,8 +228,8 @@ Status check_writable_directory(const std::string& dir, std::string_view field) 
   return probe_directory(dir, field, dir);
 }
 
-Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io, bool allow_html) {
-  ZINF_ASSIGN_OR_RETURN(const Format format, parse_format(options.format, allow_html));
+Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io, bool allow_html, Format fallback) {
+  ZINF_ASSIGN_OR_RETURN(const Format format, output_format(options, allow_html, fallback));
   const bool to_file = !options.out_path.empty() && options.out_path != "-";
   std::ostringstream text;
   switch (format) {
@@ -225,7 +251,11 @@ Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io
       reports::write_html(rendered.document, text);
       break;
   }
-  if (to_file) return write_output_file(options.out_path, text.str(), "--out", io);
+  if (to_file) {
+    ZINF_RETURN_IF_ERROR(write_output_file(options.out_path, text.str(), "--out", io));
+    announce_written(options.out_path, io);
+    return Status::ok();
+  }
   io.out << text.str();
   io.out.flush();
   if (!io.out) return Status::io_error("writing to standard output failed");

@@ -30,7 +30,7 @@ namespace zinf::cli {
 enum class Format { kTable, kJson, kCsv, kMarkdown, kHtml };
 
 struct OutputOptions {
-  std::string format = "table";
+  std::string format;    // empty: --format not given (the --out file's extension, else the default)
   std::string out_path;  // empty: stdout
 };
 
@@ -46,9 +46,20 @@ struct Rendered {
 // `allow_html` (zinf report and zinf compare).
 Result<Format> parse_format(const std::string& text, bool allow_html = false);
 
-// Writes `rendered` in the chosen format to stdout or --out. An --out path that cannot be created
-// is InvalidArgument naming --out; a failed write is IoError.
-Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io, bool allow_html = false);
+// The format to write: --format when given; otherwise the --out file's extension (.json, .csv,
+// .md/.markdown, .txt = table, .html/.htm where `allow_html`); otherwise `fallback`. An --out of
+// ".html" where html is not allowed is InvalidArgument naming --out; other extensions fall back.
+Result<Format> output_format(const OutputOptions& options, bool allow_html = false, Format fallback = Format::kTable);
+
+// Writes `rendered` in output_format(options, allow_html, fallback) to stdout or --out; a file
+// written is announced on io.err ("wrote FILE"). An --out path that cannot be created is
+// InvalidArgument naming --out; a failed write is IoError.
+Status emit(const OutputOptions& options, const Rendered& rendered, const Io& io, bool allow_html = false,
+            Format fallback = Format::kTable);
+
+// "wrote PATH" on io.err: after every file a command writes for --out, --emit-ds-config and the like,
+// so a user sees where the output went. Nothing for "-" (stdout).
+void announce_written(const std::string& path, const Io& io);
 
 // Writes `text` to `path` as the head comment says ("-": io.out). `field` names the setting the path
 // came from in errors ("--out", "--record", "scenario.output.record"): a directory, a path whose

@@ -60,7 +60,7 @@ std::string ds_plan_flag_for(std::string_view field) {
 }
 
 void add_deepspeed_view(const std::string& path, const spec::ResolvedDeepSpeed& resolved,
-                        const std::vector<planner::DsFinding>& findings, Rendered& out) {
+                        const std::vector<planner::DsFinding>& findings, spec::Tier planned_grads, Rendered& out) {
   nlohmann::json record = planner::deepspeed_to_json(resolved, findings);
   record["source"] = path;
   out.record["deepspeed"] = std::move(record);
@@ -69,10 +69,16 @@ void add_deepspeed_view(const std::string& path, const spec::ResolvedDeepSpeed& 
   Section section;
   section.title = fmt::format("DeepSpeed config ({})", path);
   section.fields.push_back({"ZeRO stage", std::to_string(c.stage)});
+  const bool grads_open = resolved.optimizer_tier() == spec::Tier::kNvme;
+  const std::string grads =
+      grads_open ? fmt::format("{} (the plan's choice: the config leaves it open with the optimizer on NVMe)",
+                               tier_word(planned_grads))
+                 : std::string(tier_word(resolved.grads_tier()));
   section.fields.push_back(
-      {"offload", fmt::format("parameters: {}, optimizer: {}, gradients: {}, activation checkpoints: {}",
-                              tier_word(resolved.params_tier()), tier_word(resolved.optimizer_tier()),
-                              tier_word(resolved.grads_tier()), tier_word(resolved.activations_tier()))});
+      {"offload", fmt::format("parameters: {}, optimizer: {}, gradients: {}, activation "
+                              "checkpoints: {}",
+                              tier_word(resolved.params_tier()), tier_word(resolved.optimizer_tier()), grads,
+                              tier_word(resolved.activations_tier()))});
   section.fields.push_back({"batch", fmt::format("{} per GPU x {} accumulation x world = {}", resolved.micro_batch,
                                                  resolved.grad_accumulation, resolved.train_batch)});
   section.fields.push_back({"precision", std::string(dtype_name(resolved.precision))});
@@ -113,7 +119,9 @@ Status emit_ds_config(const planner::Plan& plan, const std::string& path, const 
   }
   Result<nlohmann::json> config = planner::deepspeed_config_for(plan, std::string(kDefaultNvmePath));
   if (!config.is_ok()) return config.status().with_context("--emit-ds-config");
-  return write_output_file(path, config->dump(2) + "\n", "--emit-ds-config", io);
+  ZINF_RETURN_IF_ERROR(write_output_file(path, config->dump(2) + "\n", "--emit-ds-config", io));
+  announce_written(path, io);
+  return Status::ok();
 }
 
 }  // namespace zinf::cli

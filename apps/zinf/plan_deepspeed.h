@@ -38,9 +38,11 @@ std::string ds_plan_flag_for(std::string_view field);
 
 // Adds what the config does to a rendered plan: a "DeepSpeed config" section (resolved settings,
 // every "auto" and where it came from, settings wrong for this hardware with the value that would
-// work, keys zinf does not use) and the record's "deepspeed" object.
+// work, keys zinf does not use) and the record's "deepspeed" object. `planned_grads`: where the plan
+// put gradients; with the optimizer on NVMe the config does not decide it (DeepSpeed's optimizer
+// swapper can swap gradients to NVMe too), so the section shows the plan's tier, not a guess.
 void add_deepspeed_view(const std::string& path, const spec::ResolvedDeepSpeed& resolved,
-                        const std::vector<planner::DsFinding>& findings, Rendered& out);
+                        const std::vector<planner::DsFinding>& findings, spec::Tier planned_grads, Rendered& out);
 
 // Writes the plan's placement as a DeepSpeed config to `path` (atomically, as --out does). An
 // infeasible plan writes nothing and fails with kInfeasible; a placement DeepSpeed cannot express

@@ -284,6 +284,21 @@ reports::Table plan_csv(const nlohmann::json& record) {
 
 }  // namespace
 
+std::vector<std::string> headroom_warnings(const planner::Plan& plan) {
+  std::vector<std::string> out;
+  if (!plan.feasible) return out;
+  for (Tier tier : spec::kAllTiers) {
+    const planner::TierUsage& usage = plan.footprint.tier(tier);
+    if (usage.capacity_bytes <= 0 || usage.used_bytes <= 0 || usage.fraction() <= 1.0 - kMinHeadroom) continue;
+    out.push_back(fmt::format(
+        "{}: {} of {} {} used, under {} headroom; fragmentation and buffers the plan does not model may not fit (a "
+        "smaller --micro-batch, more --tiling or a lower tier for one state leaves room)",
+        spec::tier_name(tier), percent(usage.fraction()), format_bytes(usage.capacity_bytes),
+        tier == Tier::kDevice ? "per GPU" : "per node", percent(kMinHeadroom)));
+  }
+  return out;
+}
+
 Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted, const reports::ConditionsSnapshot& started) {
   Rendered out;
   out.record = reports::make_record_envelope("plan", planner::kPlanRecordVersion, started);
@@ -311,7 +326,11 @@ Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted, const r
       placed += fmt::format("{}{} on {}", placed.empty() ? "" : ", ", spec::state_kind_title(kind),
                             spec::tier_name(plan.placement[kind]));
     }
-    verdict.fields.push_back({"fits", Cell("yes", Emphasis::kGood)});
+    const std::vector<std::string> tight = headroom_warnings(plan);
+    verdict.fields.push_back(
+        {"fits", tight.empty() ? Cell("yes", Emphasis::kGood) : Cell("yes, with little headroom", Emphasis::kWarn)});
+    for (const std::string& warning : tight) verdict.fields.push_back({"warning", Cell(warning, Emphasis::kWarn)});
+    out.record["warnings"] = tight;
     verdict.fields.push_back({"placement", placed});
     verdict.fields.push_back({"step time", Cell(format_duration(plan.prediction.step_seconds), Emphasis::kStrong)});
   } else {

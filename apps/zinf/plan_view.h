@@ -12,6 +12,13 @@
 
 namespace zinf::cli {
 
+// Below this share of a tier's capacity left free, a plan that fits on paper may not in practice
+// (allocator fragmentation, the CUDA context, communication buffers are not modelled).
+inline constexpr double kMinHeadroom = 0.05;
+// One line per tier of a feasible plan that leaves less than kMinHeadroom of it free: "gpu: 96.1% of
+// 80.0 GiB used, under 5% headroom; ...". Empty for an infeasible plan (it says so itself).
+std::vector<std::string> headroom_warnings(const planner::Plan& plan);
+
 // `hardware_defaulted`: the user gave no --hw, so the view says which profile was assumed.
 // `started` (cli::Io::started) is where the record's "conditions" begin.
 Rendered render_plan(const planner::Plan& plan, bool hardware_defaulted, const reports::ConditionsSnapshot& started);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "apps/zinf/block_kernel_probe.h"
@@ -287,21 +288,33 @@ json machine_load() {
   return {{"load_average_1min", one_minute}, {"cores", kernels::cpu::available_cores()}};
 }
 
-std::string shared_machine_note(const json& load, const RunHardware& hardware) {
+std::string shared_machine_note(const json& load, const RunHardware& hardware, const json& plan) {
   if (!load.is_object()) return {};
   const double average = load.at("load_average_1min").get<double>();
   const int cores = load.at("cores").get<int>();
   if (average <= static_cast<double>(cores)) return {};
-  if (hardware.from_profile) {
-    return fmt::format(
-        "the machine was shared: 1-min load average {:.1f} on {} cores after the steps; the steps had what the other "
-        "jobs left of the profile's hardware, so the measured figures read slow against its plan",
-        average, cores);
+  const std::string shared =
+      fmt::format("the machine was shared: 1-min load average {:.1f} on {} cores after the steps", average, cores);
+  std::optional<double> step_error;
+  if (plan.is_object() && plan.contains("rows")) {
+    for (const json& r : plan.at("rows")) {
+      if (r.at("figure") == "step" && r.at("error_percent").is_number())
+        step_error = r.at("error_percent").get<double>();
+    }
+  }
+  // The load slows the steps, never the prediction: it explains a negative step error (predicted
+  // faster than measured), not a positive one.
+  const std::string effect =
+      hardware.from_profile ? "the steps had what the other jobs left of the profile's hardware"
+                            : "the probes take the machine's best moment and the steps had what the other jobs left";
+  if (!step_error) return fmt::format("{}; {}", shared, effect);
+  if (*step_error < 0) {
+    return fmt::format("{}; {}, so the plan reads fast (step {:+.1f}%)", shared, effect, *step_error);
   }
   return fmt::format(
-      "the machine was shared: 1-min load average {:.1f} on {} cores after the steps; the probes take the machine's "
-      "best moment and the steps had what the other jobs left, so the plan reads fast",
-      average, cores);
+      "{}; {}, yet the plan's step is {:+.1f}% slower than measured: the load does not explain that "
+      "error",
+      shared, effect, *step_error);
 }
 
 reports::Section render_plan_section(const json& plan) {

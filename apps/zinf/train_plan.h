@@ -55,8 +55,10 @@ nlohmann::json plan_vs_measured(const planner::EnginePrediction& prediction, con
 nlohmann::json machine_load();
 // A note for the plan when `load` (machine_load()) says other jobs competed for the cores (the
 // 1-min load average above the cores); empty otherwise. It speaks of probes only where `hardware`
-// was measured (a profile's plan ran none).
-std::string shared_machine_note(const nlohmann::json& load, const RunHardware& hardware);
+// was measured (a profile's plan ran none). `plan` (plan_vs_measured()'s object): the step row's
+// error decides what the note says the load did, so the words agree with the number beside them
+// (a plan that predicted a slower step than measured does not "read fast").
+std::string shared_machine_note(const nlohmann::json& load, const RunHardware& hardware, const nlohmann::json& plan);
 
 // The summary's "Plan vs measured" table.
 reports::Section render_plan_section(const nlohmann::json& plan);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -26,6 +27,23 @@ void TrainProgress::start(std::int64_t first_step, std::int64_t total_steps) {
     clear_bar();
     err_ << fmt::format("resuming at step {} of {}\n", first_step, total_steps);
   }
+}
+
+void TrainProgress::set_machine(int threads, int cores) {
+  threads_ = threads;
+  cores_ = cores;
+}
+
+std::string TrainProgress::oversubscribed() const {
+  if (threads_ <= 0 || cores_ <= 0) return {};
+  if (threads_ > cores_)
+    return fmt::format(" oversubscribed ({} threads on {} core{})", threads_, cores_, cores_ == 1 ? "" : "s");
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  if (in >> load && load > static_cast<double>(cores_)) {
+    return fmt::format(" oversubscribed (load {:.1f} on {} core{})", load, cores_, cores_ == 1 ? "" : "s");
+  }
+  return {};
 }
 
 void TrainProgress::clear_bar() {
@@ -54,9 +72,9 @@ void TrainProgress::step(const train::StepMetrics& m) {
                                : std::string();
   if (mode_ == ProgressMode::kLines) {
     if (done % log_every_ != 0 && done != total_steps_ && m.step != first_step_ && !m.skipped) return;
-    err_ << fmt::format("step {:>{}}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} {} {:.1f} ms/step{}{}{}\n", done,
+    err_ << fmt::format("step {:>{}}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} {} {:.1f} ms/step{}{}{}{}\n", done,
                         std::to_string(total_steps_).size(), total_steps_, m.loss, m.lr, m.grad_norm, tokens_rate(rate),
-                        m.step_seconds * 1e3, nvme, comm, skipped);
+                        m.step_seconds * 1e3, nvme, comm, skipped, oversubscribed());
     err_.flush();
     return;
   }
@@ -65,8 +83,9 @@ void TrainProgress::step(const train::StepMetrics& m) {
   const std::int64_t run_done = done - first_step_;
   const std::int64_t left = total_steps_ - done;
   const double eta_s = run_done > 0 ? elapsed / static_cast<double>(run_done) * static_cast<double>(left) : 0.0;
-  const std::string tail = fmt::format("  loss {:.4f}  {}{}{}  ETA {}", m.loss, tokens_rate(smoothed_tokens_per_s_),
-                                       nvme, comm, left == 0 ? std::string("0 s") : format_duration(eta_s));
+  const std::string tail =
+      fmt::format("  loss {:.4f}  {}{}{}  ETA {}{}", m.loss, tokens_rate(smoothed_tokens_per_s_), nvme, comm,
+                  left == 0 ? std::string("0 s") : format_duration(eta_s), oversubscribed());
   const std::string head = fmt::format("step {:>{}}/{} ", done, std::to_string(total_steps_).size(), total_steps_);
   const int bar_width = std::clamp(width_ - static_cast<int>(head.size() + tail.size()) - 3, 10, 40);
   const double fraction = total_steps_ > 0 ? static_cast<double>(done) / static_cast<double>(total_steps_) : 1.0;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <ostream>
+#include <string>
 
 #include "libengine/train/step_metrics.h"
 
@@ -19,6 +20,10 @@ class TrainProgress {
  public:
   TrainProgress(std::ostream& err, ProgressMode mode, std::int64_t log_every, int width);
   void start(std::int64_t first_step, std::int64_t total_steps);
+  // The compute threads and the cores this process may use: every progress line then says
+  // "oversubscribed" while threads > cores or the 1-minute load average (/proc/loadavg, read per
+  // line) exceeds the cores, since step times then measure the other jobs as much as zinf.
+  void set_machine(int threads, int cores);
   void step(const train::StepMetrics& metrics);
   void eval(const train::EvalMetrics& metrics);
   void checkpoint(std::int64_t step, const std::filesystem::path& path, double seconds);
@@ -27,6 +32,7 @@ class TrainProgress {
 
  private:
   void clear_bar();
+  std::string oversubscribed() const;
   std::ostream& err_;
   ProgressMode mode_;
   std::int64_t log_every_;
@@ -34,6 +40,8 @@ class TrainProgress {
   std::int64_t first_step_ = 0;
   std::int64_t total_steps_ = 0;
   bool bar_drawn_ = false;
+  int threads_ = 0;  // 0: set_machine not called, nothing said
+  int cores_ = 0;
   double smoothed_tokens_per_s_ = 0;  // exponential average: a bar that does not jitter
   std::chrono::steady_clock::time_point start_;
 };

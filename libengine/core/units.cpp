@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -22,7 +23,7 @@ struct Unit {
 
 constexpr std::array kCountUnits{Unit{"", 1.0},  Unit{"K", 1e3}, Unit{"k", 1e3},
                                  Unit{"M", 1e6}, Unit{"B", 1e9}, Unit{"T", 1e12}};
-constexpr std::string_view kCountAllowed = "a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T)";
+constexpr std::string_view kCountAllowed = "a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T; any case)";
 
 constexpr std::array kByteUnits{Unit{"", 1.0},
                                 Unit{"B", 1.0},
@@ -38,7 +39,8 @@ constexpr std::array kByteUnits{Unit{"", 1.0},
                                 Unit{"TiB", 1099511627776.0},
                                 Unit{"PiB", 1125899906842624.0}};
 constexpr std::string_view kBytesAllowed =
-    "a size like 512MiB, 80GiB or 1.5TB (B, kB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB)";
+    "a size like 512MiB, 80GiB or 1.5TB (B, kB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB; the prefix in any case, "
+    "the B upper case: a lower-case b means bits)";
 
 constexpr std::array kBitUnits{Unit{"b", 1.0},  Unit{"Kb", 1e3}, Unit{"kb", 1e3},
                                Unit{"Mb", 1e6}, Unit{"Gb", 1e9}, Unit{"Tb", 1e12}};
@@ -91,6 +93,27 @@ const Unit* find_unit(const std::array<Unit, N>& units, std::string_view suffix)
     if (unit.suffix == suffix) return &unit;
   }
   return nullptr;
+}
+
+// Count suffixes are single letters with one meaning each, so "7b" and "1t" read as "7B" and "1T".
+std::string canonical_count_unit(std::string_view unit) {
+  std::string out(unit);
+  if (out.size() == 1) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+  return out;
+}
+
+// Byte units: the prefix letter may be any case ("64mib", "80gB", "1.5tB") and the binary "iB" any
+// case ("64MIB"), since neither is ambiguous. A decimal unit's final B stays upper case: "Gb" is
+// gigabits in every bandwidth field, so "80gb" is refused rather than read as 80 GB.
+std::string canonical_byte_unit(std::string_view unit) {
+  std::string out(unit);
+  const auto upper = [](char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); };
+  if (out.size() == 3 && (out[1] == 'i' || out[1] == 'I') && (out[2] == 'b' || out[2] == 'B')) {
+    out = {upper(out[0]), 'i', 'B'};
+  } else if (out.size() == 2 && out[1] == 'B' && out[0] != 'k') {
+    out[0] = upper(out[0]);
+  }
+  return out;
 }
 
 Result<double> checked_product(double number, double multiplier, std::string_view field, std::string_view text,
@@ -171,10 +194,13 @@ std::string scaled(double value, const std::array<Unit, N>& ladder, std::string_
 }  // namespace
 
 Result<std::uint64_t> parse_count(std::string_view text, std::string_view field, ZeroIs zero) {
-  ZINF_ASSIGN_OR_RETURN(const NumberAndUnit parts, split_number(text, field, kCountAllowed));
+  ZINF_ASSIGN_OR_RETURN(NumberAndUnit parts, split_number(text, field, kCountAllowed));
+  const std::string canonical = canonical_count_unit(parts.unit);
+  const std::string_view typed = parts.unit;
+  parts.unit = canonical;
   const Unit* unit = find_unit(kCountUnits, parts.unit);
   if (unit == nullptr)
-    return bad(field, text, fmt::format("has an unknown suffix {}", zinf::quoted(parts.unit)), kCountAllowed);
+    return bad(field, text, fmt::format("has an unknown suffix {}", zinf::quoted(typed)), kCountAllowed);
   if (auto exact = exact_whole(text, parts, kCountUnits, field, zero, kCountAllowed)) return *std::move(exact);
   ZINF_ASSIGN_OR_RETURN(const double value,
                         checked_product(parts.number, unit->multiplier, field, text, zero, kCountAllowed));
@@ -182,10 +208,13 @@ Result<std::uint64_t> parse_count(std::string_view text, std::string_view field,
 }
 
 Result<std::uint64_t> parse_bytes(std::string_view text, std::string_view field, ZeroIs zero) {
-  ZINF_ASSIGN_OR_RETURN(const NumberAndUnit parts, split_number(text, field, kBytesAllowed));
+  ZINF_ASSIGN_OR_RETURN(NumberAndUnit parts, split_number(text, field, kBytesAllowed));
+  const std::string canonical = canonical_byte_unit(parts.unit);
+  const std::string_view typed = parts.unit;
+  parts.unit = canonical;
   const Unit* unit = find_unit(kByteUnits, parts.unit);
   if (unit == nullptr)
-    return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(parts.unit)), kBytesAllowed);
+    return bad(field, text, fmt::format("has an unknown unit {}", zinf::quoted(typed)), kBytesAllowed);
   if (auto exact = exact_whole(text, parts, kByteUnits, field, zero, kBytesAllowed)) return *std::move(exact);
   ZINF_ASSIGN_OR_RETURN(const double value,
                         checked_product(parts.number, unit->multiplier, field, text, zero, kBytesAllowed));

@@ -238,13 +238,29 @@ TEST_CASE("train hardening: an NVMe bandwidth probe that cannot run is unmeasure
 TEST_CASE("train hardening: the shared-machine note speaks of probes only where probes ran") {
   const json busy = {{"load_average_1min", 9.0}, {"cores", 2}};
   zinf::cli::RunHardware measured;
-  CHECK(zinf::cli::shared_machine_note(busy, measured).find("probes") != std::string::npos);
+  CHECK(zinf::cli::shared_machine_note(busy, measured, nullptr).find("probes") != std::string::npos);
   zinf::cli::RunHardware profile;
   profile.from_profile = true;
-  const std::string note = zinf::cli::shared_machine_note(busy, profile);
+  const std::string note = zinf::cli::shared_machine_note(busy, profile, nullptr);
   CHECK(note.find("load average 9.0 on 2 cores") != std::string::npos);
   CHECK(note.find("probe") == std::string::npos);
-  CHECK(zinf::cli::shared_machine_note({{"load_average_1min", 1.0}, {"cores", 2}}, profile).empty());
+  CHECK(zinf::cli::shared_machine_note({{"load_average_1min", 1.0}, {"cores", 2}}, profile, nullptr).empty());
+}
+
+// Issue 29: "the plan reads fast" was printed beside a +12% step error (the plan predicted a slower
+// step than measured). The load slows only the measured steps, so it explains a negative error only.
+TEST_CASE("train hardening: the shared-machine note follows the step error's sign") {
+  const json busy = {{"load_average_1min", 9.0}, {"cores", 2}};
+  const auto plan_with = [](double step_error) {
+    return json{{"rows", json::array({{{"figure", "step"}, {"error_percent", step_error}},
+                                      {{"figure", "forward"}, {"error_percent", -50.0}}})}};
+  };
+  zinf::cli::RunHardware measured;
+  const std::string slow = zinf::cli::shared_machine_note(busy, measured, plan_with(12.0));
+  CHECK(slow.find("reads fast") == std::string::npos);
+  CHECK(slow.find("+12.0% slower than measured") != std::string::npos);
+  const std::string fast = zinf::cli::shared_machine_note(busy, measured, plan_with(-12.0));
+  CHECK(fast.find("reads fast (step -12.0%)") != std::string::npos);
 }
 
 }  // namespace

@@ -56,9 +56,25 @@ TEST_CASE("flops") {
   CHECK_FALSE(parse_flops("12GB/s", "f").is_ok());
 }
 
+// Issue 29: "--params 7b" was refused while "7B" worked. Count suffixes have one meaning per letter and
+// binary byte units one per spelling, so case does not matter there.
+TEST_CASE("count suffixes and byte prefixes read in any case") {
+  CHECK(parse_count("7b", "c").value() == 7000000000ULL);
+  CHECK(parse_count("1t", "c").value() == 1000000000000ULL);
+  CHECK(parse_count("350m", "c").value() == 350000000ULL);
+  CHECK(parse_count("2k", "c").value() == 2000ULL);
+  CHECK(parse_count("1.5t", "c").value() == 1500000000000ULL);
+  CHECK(parse_bytes("64mib", "b").value() == 64ULL << 20);
+  CHECK(parse_bytes("64MIB", "b").value() == 64ULL << 20);
+  CHECK(parse_bytes("2gib", "b").value() == 2ULL << 30);
+  CHECK(parse_bytes("1.5tB", "b").value() == 1500000000000ULL);
+  CHECK(parse_bytes("80gB", "b").value() == 80000000000ULL);
+}
+
 TEST_CASE("bad sizes name the flag, the value and what is allowed") {
-  CHECK(count_error("-3") ==
-        "--params: '-3' is negative; expected a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T)");
+  CHECK(
+      count_error("-3") ==
+      "--params: '-3' is negative; expected a count like 1000, 7M, 175B, 1T or 1.3e12 (K, M, B=billion, T; any case)");
   CHECK(count_error("").find("--params: '' is empty") == 0);
   CHECK(count_error("0").find("is zero") != std::string::npos);
   CHECK(count_error("1X").find("unknown suffix 'X'") != std::string::npos);
@@ -72,6 +88,9 @@ TEST_CASE("bad sizes name the flag, the value and what is allowed") {
   CHECK(count_error("1e400").find("out of range") != std::string::npos);
   CHECK(count_error("1TB").find("unknown suffix 'TB'") != std::string::npos);
   CHECK(bytes_error("80G").find("unknown unit 'G'") != std::string::npos);
+  // Issue 29: a decimal byte unit's lower-case b would be bits, so "80gb" is refused, naming the unit.
+  CHECK(bytes_error("80gb").find("unknown unit 'gb'") != std::string::npos);
+  CHECK(bytes_error("80gb").find("a lower-case b means bits") != std::string::npos);
   CHECK(bytes_error("80GiB/s").find("unknown unit") != std::string::npos);
   CHECK(bytes_error("0.5B").find("not a whole number") != std::string::npos);
   CHECK(parse_bytes("0", "--nvme", ZeroIs::kAllowed).value() == 0);
@@ -142,7 +161,7 @@ TEST_CASE("whole numbers in a range: plain decimal only") {
 TEST_CASE("the text in a size error is quoted: control characters escaped, length bounded") {
   CHECK(count_error("M\n\x1b[2J") ==
         "--params: 'M\\x0a\\x1b[2J' is not a number; expected a count like 1000, 7M, "
-        "175B, 1T or 1.3e12 (K, M, B=billion, T)");
+        "175B, 1T or 1.3e12 (K, M, B=billion, T; any case)");
   const std::string long_text = "1" + std::string(100000, 'X');
   const std::string message = parse_count(long_text, "--params").status().message();
   CHECK(message.size() < 300);

@@ -51,8 +51,9 @@ void check_same(const HardwareProfile& a, const HardwareProfile& b) {
 
 TEST_CASE("every built-in profile loads and validates") {
   const auto names = builtin_profile_names();
-  CHECK(names.size() == 5);
-  for (std::string_view expected : {"cpu-only", "dgx-a100-80g", "dgx-h100", "dgx2-v100", "h100-workstation"}) {
+  CHECK(names.size() == 9);
+  for (std::string_view expected : {"cpu-only", "dgx-a100-80g", "dgx-b200", "dgx-h100", "dgx-h200", "dgx2-v100",
+                                    "gh200", "h100-workstation", "mi300x"}) {
     CHECK(std::find(names.begin(), names.end(), expected) != names.end());
   }
   for (std::string_view name : names) {
@@ -114,8 +115,8 @@ TEST_CASE("an unknown profile name is NotFound listing the built-ins") {
   REQUIRE_FALSE(profile.is_ok());
   CHECK(profile.status().code() == ErrorCode::kNotFound);
   CHECK(profile.status().message() ==
-        "'dgx3' is not a built-in hardware profile or a .json file; built-in: cpu-only, dgx-a100-80g, dgx-h100, "
-        "dgx2-v100, h100-workstation");
+        "'dgx3' is not a built-in hardware profile or a .json file; built-in: cpu-only, dgx-a100-80g, dgx-b200, "
+        "dgx-h100, dgx-h200, dgx2-v100, gh200, h100-workstation, mi300x");
 }
 
 TEST_CASE("a missing field is named with its dotted path") {
