@@ -106,6 +106,9 @@ Result<Binary> check_binary(const std::string& role, const std::string& path) {
 
 // One run's samples: median step time of the measured steps, tokens/s, final loss (when recorded).
 Result<json> figures_of(const json& record, const Binary& binary) {
+  if (!record.is_object()) {
+    return Status::internal(fmt::format("bench ab: the {} binary's record is not a JSON object", binary.role));
+  }
   std::vector<double> step_ms;
   const auto steps = record.find("steps");
   if (steps != record.end() && steps->is_array()) {
