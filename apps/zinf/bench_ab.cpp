@@ -25,6 +25,7 @@
 #include "apps/zinf/latency_stats.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/process.h"
+#include "apps/zinf/ratio_spread.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/json_input.h"
 #include "libengine/spec/scenario.h"
@@ -293,6 +294,17 @@ Status BenchAbCommand::run(const Io& io) {
   runs.fields.emplace_back("scenario", scenario_path_);
   runs.fields.emplace_back("pairs", fmt::format("{} (order A B, B A, A B, ...: drift lands on both)", pairs));
   runs.fields.emplace_back("steps", steps ? std::to_string(*steps) : std::string("the scenario's"));
+  // How far one binary's runs spread on this machine: a change much smaller than this needs many
+  // pairs before the U test can see it, whatever the verdict above says.
+  json spreads = json::object();
+  for (const char* side : {"base", "new"}) {
+    std::vector<double> step_ms;
+    for (const json& row : pair_rows) step_ms.push_back(row.at(side).at("step_ms").get<double>());
+    spreads[side] = relative_spread(step_ms);
+  }
+  runs.fields.emplace_back(
+      "run spread", fmt::format("base {:.1f}%, new {:.1f}% ((max - min) / median of the runs' step times)",
+                                spreads.at("base").get<double>() * 100.0, spreads.at("new").get<double>() * 100.0));
   runs.table.columns = {{"pair", Align::kRight},          {"first"},
                         {"base step ms", Align::kRight},  {"new step ms", Align::kRight},
                         {"base tokens/s", Align::kRight}, {"new tokens/s", Align::kRight}};
@@ -311,6 +323,7 @@ Status BenchAbCommand::run(const Io& io) {
   record["scenario"] = scenario;
   record["steps"] = steps ? json(*steps) : json(nullptr);
   record["order"] = "ABBA";
+  record["step_ms_relative_spread"] = std::move(spreads);
   record["binaries"] = {{"base", {{"path", base.path}, {"version", base.version}}},
                         {"new", {{"path", candidate.path}, {"version", candidate.version}}}};
   record["pairs"] = std::move(pair_rows);

@@ -91,6 +91,12 @@ def metric(record, name):
     fail(f"no metric {name} in {[m['name'] for m in record['comparison']['metrics']]}")
 
 
+def median(values):
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def check_record(record, pairs, base, new):
     if record["schema"] != "zinf.bench-ab/1":
         fail(f"schema {record['schema']}")
@@ -105,13 +111,16 @@ def check_record(record, pairs, base, new):
         for side in ("base", "new"):
             if not p[side]["step_ms"] > 0 or not 0 < p[side]["measured_steps"] <= 12:
                 fail(f"pair {p}")
+    for side in ("base", "new"):
+        values = [p[side]["step_ms"] for p in record["pairs"]]
+        spread = (max(values) - min(values)) / median(values)
+        if abs(record["step_ms_relative_spread"][side] - spread) > 1e-9:
+            fail(f"{side} spread {record['step_ms_relative_spread'][side]} != {spread}")
     m = metric(record, "runs[].step_ms")
     if m["base_count"] != pairs or m["new_count"] != pairs:
         fail(f"step_ms counts {m}")
     # The median the verdict quotes is the median of the pairs' figures (an independent recount).
-    base_values = sorted(p["base"]["step_ms"] for p in record["pairs"])
-    mid = len(base_values) // 2
-    expected = base_values[mid] if len(base_values) % 2 else (base_values[mid - 1] + base_values[mid]) / 2
+    expected = median([p["base"]["step_ms"] for p in record["pairs"]])
     if abs(m["base_median"] - expected) > 1e-9 * expected:
         fail(f"base median {m['base_median']} != {expected}")
     return m
