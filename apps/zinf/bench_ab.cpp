@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "apps/zinf/output.h"
 #include "apps/zinf/process.h"
 #include "apps/zinf/ratio_spread.h"
+#include "apps/zinf/stop_signals.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/json_input.h"
 #include "libengine/spec/scenario.h"
@@ -253,6 +255,9 @@ Status BenchAbCommand::run(const Io& io) {
   // starts from scratch and leaves nothing behind but its record in the work directory.
   scenario.erase("checkpoint");
   scenario.erase("output");
+  // SIGINT/SIGTERM are recorded rather than fatal while this object lives, so a stop ends the loop
+  // below between runs and the work directory's destructor still runs.
+  ZINF_ASSIGN_OR_RETURN(const std::unique_ptr<StopSignals> stop, StopSignals::install());
   ZINF_ASSIGN_OR_RETURN(WorkDir work, WorkDir::create());
   const std::filesystem::path scenario_copy = work.path() / "scenario.json";
   ZINF_RETURN_IF_ERROR(write_output_file(scenario_copy.string(), scenario.dump(2) + "\n", "bench ab", io));
@@ -266,6 +271,10 @@ Status BenchAbCommand::run(const Io& io) {
     json row = {{"pair", i + 1}, {"first", base_first ? "base" : "new"}};
     for (const Binary* b : base_first ? std::array{&base, &candidate} : std::array{&candidate, &base}) {
       const std::filesystem::path record_path = work.path() / fmt::format("run-{}-{}.json", i + 1, b->role);
+      if (const int signal = stop->stop_signal(); signal != 0) {
+        return Status::internal(fmt::format("bench ab: stopped by {} after {} of {} runs; nothing was judged",
+                                            signal == SIGINT ? "SIGINT" : "SIGTERM", done, total));
+      }
       ZINF_ASSIGN_OR_RETURN(json figures, run_once(*b, scenario_copy, steps, record_path));
       io.err << fmt::format("bench ab: run {}/{} {:<4} step {} ms (median of {})\n", ++done, total, b->role,
                             reports::format_figure(figures.at("step_ms").get<double>()),

@@ -9,17 +9,19 @@ Usage: bench_ab_test.py ZINF MODE, MODE one of:
   load        base and new are the same zinf (two paths) while a busy loop loads a core: expects exit
               0 (no regression) — the interleaving puts the load on both sides alike.
   bad-input   a missing binary, a file that is not executable, a program that is not zinf, a scenario
-              that zinf refuses (exit 2), a binary that crashes mid-run (exit 1): one line each, and
-              nothing left in TMPDIR.
+              that zinf refuses (exit 2), a binary that crashes mid-run, a SIGINT (exit 1): one line
+              each, and nothing left in TMPDIR.
 Every mode runs with TMPDIR set to a fresh directory and checks it is empty at the end (the runs'
 records and the scenario copy are removed).
 """
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 ZINF = os.path.abspath(sys.argv[1])
 MODE = sys.argv[2]
@@ -186,6 +188,17 @@ def main():
             if p.returncode != 1 or len(lines) != 1 or "new binary" not in lines[0]:
                 fail(f"crash: exit {p.returncode}: {p.stderr!r}")
             check_one_line(ab(ZINF, ZINF, scenario, tmp, "--pairs", "2"), 2, ["--pairs", "2"])
+            # SIGINT to ab alone: the run in progress ends, then ab stops, removes its files, exit 1.
+            env = dict(os.environ, TMPDIR=tmp, NO_COLOR="1")
+            proc = subprocess.Popen([ZINF, "bench", "ab", "--base", ZINF, "--new", ZINF, scenario],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            while not os.listdir(tmp):  # the work directory exists: the runs have begun
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=300)
+            lines = [line for line in err.splitlines() if not line.startswith("bench ab: run ")]
+            if proc.returncode != 1 or len(lines) != 1 or "stopped by SIGINT" not in lines[0]:
+                fail(f"SIGINT: exit {proc.returncode}: {err!r}")
             if os.path.exists(out):
                 fail("an --out file was written by a failed run")
         else:
