@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/zinf/bench_ab.h"
 #include "apps/zinf/bench_comm.h"
 #include "apps/zinf/bench_io_record.h"
 #include "apps/zinf/bench_scaling.h"
@@ -172,17 +173,20 @@ class BenchCommand final : public Subcommand {
     comm_app_ = bench->get_subcommand("comm");
     scaling_ = add_bench_scaling_command(*bench);
     scaling_app_ = bench->get_subcommand("scaling");
+    ab_ = add_bench_ab_command(*bench, &ab_app_);
   }
 
   Status run(const Io& io) override {
     if (io_->parsed()) return run_io(io);
     if (suite_app_->parsed()) return suite_->run(io);
     if (scaling_app_->parsed()) return scaling_->run(io);
+    if (ab_app_->parsed()) return ab_->run(io);
     return comm_parsed() ? comm_->run(io) : train_->run(io);
   }
   std::optional<int> delegated_exit_code() const override {
     return comm_parsed() ? comm_->delegated_exit_code() : std::nullopt;
   }
+  int exit_code_on_success() const override { return ab_app_->parsed() ? ab_->exit_code_on_success() : 0; }
 
  private:
   void add(CLI::App& c, const std::string& name, std::string& target, const std::string& help, const std::string& group,
@@ -205,6 +209,8 @@ class BenchCommand final : public Subcommand {
   std::unique_ptr<Subcommand> comm_;
   std::unique_ptr<Subcommand> scaling_;
   CLI::App* scaling_app_ = nullptr;
+  std::unique_ptr<Subcommand> ab_;
+  CLI::App* ab_app_ = nullptr;
   std::vector<std::string> paths_;
   std::string size_ = "4GiB";
   std::string tensor_ = "64MiB";
