@@ -7,7 +7,9 @@ Usage: bench_ab_test.py ZINF MODE, MODE one of:
               (interleaving, records, the U-test verdict, the exit code), not a real slowdown, which
               could not be produced without changing zinf. Expects exit 3 and a "slower" step time.
   load        base and new are the same zinf (two paths) while a busy loop loads a core: expects exit
-              0 (no regression) — the interleaving puts the load on both sides alike.
+              0 (no regression) — the interleaving puts the load on both sides alike. A 5% test says
+              "regression" on identical binaries about 5% of the time: one such attempt is allowed,
+              not two in a row.
   bad-input   a missing binary, a file that is not executable, a program that is not zinf, a scenario
               that zinf refuses (exit 2), a binary that crashes mid-run, a SIGINT (exit 1): one line
               each, and nothing left in TMPDIR.
@@ -156,12 +158,19 @@ def main():
                 fail("comparison not regressed")
         elif MODE == "load":
             same = write_executable(os.path.join(work, "same-zinf"), f'#!/bin/sh\nexec "{ZINF}" "$@"\n')
-            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            try:
-                p = ab(ZINF, same, scenario, tmp, "--pairs", "4", "--format", "json", "--out", out)
-            finally:
-                busy.kill()
-                busy.wait()
+            # Identical binaries: the gate says "regression" with probability about alpha (0.05) per
+            # attempt — that is what a 5% test is — so one false alarm is allowed and a second in a row
+            # (about 0.25%, or a gate biased by the load) fails the test.
+            for attempt in (1, 2):
+                busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                try:
+                    p = ab(ZINF, same, scenario, tmp, "--pairs", "4", "--format", "json", "--out", out)
+                finally:
+                    busy.kill()
+                    busy.wait()
+                if p.returncode != 3:
+                    break
+                print(f"attempt {attempt}: a false regression on identical binaries (allowed once): {p.stdout[-400:]}")
             if p.returncode != 0:
                 fail(f"expected exit 0 (no regression), got {p.returncode}: {p.stderr}")
             record = json.load(open(out))
