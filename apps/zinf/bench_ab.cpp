@@ -27,6 +27,7 @@
 #include "apps/zinf/output.h"
 #include "apps/zinf/process.h"
 #include "apps/zinf/ratio_spread.h"
+#include "apps/zinf/scratch_dir.h"
 #include "apps/zinf/stop_signals.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/json_input.h"
@@ -44,35 +45,6 @@ using reports::Cell;
 
 constexpr std::int64_t kMinPairs = 4;  // 4 against 4 is the fewest the U test can separate at alpha 0.05
 constexpr std::int64_t kMaxPairs = 50;
-
-// A private directory for the scenario copy and the runs' records, removed with this object on
-// every path (success, bad input, a failed run).
-class WorkDir {
- public:
-  static Result<WorkDir> create() {
-    std::error_code error;
-    const std::filesystem::path base = std::filesystem::temp_directory_path(error);
-    if (error) return Status::io_error(fmt::format("bench ab: no temporary directory: {}", error.message()));
-    std::string pattern = (base / "zinf-ab-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return Status::io_error(fmt::format("bench ab: cannot create a directory under {}", base.string()));
-    }
-    return WorkDir(pattern);
-  }
-  WorkDir(WorkDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
-  WorkDir(const WorkDir&) = delete;
-  WorkDir& operator=(const WorkDir&) = delete;
-  WorkDir& operator=(WorkDir&&) = delete;
-  ~WorkDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  explicit WorkDir(std::filesystem::path path) : path_(std::move(path)) {}
-  std::filesystem::path path_;
-};
 
 struct Binary {
   std::string role;  // "base" or "new"
@@ -258,7 +230,7 @@ Status BenchAbCommand::run(const Io& io) {
   // SIGINT/SIGTERM are recorded rather than fatal while this object lives, so a stop ends the loop
   // below between runs and the work directory's destructor still runs.
   ZINF_ASSIGN_OR_RETURN(const std::unique_ptr<StopSignals> stop, StopSignals::install());
-  ZINF_ASSIGN_OR_RETURN(WorkDir work, WorkDir::create());
+  ZINF_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::create("bench ab", "zinf-ab-"));
   const std::filesystem::path scenario_copy = work.path() / "scenario.json";
   ZINF_RETURN_IF_ERROR(write_output_file(scenario_copy.string(), scenario.dump(2) + "\n", "bench ab", io));
 

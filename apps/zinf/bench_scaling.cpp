@@ -18,6 +18,7 @@
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/rank_spawner.h"
 #include "apps/zinf/scaling_runs.h"
+#include "apps/zinf/scratch_dir.h"
 #include "kernels/threads.h"
 #include "libengine/core/split.h"
 #include "libengine/core/units.h"
@@ -59,34 +60,6 @@ Result<std::vector<int>> parse_rank_list(const std::string& text) {
   }
   return ranks;
 }
-
-// A private directory for the per-world-size scenarios and records, removed with this object.
-class WorkDir {
- public:
-  static Result<WorkDir> create() {
-    std::error_code error;
-    const std::filesystem::path base = std::filesystem::temp_directory_path(error);
-    if (error) return Status::io_error(fmt::format("bench scaling: no temporary directory: {}", error.message()));
-    std::string pattern = (base / "zinf-scaling-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return Status::io_error(fmt::format("bench scaling: cannot create a directory under {}", base.string()));
-    }
-    return WorkDir(pattern);
-  }
-  WorkDir(WorkDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
-  WorkDir(const WorkDir&) = delete;
-  WorkDir& operator=(const WorkDir&) = delete;
-  WorkDir& operator=(WorkDir&&) = delete;
-  ~WorkDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  explicit WorkDir(std::filesystem::path path) : path_(std::move(path)) {}
-  std::filesystem::path path_;
-};
 
 class BenchScalingCommand final : public Subcommand {
  public:
@@ -153,7 +126,7 @@ Status BenchScalingCommand::run(const Io& io) {
       }
     }
   }
-  ZINF_ASSIGN_OR_RETURN(WorkDir work, WorkDir::create());
+  ZINF_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::create("bench scaling", "zinf-scaling-"));
   options.work_dir = work.path();
   ZINF_ASSIGN_OR_RETURN(json record, measure(scenario, document, ranks, *hardware, options, io));
 
