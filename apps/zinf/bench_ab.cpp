@@ -207,7 +207,7 @@ class BenchAbCommand final : public Subcommand {
 };
 
 Status BenchAbCommand::run(const Io& io) {
-  ZINF_RETURN_IF_ERROR(parse_format(output_.format, /*allow_html=*/true).status());
+  ZINF_RETURN_IF_ERROR(output_format(output_, /*allow_html=*/true).status());
   if (!output_.out_path.empty()) ZINF_RETURN_IF_ERROR(check_output_path(output_.out_path, "--out"));
   ZINF_ASSIGN_OR_RETURN(const std::int64_t pairs, parse_int_in_range(pairs_text_, "--pairs", kMinPairs, kMaxPairs));
   std::optional<std::int64_t> steps;
