@@ -69,7 +69,8 @@ class PartitionedStates final : public ModelStates {
  public:
   // Allocates every state on its tier and initialises the parameters as ZeRO-0 does. Fails with
   // InvalidArgument naming the scenario field for a plan that cannot work (a budget too small for
-  // the resident states, the prefetch buffers or the optimizer pipeline; a world size above 1),
+  // the resident states, the prefetch buffers or the optimizer pipeline; stage 0, which is the
+  // replicated engine's),
   // with the NVMe store's error for unusable paths, and with OutOfMemory naming the state that did
   // not fit. Nothing stays allocated or on disk then.
   static Result<std::unique_ptr<PartitionedStates>> create(const model::ParamTable& table, device::Device& device,
