@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <string_view>
 
 #include "apps/zinf/cli.h"
 
@@ -15,7 +16,13 @@ namespace {
 // from here for this process: when the user set neither it nor GOMP_SPINCOUNT, zinf sets
 // OMP_WAIT_POLICY=passive and runs itself again (a few milliseconds, once). OpenBLAS's OpenMP build
 // shares the same pool and policy. ZINF_NO_REEXEC marks the second run (and stops a loop).
-void prefer_passive_openmp_wait(char** argv) {
+// Only the commands that run compute threads (train, bench, hw probe) pay for the second start:
+// plan, report, compare and checkpoint run none, and start no process that does. zinf takes no
+// option before its subcommand other than --help/--version, so argv[1] names it.
+void prefer_passive_openmp_wait(int argc, char** argv) {
+  if (argc < 2) return;
+  const std::string_view command = argv[1];
+  if (command != "train" && command != "bench" && command != "hw") return;
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr ||
       std::getenv("ZINF_NO_REEXEC") != nullptr) {
     return;
@@ -29,7 +36,7 @@ void prefer_passive_openmp_wait(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_passive_openmp_wait(argv);
+  prefer_passive_openmp_wait(argc, argv);
   const zinf::cli::Io io = zinf::cli::process_io(std::cout, std::cerr);
   const int code = zinf::cli::run_cli(argc, argv, io);
   std::cout.flush();
