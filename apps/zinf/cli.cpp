@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/zinf/cmd_eval.h"
 #include "apps/zinf/exit_codes.h"
 #include "apps/zinf/stdout_terminal.h"
 #include "libengine/comm/communicator_factory.h"
@@ -95,6 +96,8 @@ int run_cli(int argc, const char* const* argv, const Io& io) {
   commands.push_back(add_report_command(app));
   commands.push_back(add_compare_command(app));
   commands.push_back(add_checkpoint_command(app));
+  commands.push_back(add_export_command(app));
+  commands.push_back(add_eval_command(app));
 
   try {
     app.parse(argc, argv);

@@ -50,5 +50,6 @@ std::unique_ptr<Subcommand> add_train_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_report_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_compare_command(CLI::App& app);
 std::unique_ptr<Subcommand> add_checkpoint_command(CLI::App& app);
+std::unique_ptr<Subcommand> add_export_command(CLI::App& app);
 
 }  // namespace zinf::cli

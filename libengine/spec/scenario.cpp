@@ -162,9 +162,9 @@ constexpr std::array kDeviceNames{std::pair{std::string_view("cpu"), DeviceKind:
                                   std::pair{std::string_view("cuda"), DeviceKind::kCuda}};
 
 const std::vector<std::string_view> kTopKeys{
-    "name",      "model",      "data",       "batch",  "seq",           "steps",    "precision",
-    "optimizer", "loss_scale", "seed",       "device", "device_memory", "threads",  "activation_checkpointing",
-    "tiling",    "eval",       "checkpoint", "output", "zero",          "deepspeed"};
+    "name",      "model",      "data",       "batch",  "seq",           "steps",     "precision",
+    "optimizer", "loss_scale", "seed",       "device", "device_memory", "threads",   "activation_checkpointing",
+    "tiling",    "eval",       "checkpoint", "output", "zero",          "deepspeed", "init"};
 const std::vector<std::string_view> kShapeKeys{"layers",        "hidden",          "heads", "vocab",
                                                "max_positions", "tied_embeddings", "bias"};
 const std::vector<std::string_view> kShapeOnlyKeys{"layers",        "hidden",          "heads",
@@ -339,6 +339,12 @@ Status parse_runtime_sections(const JsonObject& root, Scenario& out) {
     ZINF_ASSIGN_OR_RETURN(out.checkpoint.resume, boolean(*ckpt, "resume", out.checkpoint.resume));
     ZINF_ASSIGN_OR_RETURN(out.checkpoint.strict, boolean(*ckpt, "strict", out.checkpoint.strict));
   }
+  out.init = InitConfig{};
+  ZINF_ASSIGN_OR_RETURN(const std::optional<JsonObject> init, section(root, "init"));
+  if (init) {
+    ZINF_RETURN_IF_ERROR(init->reject_unknown_keys({"safetensors"}));
+    ZINF_ASSIGN_OR_RETURN(out.init.safetensors, non_empty_string(*init, "safetensors"));
+  }
   out.output = OutputConfig{};
   ZINF_ASSIGN_OR_RETURN(const std::optional<JsonObject> output, section(root, "output"));
   if (output) {
@@ -407,7 +413,7 @@ bool operator==(const Scenario& a, const Scenario& b) {
          a.device_memory_bytes == b.device_memory_bytes && a.threads == b.threads &&
          a.activation_checkpointing == b.activation_checkpointing && a.tiling == b.tiling &&
          a.tiling_auto == b.tiling_auto && a.operator_tiling == b.operator_tiling && a.eval == b.eval &&
-         a.checkpoint == b.checkpoint && a.output == b.output && a.zero == b.zero;
+         a.checkpoint == b.checkpoint && a.init == b.init && a.output == b.output && a.zero == b.zero;
 }
 
 Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view source_name,

@@ -107,6 +107,14 @@ struct CheckpointConfig {
   bool operator==(const CheckpointConfig&) const = default;
 };
 
+// Starting weights: "init": {"safetensors": "DIR or file"} — Hugging Face safetensors loaded into the
+// states before the first step of a run that does not resume (train/weights_source.h). Not part of the
+// fingerprint: a resumed run's states come from its checkpoint whatever the file holds now.
+struct InitConfig {
+  std::string safetensors;  // empty = the seed's initialisation
+  bool operator==(const InitConfig&) const = default;
+};
+
 struct OutputConfig {
   std::string record;           // run record JSON path; empty = none
   std::int64_t log_every = 10;  // a progress line every N steps, >= 1
@@ -139,6 +147,7 @@ struct Scenario {
                     // or built from the DeepSpeed config named by "deepspeed")
   EvalConfig eval;
   CheckpointConfig checkpoint;
+  InitConfig init;
   OutputConfig output;
   // Lines for the user that do not stop the run (keys of a DeepSpeed config zinf does not use).
   // Not part of equality or to_json: they describe the input, not the run.

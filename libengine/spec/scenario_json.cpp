@@ -86,6 +86,7 @@ nlohmann::json to_json(const Scenario& s) {
            {"eval", json{{"every", s.eval.every}, {"batches", s.eval.batches}}}};
   if (s.precision == DType::kF16) out["loss_scale"] = loss_scale_json(s.loss_scale);
   if (s.device_memory_bytes) out["device_memory"] = *s.device_memory_bytes;
+  if (!s.init.safetensors.empty()) out["init"] = json{{"safetensors", s.init.safetensors}};
   if (!s.checkpoint.dir.empty()) {
     out["checkpoint"] = json{{"dir", s.checkpoint.dir},
                              {"every", s.checkpoint.every},

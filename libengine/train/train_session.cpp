@@ -231,6 +231,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     options.checkpoint_strict = scenario.checkpoint.strict;
   }
   options.fingerprint = spec::fingerprint(scenario);
+  options.init_weights = scenario.init.safetensors;
   options.comm = comm;
   options.comm_timing = comm_timing;
   options.on_warning = on_warning;

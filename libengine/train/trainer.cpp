@@ -13,6 +13,7 @@
 #include "libengine/core/check.h"
 #include "libengine/spec/json_input.h"
 #include "libengine/train/checkpoint.h"
+#include "libengine/train/checkpoint_model.h"
 #include "libengine/train/checkpoint_set.h"
 #include "libengine/train/order_agreement.h"
 
@@ -152,7 +153,9 @@ Status Trainer::save(std::int64_t next_step, StepObserver& observer, TrainOutcom
   meta.extra = {{"optimizer_step", optimizer_.step_count()},
                 {"loss_scale", scaler_state.scale},
                 {"loss_scale_clean_steps", scaler_state.clean_steps},
-                {"recent_losses", std::move(recent)}};
+                {"recent_losses", std::move(recent)},
+                // What `zinf export` needs to name and shape the weights without the scenario.
+                {"model", checkpoint_model_json(model_.config().shape, states_.table())}};
   // Partitioned states at several ranks: one file per rank, then the set's manifest from rank 0
   // once every rank committed. Replicated states are the same on every rank: rank 0 writes them.
   const bool sharded = states_.partition() != nullptr && world_size_ > 1;
@@ -202,6 +205,8 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
   recent_losses_.clear();
   failure_agreed_ = false;
   if (options_.resume && !options_.checkpoint_dir.empty()) ZINF_RETURN_IF_ERROR(load_latest(outcome, first_step));
+  // Starting weights apply to a fresh run only: a resumed run's states are the checkpoint's.
+  if (!outcome.resumed_from && !options_.init_weights.empty()) ZINF_RETURN_IF_ERROR(load_init_weights());
   outcome.first_step = first_step;
   const std::int64_t end = options_.stop_after > 0 ? std::min(options_.stop_after, options_.steps) : options_.steps;
   if (first_step >= end) {

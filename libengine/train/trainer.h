@@ -49,6 +49,10 @@ struct TrainerOptions {
   bool checkpoint_strict = false;
   std::function<void(const std::string&)> on_warning;
   std::string fingerprint;  // what a checkpoint must match to be resumed (spec::fingerprint)
+  // Starting weights (the scenario's "init": {"safetensors"}): a Hugging Face safetensors file or
+  // directory loaded into the states when the run does not resume from a checkpoint
+  // (weights_source.h). Empty: the seed's initialisation.
+  std::filesystem::path init_weights;
   // Data parallelism: this rank trains on its share of every global batch (rows
   // [rank·B/N, (rank+1)·B/N)), gradients are averaged over the ranks through the states, and the
   // reported losses are the global batch's. Null: one rank. Must outlive the trainer.
@@ -134,6 +138,10 @@ class Trainer {
   // Reads the opened set into the states, the optimizer and the loss scaler (a data CRC failure
   // here leaves them partly loaded: the caller loads another set or fails).
   Status load_opened(OpenedCheckpoint& opened);
+  // Loads options_.init_weights into the states, every rank its own part; the ranks agree that every
+  // rank's file checked out before any loads (a load runs collectives), and that every load
+  // succeeded (trainer_resume.cpp).
+  Status load_init_weights();
   Status save(std::int64_t next_step, StepObserver& observer, TrainOutcome& outcome);
   void split_rows(const std::vector<std::int32_t>& rows);
 

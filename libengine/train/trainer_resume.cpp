@@ -20,6 +20,7 @@
 #include "libengine/train/checkpoint_set.h"
 #include "libengine/train/rank_agreement.h"
 #include "libengine/train/trainer.h"
+#include "libengine/train/weights_source.h"
 
 namespace zinf::train {
 namespace {
@@ -201,6 +202,25 @@ Result<Trainer::OpenedCheckpoint> Trainer::open_checkpoint_set(const CheckpointC
         fmt::format("checkpoint {}: trainer state is malformed: {}", latest.string(), e.what()));
   }
   return opened;
+}
+
+Status Trainer::load_init_weights() {
+  comm::Communicator* comm = world_size_ > 1 ? options_.comm : nullptr;
+  Result<std::unique_ptr<SafetensorsStateSource>> source =
+      SafetensorsStateSource::open(options_.init_weights, model_.config().shape, states_.table(), states_.partition());
+  ZINF_ASSIGN_OR_RETURN(const Agreed opened, agree(comm, source.is_ok() ? kValid : kInvalid,
+                                                   source.is_ok() ? std::string() : source.status().message()));
+  if (opened.worst != kValid) {
+    failure_agreed_ = true;
+    return Status::invalid_argument(opened.reasons);
+  }
+  const Status loaded = states_.load_checkpoint(*source.value());
+  ZINF_ASSIGN_OR_RETURN(const Agreed done, agree(comm, loaded.is_ok() ? kValid : kInvalid, loaded.message()));
+  if (done.worst != kValid) {
+    failure_agreed_ = true;
+    return Status::io_error(done.reasons);
+  }
+  return Status::ok();
 }
 
 Status Trainer::load_opened(OpenedCheckpoint& opened) {
