@@ -3,7 +3,9 @@
 // decides how values get in and out (a copy on a stream, a memcpy, an NVMe write behind); the
 // engine's parts (PartitionedStates, its gradient path and optimizer pipeline) ask the store and do
 // not branch on spec::Tier themselves. Made by make_state_store(); the parameters use all three
-// tiers, the gradients the device and host ones (see docs/architecture.md, "State stores").
+// tiers, the gradients and (optimizer on the device or the CPU) the fp32 master weights and Adam
+// moments the device and host ones; the optimizer states on NVMe move by sub-group through the
+// optimizer pipeline instead (docs/architecture.md §4).
 //
 // Memory: the device and host stores allocate their flat array when made, from the device's
 // budgeted tiers; the NVMe store holds one extent per parameter, made by put() and owned by the
