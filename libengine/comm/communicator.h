@@ -34,8 +34,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
@@ -99,6 +101,40 @@ class Communicator {
   // block of a world_size()-times larger zeroed vector, to gather per-rank figures. Fails after
   // the timeout like the collectives; `values` is then unspecified.
   virtual Status all_reduce_host(std::span<double> values) = 0;
+};
+
+// A Communicator that forwards every call to another one it owns (leveldb's EnvWrapper): a
+// decorator (timing, fault injection) derives from it and overrides only the calls it changes.
+// Thread-safety and failures are the wrapped communicator's.
+class CommunicatorWrapper : public Communicator {
+ public:
+  // Takes ownership of `inner` (not null).
+  explicit CommunicatorWrapper(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+
+  std::string_view backend() const override { return inner_->backend(); }
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  int local_rank() const override { return inner_->local_rank(); }
+  int local_size() const override { return inner_->local_size(); }
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
+    inner_->all_gather(send, recv, count, dtype, stream);
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
+    inner_->reduce_scatter(send, recv, count, dtype, stream);
+  }
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override {
+    inner_->all_reduce(send, recv, count, dtype, stream);
+  }
+  void broadcast(void* buffer, std::size_t count, DType dtype, int root, device::Stream& stream) override {
+    inner_->broadcast(buffer, count, dtype, root, stream);
+  }
+  Status barrier() override { return inner_->barrier(); }
+  Status all_reduce_host(std::span<double> values) override { return inner_->all_reduce_host(values); }
+
+  Communicator& inner() { return *inner_; }
+
+ protected:
+  std::unique_ptr<Communicator> inner_;
 };
 
 }  // namespace zinf::comm

@@ -28,17 +28,13 @@ struct Fault {
   std::chrono::milliseconds delay{0};
 };
 
-class FaultInjectingCommunicator final : public Communicator {
+class FaultInjectingCommunicator final : public CommunicatorWrapper {
  public:
   // Takes ownership of `inner`. Thread-safety as the Communicator contract.
   FaultInjectingCommunicator(std::unique_ptr<Communicator> inner, Fault fault)
-      : inner_(std::move(inner)), fault_(fault) {}
+      : CommunicatorWrapper(std::move(inner)), fault_(fault) {}
 
   std::string_view backend() const override { return "fault"; }
-  int rank() const override { return inner_->rank(); }
-  int world_size() const override { return inner_->world_size(); }
-  int local_rank() const override { return inner_->local_rank(); }
-  int local_size() const override { return inner_->local_size(); }
 
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override;
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override;
@@ -61,7 +57,6 @@ class FaultInjectingCommunicator final : public Communicator {
   template <typename Forward>
   Status host_call(const char* op, Forward&& forward);
 
-  std::unique_ptr<Communicator> inner_;
   Fault fault_;
   std::atomic<std::uint64_t> calls_{0};
   std::mutex mutex_;

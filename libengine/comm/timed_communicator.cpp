@@ -15,7 +15,7 @@ std::int64_t now_ns() {
 
 }  // namespace
 
-TimedCommunicator::TimedCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+TimedCommunicator::TimedCommunicator(std::unique_ptr<Communicator> inner) : CommunicatorWrapper(std::move(inner)) {}
 
 template <typename Forward>
 void TimedCommunicator::stream_call(std::size_t send_bytes, device::Stream& stream, Forward&& forward) {

@@ -25,16 +25,10 @@ struct CommTimes {
   std::uint64_t send_bytes = 0;  // bytes each call took from this rank (send count x element size)
 };
 
-class TimedCommunicator final : public Communicator {
+class TimedCommunicator final : public CommunicatorWrapper {
  public:
   // Takes ownership of `inner`. Thread-safety as the Communicator contract; times() from any thread.
   explicit TimedCommunicator(std::unique_ptr<Communicator> inner);
-
-  std::string_view backend() const override { return inner_->backend(); }
-  int rank() const override { return inner_->rank(); }
-  int world_size() const override { return inner_->world_size(); }
-  int local_rank() const override { return inner_->local_rank(); }
-  int local_size() const override { return inner_->local_size(); }
 
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override;
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, device::Stream& stream) override;
@@ -46,8 +40,6 @@ class TimedCommunicator final : public Communicator {
   // What was measured so far. Stream collectives count once their stream has passed them (after
   // a synchronize() of the stream they are complete).
   CommTimes times() const;
-
-  Communicator& inner() { return *inner_; }
 
  private:
   // Shared with the marks in flight, which may run after a call returns.
@@ -64,7 +56,6 @@ class TimedCommunicator final : public Communicator {
   template <typename Forward>
   Status host_call(std::size_t send_bytes, Forward&& forward);
 
-  std::unique_ptr<Communicator> inner_;
   std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
 };
 

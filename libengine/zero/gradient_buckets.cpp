@@ -1,4 +1,4 @@
-// Gradient buckets of PartitionedStates (partitioned_states.h) across ranks: the backward pass's
+// Gradient buckets of the GradientReducer (gradient_reducer.h) across ranks: the backward pass's
 // gradients are reduced over the ranks a bucket at a time — one collective per
 // zero.reduce_bucket_bytes of gradients instead of one per parameter, as DeepSpeed's
 // reduce_bucket_size — and each rank keeps the slices it owns.
@@ -18,23 +18,23 @@
 #include <fmt/format.h>
 
 #include "libengine/core/check.h"
-#include "libengine/zero/partitioned_states.h"
+#include "libengine/zero/gradient_reducer.h"
 
 namespace zinf::zero {
 
-Status PartitionedStates::add_to_bucket(model::ParamId id, device::DeviceBuffer whole, DType dtype) {
+Status GradientReducer::add_to_bucket(model::ParamId id, device::DeviceBuffer whole, DType dtype) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(partition_[id].slice_numel) *
                               static_cast<std::uint64_t>(partition_.world_size()) * dtype_size_bytes(dtype);
-  if (!bucket_.ids.empty() && bucket_.bytes + bytes > zero_.reduce_bucket_bytes) ZINF_RETURN_IF_ERROR(flush_bucket());
+  if (!bucket_.ids.empty() && bucket_.bytes + bytes > bucket_bytes_) ZINF_RETURN_IF_ERROR(flush_bucket());
   bucket_.ids.push_back(id);
   bucket_.wholes.push_back(std::move(whole));
   bucket_.bytes += bytes;
   bucket_.dtype = dtype;
-  if (bucket_.bytes >= zero_.reduce_bucket_bytes) return flush_bucket();
+  if (bucket_.bytes >= bucket_bytes_) return flush_bucket();
   return Status::ok();
 }
 
-Status PartitionedStates::flush_bucket() {
+Status GradientReducer::flush_bucket() {
   if (bucket_.ids.empty()) return Status::ok();
   const std::size_t element = dtype_size_bytes(bucket_.dtype);
   const auto world = static_cast<std::size_t>(partition_.world_size());
@@ -44,8 +44,8 @@ Status PartitionedStates::flush_bucket() {
   std::size_t slice_elements = 0;  // per rank: every parameter's slice
   for (model::ParamId id : bucket_.ids) slice_elements += static_cast<std::size_t>(partition_[id].slice_numel);
   ZINF_ASSIGN_OR_RETURN(device::DeviceBuffer packed,
-                        grad_pool_->take(slice_elements * world * element,
-                                         fmt::format("gradient bucket of {} parameters", bucket_.ids.size())));
+                        pool_.take(slice_elements * world * element,
+                                   fmt::format("gradient bucket of {} parameters", bucket_.ids.size())));
   // The backward pass wrote the gradients on the compute stream; packing, the reduction and the
   // copies to the gradient tier follow on the collective stream.
   compute.record(*computed_);
@@ -57,7 +57,7 @@ Status PartitionedStates::flush_bucket() {
   for (std::size_t i = 0; i < bucket_.ids.size(); ++i) {
     const auto slice = static_cast<std::size_t>(partition_[bucket_.ids[i]].slice_numel);
     const auto* whole = static_cast<const std::byte*>(bucket_.wholes[i].data());
-    if (zero_.stage == 1) {
+    if (stage_ == 1) {
       device_.copy(base + offset * world * element, whole, slice * world * element, device::CopyKind::kDeviceToDevice,
                    collective);
       own_at[i] = offset * world + rank * slice;
@@ -69,15 +69,15 @@ Status PartitionedStates::flush_bucket() {
       own_at[i] = rank * slice_elements + offset;
     }
     offset += slice;
-    grad_pool_->give(std::move(bucket_.wholes[i]), collective);
+    pool_.give(std::move(bucket_.wholes[i]), collective);
   }
-  if (zero_.stage == 1) {
+  if (stage_ == 1) {
     // Stage 1 all-reduces whole gradients (DeepSpeed's stage-1 traffic).
     comm_->all_reduce(base, base, slice_elements * world, bucket_.dtype, collective);
   } else {
     comm_->reduce_scatter(base, base + rank * slice_elements * element, slice_elements, bucket_.dtype, collective);
   }
-  const bool on_device = zero_.grads == spec::Tier::kDevice;
+  const bool on_device = grads_.on_device();
   if (!on_device) collective.record(*reduced_);
   for (std::size_t i = 0; i < bucket_.ids.size(); ++i) {
     const model::ParamId id = bucket_.ids[i];
@@ -85,24 +85,20 @@ Status PartitionedStates::flush_bucket() {
     const std::size_t bytes = storage_bytes(id);
     if (on_device) {
       // fp32 at this point means fp32 storage (mixed precision reduces the rounded values).
-      device_.copy(view(grads_.data(), precision_, id, true).data(), own, bytes, device::CopyKind::kDeviceToDevice,
-                   collective);
+      grads_.copy_from_device(id, own, collective);
     } else {
       ZINF_RETURN_IF_ERROR(track_d2h(bytes));
-      copy_grad_down(id, own, bytes, *reduced_);
+      copy_down(id, own, bytes, *reduced_);
     }
   }
-  grad_pool_->give(std::move(packed), on_device ? collective : device_.stream(device::StreamRole::kDeviceToHost));
+  pool_.give(std::move(packed), on_device ? collective : device_.stream(device::StreamRole::kDeviceToHost));
   bucket_.ids.clear();
   bucket_.wholes.clear();
   bucket_.bytes = 0;
-  // Sub-groups of the optimizer pipeline whose last gradient was in this bucket: final once the
-  // copies just queued are done.
-  for (std::size_t g : groups_awaiting_flush_) {
-    device_.stream(device::StreamRole::kDeviceToHost).record(*runs_[g].grads_ready);
-    runs_[g].grads_recorded = true;
-  }
-  groups_awaiting_flush_.clear();
+  // Whoever waits for the gradients committed so far (record_when_stored(): sub-groups of the
+  // optimizer pipeline whose last gradient was in this bucket): they are stored once the copies
+  // just queued are done.
+  record_pending();
   return Status::ok();
 }
 

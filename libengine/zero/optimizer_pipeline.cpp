@@ -57,7 +57,7 @@ void PartitionedStates::start_pipeline(const std::vector<std::size_t>& order, bo
   ZINF_CHECK(!worker_busy_, "optimizer pipeline: started while the optimizer thread is busy");
   pipeline_order_ = &order;
   overlapped_ = overlapped;
-  groups_awaiting_flush_.clear();
+  reducer_->forget_pending();
   backward_done_ = false;
   plan_.reset();
   read_position_ = 0;
@@ -82,8 +82,8 @@ bool PartitionedStates::set_settled(PipelineSet& set) {
   if (set.group < 0) return true;
   const SubGroup& g = groups_[static_cast<std::size_t>(set.group)];
   if (!set.copies_done->query() || !nvme_->done(g.extent)) return false;
-  for (model::ParamId id = g.first; id <= g.last && !param_extents_.empty(); ++id) {
-    if (!nvme_->done(param_extents_[static_cast<std::size_t>(id)])) return false;
+  for (model::ParamId id = g.first; id <= g.last; ++id) {
+    if (!params_->done(id)) return false;
   }
   return true;
 }
@@ -104,14 +104,8 @@ Status PartitionedStates::note_committed(model::ParamId id) {
   for (std::size_t g = group_first_[index]; g <= group_last_[index]; ++g) {
     GroupRun& run = runs_[g];
     if (--run.uncommitted > 0) continue;
-    // The gradients' copies to the host are in order on this stream: after them, the sub-group's
-    // are final. Across ranks the last ones may still wait in the open gradient bucket.
-    if (bucket_.ids.empty()) {
-      device_.stream(device::StreamRole::kDeviceToHost).record(*run.grads_ready);
-      run.grads_recorded = true;
-    } else {
-      groups_awaiting_flush_.push_back(g);
-    }
+    // Its gradients are final once they are all in the gradient store.
+    reducer_->record_when_stored(*run.grads_ready, run.grads_recorded);
   }
   return advance_pipeline(false);
 }
@@ -160,21 +154,19 @@ Status PartitionedStates::submit_group(std::size_t position) {
                  "optimizer pipeline: a split parameter's pieces are not consecutive in the order");
       ZINF_RETURN_IF_ERROR(split_out_copied_->synchronize());
       const model::ParamId written = split_out_param_ >= 0 ? split_out_param_ : split_out_written_;
-      if (written >= 0 && !param_extents_.empty()) {
-        ZINF_RETURN_IF_ERROR(nvme_->wait_writes(param_extents_[static_cast<std::size_t>(written)]));
-      }
+      if (written >= 0) ZINF_RETURN_IF_ERROR(params_->wait_writes(written));
       split_out_written_ = -1;
       split_out_param_ = id;
     }
     // In host memory (params_out_, or fp32 master weights) the new values are the source of the last
     // step's NVMe write of the parameter, which may still be in flight: it finishes first; and they
     // may be on loan to the coordinator (finish_group).
-    if (!streamed && zero_.params == spec::Tier::kNvme) {
-      ZINF_RETURN_IF_ERROR(nvme_->wait_writes(param_extents_[index]));
+    if (!streamed && params_->on_nvme()) {
+      ZINF_RETURN_IF_ERROR(params_->wait_writes(id));
       coordinator_->revoke_lent(id);
     }
     Slice slice{streamed ? set_states(*set, id) : host_states(id),
-                piece_view(view(grads_.data(), precision_, id, false), piece),
+                piece_view(grads_->slice(id), piece),
                 {},
                 nullptr,
                 table_[id].weight_decay};
@@ -192,7 +184,11 @@ Status PartitionedStates::submit_group(std::size_t position) {
         whole_out = Tensor(static_cast<std::byte*>(set->params_out.data()) + static_cast<std::size_t>(at) * half,
                            precision_, Shape{partition_[id].owned});
       } else {
-        whole_out = view(zero_.params == spec::Tier::kCpu ? params_.data() : params_out_.data(), precision_, id, false);
+        // The parameters' home in host memory, or the staging for their copy to the device or NVMe.
+        whole_out = params_->in_host_memory() ? params_->slice(id)
+                                              : Tensor(static_cast<std::byte*>(params_out_.data()) +
+                                                           static_cast<std::size_t>(partition_[id].flat_offset) * half,
+                                                       precision_, Shape{partition_[id].owned});
       }
       slice.out = piece_view(whole_out, piece);
       source = whole_out.data();

@@ -21,15 +21,6 @@ std::uint64_t host_slack_bytes(std::uint64_t capacity) { return std::min<std::ui
 
 std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
 
-std::string_view tier_word(spec::Tier tier) { return tier == spec::Tier::kDevice ? "device" : spec::tier_name(tier); }
-
-// A budget error found while allocating is the configuration's: it names the field to change.
-Status as_field_error(const Status& status, std::string_view field, std::string_view hint) {
-  // The system refusing memory is no budget's fault: its message names the machine's limit.
-  if (status.code() != ErrorCode::kOutOfMemory || memory::refused_by_system(status)) return status;
-  return Status::invalid_argument(fmt::format("{}: {}; {}", field, status.message(), hint));
-}
-
 }  // namespace
 
 PartitionedStates::PartitionedStates(const model::ParamTable& table, device::Device& device,
@@ -44,10 +35,7 @@ PartitionedStates::PartitionedStates(const model::ParamTable& table, device::Dev
       partition_(table, options.comm != nullptr ? options.comm->world_size() : 1,
                  options.comm != nullptr ? options.comm->rank() : 0),
       io_engine_(std::move(options.io_engine)),
-      on_warning_(options.on_warning) {
-  grad_workspaces_.resize(static_cast<std::size_t>(table.size()));
-  grad_out_.assign(static_cast<std::size_t>(table.size()), false);
-}
+      on_warning_(options.on_warning) {}
 
 PartitionedStates::~PartitionedStates() {
   // Transfers in flight and the optimizer thread's job read or write buffers owned here: let them
@@ -81,18 +69,15 @@ std::size_t PartitionedStates::storage_bytes(model::ParamId id) const {
   return static_cast<std::size_t>(partition_[id].owned) * dtype_size_bytes(precision_);
 }
 
-Tensor PartitionedStates::view(void* base, DType dtype, model::ParamId id, bool on_device) const {
-  auto* at =
-      static_cast<std::byte*>(base) + static_cast<std::size_t>(partition_[id].flat_offset) * dtype_size_bytes(dtype);
-  return Tensor(at, dtype, Shape{partition_[id].owned}, on_device ? &device_ : nullptr);
-}
-
 Status PartitionedStates::plan_and_allocate() {
   using spec::Tier;
-  const std::int64_t flat = partition_.flat_numel();
   const std::size_t half = dtype_size_bytes(precision_);
-  const auto flat_bytes = [&](std::size_t element_bytes) { return static_cast<std::size_t>(flat) * element_bytes; };
   const std::string storage_name(dtype_name(precision_));
+  const auto make_store = [&](Tier tier, DType dtype, std::string what) {
+    return make_state_store(tier, dtype, std::move(what), table_, partition_, device_);
+  };
+  // Where each kind of state lives (state_store.h). Made first: the budgets below depend on them.
+  ZINF_ASSIGN_OR_RETURN(params_, make_store(zero_.params, precision_, storage_name + " params"));
 
   std::uint64_t largest_storage = 0;
   std::uint64_t offloaded_storage = 0;
@@ -107,38 +92,29 @@ Status PartitionedStates::plan_and_allocate() {
   }
   // fp32 gradient buffers and views hold the whole parameter (every rank's slice).
   const std::uint64_t largest_fp32 = static_cast<std::uint64_t>(largest_slice) * partition_.world_size() * 4;
-  if (zero_.params != Tier::kDevice && zero_.max_live_bytes == 0) {
+  if (!params_->on_device() && zero_.max_live_bytes == 0) {
     zero_.max_live_bytes = std::min(std::max(offloaded_storage, 2 * largest_storage),
                                     std::max<std::uint64_t>(4 * largest_storage, 256 * kMiB));
   }
   // Cannot wrap: a given max_live_bytes is at most spec::kMaxZeroBudgetBytes (2^60), a derived one
   // at most 4 x the largest parameter.
-  if (zero_.params == Tier::kNvme && zero_.prefetch_bytes == 0) zero_.prefetch_bytes = 2 * zero_.max_live_bytes;
+  if (params_->on_nvme() && zero_.prefetch_bytes == 0) zero_.prefetch_bytes = 2 * zero_.max_live_bytes;
   // Gradient buckets across ranks: a few MiB per collective (many small parameters share one call),
   // and at least the largest whole gradient (a bucket holds one parameter at least).
   if (zero_.reduce_bucket_bytes == 0) {
     zero_.reduce_bucket_bytes = std::max<std::uint64_t>(4 * kMiB, largest_fp32);
   }
 
-  const auto allocate_on = [&](Tier tier, std::size_t bytes, std::string what) -> Result<device::DeviceBuffer> {
-    Result<device::DeviceBuffer> buffer =
-        tier == Tier::kDevice ? device_.allocate(bytes, what) : device_.allocate_host(bytes, what);
-    if (buffer.is_ok()) return buffer;
-    return tier == Tier::kDevice
-               ? as_field_error(buffer.status(), "scenario.device_memory", "raise it or move states off the device")
-               : as_field_error(buffer.status(), "scenario.zero.host_memory", "raise it or move states to \"nvme\"");
-  };
-  if (zero_.params != Tier::kNvme) {
-    ZINF_ASSIGN_OR_RETURN(params_, allocate_on(zero_.params, flat_bytes(half), storage_name + " params"));
-  }
-  ZINF_ASSIGN_OR_RETURN(grads_, allocate_on(zero_.grads, flat_bytes(half), storage_name + " grads"));
+  ZINF_ASSIGN_OR_RETURN(grads_, make_store(zero_.grads, precision_, storage_name + " grads"));
   if (zero_.optimizer != Tier::kNvme) {
-    ZINF_ASSIGN_OR_RETURN(master_, allocate_on(zero_.optimizer, flat_bytes(4), "fp32 master params"));
-    ZINF_ASSIGN_OR_RETURN(adam_m_, allocate_on(zero_.optimizer, flat_bytes(4), "Adam m"));
-    ZINF_ASSIGN_OR_RETURN(adam_v_, allocate_on(zero_.optimizer, flat_bytes(4), "Adam v"));
+    ZINF_ASSIGN_OR_RETURN(master_, make_store(zero_.optimizer, DType::kF32, "fp32 master params"));
+    ZINF_ASSIGN_OR_RETURN(adam_m_, make_store(zero_.optimizer, DType::kF32, "Adam m"));
+    ZINF_ASSIGN_OR_RETURN(adam_v_, make_store(zero_.optimizer, DType::kF32, "Adam v"));
   }
-  if (zero_.optimizer == Tier::kCpu && mixed() && zero_.params != Tier::kCpu) {
-    ZINF_ASSIGN_OR_RETURN(params_out_, allocate_on(Tier::kCpu, flat_bytes(half), "new params after the step"));
+  if (master_ != nullptr && master_->in_host_memory() && mixed() && !params_->in_host_memory()) {
+    ZINF_ASSIGN_OR_RETURN(params_out_,
+                          allocate_host_buffer(device_, static_cast<std::size_t>(partition_.flat_numel()) * half,
+                                               "new params after the step"));
   }
 
   if (host_optimizer()) {
@@ -174,18 +150,20 @@ Status PartitionedStates::plan_and_allocate() {
       for (std::size_t i = 0; i < count; ++i) group_order_.push_back((start + i) % count);
       sets_.resize(shape.buffers);
       for (PipelineSet& set : sets_) {
-        ZINF_ASSIGN_OR_RETURN(set.states, allocate_on(Tier::kCpu, static_cast<std::size_t>(shape.widest) * 12,
-                                                      "optimizer pipeline buffer (master, m, v)"));
+        ZINF_ASSIGN_OR_RETURN(set.states, allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * 12,
+                                                               "optimizer pipeline buffer (master, m, v)"));
         if (mixed()) {
-          ZINF_ASSIGN_OR_RETURN(set.params_out, allocate_on(Tier::kCpu, static_cast<std::size_t>(shape.widest) * half,
-                                                            "optimizer pipeline buffer (new params)"));
+          ZINF_ASSIGN_OR_RETURN(set.params_out,
+                                allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * half,
+                                                     "optimizer pipeline buffer (new params)"));
         }
         set.copies_done = device_.create_event();
       }
       split_out_copied_ = device_.create_event();
       if (shape.split_out_bytes > 0) {
-        ZINF_ASSIGN_OR_RETURN(split_out_, allocate_on(Tier::kCpu, static_cast<std::size_t>(shape.split_out_bytes),
-                                                      "optimizer pipeline buffer (new values of a split parameter)"));
+        ZINF_ASSIGN_OR_RETURN(split_out_,
+                              allocate_host_buffer(device_, static_cast<std::size_t>(shape.split_out_bytes),
+                                                   "optimizer pipeline buffer (new values of a split parameter)"));
       }
     }
   }
@@ -200,10 +178,8 @@ Status PartitionedStates::plan_and_allocate() {
     NvmeStateStoreOptions nvme;
     nvme.paths = zero_.nvme_paths;
     std::uint64_t largest_transfer = 0;
-    if (zero_.params == Tier::kNvme) {
-      for (model::ParamId id = 0; id < table_.size(); ++id) nvme.planned_bytes += storage_bytes(id);
-      largest_transfer = largest_storage;
-    }
+    nvme.planned_bytes = params_->planned_nvme_bytes();
+    if (nvme.planned_bytes > 0) largest_transfer = largest_storage;
     for (const SubGroup& g : groups_) {
       const auto bytes = static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 12;
       nvme.planned_bytes += bytes;
@@ -213,17 +189,12 @@ Status PartitionedStates::plan_and_allocate() {
     nvme.engine = std::move(io_engine_);
     nvme.on_warning = on_warning_;
     ZINF_ASSIGN_OR_RETURN(nvme_, NvmeStateStore::open(std::move(nvme)));
+    params_->attach(nvme_.get());
     register_transfer_buffers();
   }
 
   std::vector<ParamHome> homes(static_cast<std::size_t>(table_.size()));
-  for (model::ParamId id = 0; id < table_.size(); ++id) {
-    ParamHome& home = homes[static_cast<std::size_t>(id)];
-    home.tier = zero_.params;
-    home.bytes = storage_bytes(id);
-    home.slice_numel = partition_[id].slice_numel;
-    if (zero_.params != Tier::kNvme) home.data = view(params_.data(), precision_, id, false).data();
-  }
+  for (model::ParamId id = 0; id < table_.size(); ++id) homes[static_cast<std::size_t>(id)] = params_->home(id);
   ParamCoordinatorOptions coordination;
   coordination.precision = precision_;
   coordination.compute_dtype = compute_dtype_;
@@ -235,7 +206,7 @@ Status PartitionedStates::plan_and_allocate() {
   if (zero_.stage < 3 && partition_.world_size() > 1) {
     coordination.persistence_threshold = std::numeric_limits<std::int64_t>::max();
   } else {
-    coordination.persistence_threshold = zero_.params == Tier::kDevice ? 0 : zero_.persistence_threshold;
+    coordination.persistence_threshold = params_->on_device() ? 0 : zero_.persistence_threshold;
   }
   coordination.on_warning = on_warning_;
   coordination.comm = comm_;
@@ -253,8 +224,7 @@ Status PartitionedStates::plan_and_allocate() {
   if (dev.capacity_bytes > 0) {
     // Gathering, a bucket's gradients and their packed copy (the bucket may overrun its size by one gradient).
     const std::uint64_t buckets = gathering() ? 2 * (zero_.reduce_bucket_bytes + largest_fp32) : 0;
-    const std::uint64_t transient =
-        (zero_.params == Tier::kDevice ? 0 : zero_.max_live_bytes) + 3 * largest_fp32 + buckets;
+    const std::uint64_t transient = (params_->on_device() ? 0 : zero_.max_live_bytes) + 3 * largest_fp32 + buckets;
     const std::uint64_t left = dev.capacity_bytes > dev.current_bytes ? dev.capacity_bytes - dev.current_bytes : 0;
     if (left < transient) {
       return Status::invalid_argument(fmt::format(
@@ -263,14 +233,12 @@ Status PartitionedStates::plan_and_allocate() {
           "view buffers of the largest parameter, {} of gradient buckets, zero.reduce_bucket_bytes); raise "
           "device_memory to at least {} or lower zero.max_live_bytes",
           bytes_text(dev.capacity_bytes), bytes_text(left), bytes_text(dev.current_bytes), bytes_text(transient),
-          bytes_text(zero_.params == Tier::kDevice ? 0 : zero_.max_live_bytes), bytes_text(3 * largest_fp32),
+          bytes_text(params_->on_device() ? 0 : zero_.max_live_bytes), bytes_text(3 * largest_fp32),
           bytes_text(buckets), bytes_text(dev.current_bytes + transient)));
     }
   }
-  grad_pool_ = std::make_unique<BufferPool>(device_, BufferPool::Memory::kDevice,
-                                            std::numeric_limits<std::uint64_t>::max(), "scenario.device_memory");
+  reducer_ = std::make_unique<GradientReducer>(table_, partition_, device_, *grads_, comm_, zero_, precision_);
   computed_ = device_.create_event();
-  reduced_ = device_.create_event();
   return Status::ok();
 }
 
@@ -281,14 +249,21 @@ void PartitionedStates::register_transfer_buffers() {
     buffers.push_back(&set.params_out);
   }
   buffers.push_back(&split_out_);
-  if (zero_.params == spec::Tier::kNvme && zero_.optimizer == spec::Tier::kCpu) {
-    // The sources of the parameters' NVMe writes: the new half values, or the fp32 master weights.
-    buffers.push_back(mixed() ? &params_out_ : &master_);
-  }
+  std::vector<std::span<std::byte>> regions;
   for (device::DeviceBuffer* buffer : buffers) {
-    if (buffer->empty()) continue;
-    const Status status =
-        nvme_->register_memory(std::span<std::byte>(static_cast<std::byte*>(buffer->data()), buffer->bytes()));
+    regions.emplace_back(static_cast<std::byte*>(buffer->data()), buffer->bytes());
+  }
+  // The optimizer on the cpu tier with parameters on NVMe (the only host optimizer beside an NVMe
+  // store that has master weights in host memory): the sources of the parameters' NVMe writes, the
+  // new half values or the fp32 master weights.
+  if (mixed()) {
+    regions.emplace_back(static_cast<std::byte*>(params_out_.data()), params_out_.bytes());
+  } else if (master_ != nullptr) {
+    regions.push_back(master_->host_region());
+  }
+  for (std::span<std::byte> region : regions) {
+    if (region.empty()) continue;
+    const Status status = nvme_->register_memory(region);
     if (!status.is_ok()) {
       if (on_warning_) on_warning_(status.message());  // it says what then happens
       return;
@@ -299,13 +274,7 @@ void PartitionedStates::register_transfer_buffers() {
 Status PartitionedStates::initialise() {
   using spec::Tier;
   device::Stream& compute = device_.stream(device::StreamRole::kCompute);
-  if (!grads_.empty()) {
-    if (zero_.grads == Tier::kDevice) {
-      device_.zero(grads_.data(), grads_.bytes(), compute);
-    } else {
-      std::memset(grads_.data(), 0, grads_.bytes());
-    }
-  }
+  grads_->zero(compute);
   if (nvme_) nvme_->set_phase(TrafficPhase::kOther);
   std::vector<float> values;
   std::vector<std::byte> stored;
@@ -340,10 +309,9 @@ Status PartitionedStates::initialise() {
                                                      static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12)));
       }
     } else if (zero_.optimizer == Tier::kDevice) {
-      device_.copy(view(master_.data(), DType::kF32, id, true).data(), values.data(), fp32.bytes(),
-                   device::CopyKind::kHostToDevice, compute);
-      device_.zero(view(adam_m_.data(), DType::kF32, id, true).data(), fp32.bytes(), compute);
-      device_.zero(view(adam_v_.data(), DType::kF32, id, true).data(), fp32.bytes(), compute);
+      device_.copy(master_->slice(id).data(), values.data(), fp32.bytes(), device::CopyKind::kHostToDevice, compute);
+      device_.zero(adam_m_->slice(id).data(), fp32.bytes(), compute);
+      device_.zero(adam_v_->slice(id).data(), fp32.bytes(), compute);
     } else {
       std::memcpy(host_states(id).master.data(), values.data(), fp32.bytes());
     }
@@ -354,18 +322,8 @@ Status PartitionedStates::initialise() {
       host_ops_.copy(Tensor(stored.data(), precision_, Shape{slice.owned}), fp32);
       source = stored.data();
     }
-    if (zero_.params == Tier::kNvme) {
-      ZINF_ASSIGN_OR_RETURN(
-          const NvmeStateStore::ExtentId extent,
-          nvme_->create(fmt::format("{} params of {}", dtype_name(precision_), table_[id].name),
-                        std::span<const std::byte>(static_cast<const std::byte*>(source), storage_bytes(id))));
-      param_extents_.push_back(extent);
-      coordinator_->set_extent(id, extent);
-    } else {
-      device_.copy(view(params_.data(), precision_, id, false).data(), source, storage_bytes(id),
-                   zero_.params == Tier::kDevice ? device::CopyKind::kHostToDevice : device::CopyKind::kHostToHost,
-                   compute);
-    }
+    ZINF_RETURN_IF_ERROR(params_->put(id, source, compute));
+    if (params_->on_nvme()) coordinator_->set_extent(id, params_->home(id).extent);
     if (coordinator_->persistent(id)) coordinator_->publish_persistent(id, source);
     // The host vectors are reused for the next parameter: wait for these copies first.
     ZINF_RETURN_IF_ERROR(compute.synchronize());
@@ -389,8 +347,7 @@ PartitionedStates::HostStates PartitionedStates::set_states(const PipelineSet& s
 }
 
 PartitionedStates::HostStates PartitionedStates::host_states(model::ParamId id) const {
-  return {view(master_.data(), DType::kF32, id, false), view(adam_m_.data(), DType::kF32, id, false),
-          view(adam_v_.data(), DType::kF32, id, false)};
+  return {master_->slice(id), adam_m_->slice(id), adam_v_->slice(id)};
 }
 
 void PartitionedStates::begin_phase(model::Phase phase) {
@@ -409,132 +366,26 @@ Result<Tensor> PartitionedStates::acquire(model::ParamId id) {
 Result<Tensor> PartitionedStates::grad_buffer(model::ParamId id) {
   ZINF_CHECK(id >= 0 && id < table_.size(), "grad_buffer: parameter id out of range");
   ZINF_RETURN_IF_ERROR(check_not_stepped(id, "a gradient"));
-  const auto index = static_cast<std::size_t>(id);
-  const model::ParamInfo& info = table_[id];
-  if (zero_.grads == spec::Tier::kDevice && !mixed() && !gathering()) {
-    grad_out_[index] = true;
-    return view(grads_.data(), DType::kF32, id, true).view(info.shape);
-  }
-  // Asked again before the commit (a tied weight), the same buffer: both contributions land in it.
-  if (grad_out_[index]) return Tensor(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
-  // Gathering, the buffer spans every rank's padded slice, the shape the reduce-scatter takes.
-  const std::int64_t elements =
-      gathering() ? partition_[id].slice_numel * partition_.world_size() : static_cast<std::int64_t>(info.numel);
-  ZINF_ASSIGN_OR_RETURN(grad_workspaces_[index], grad_pool_->take(static_cast<std::size_t>(elements) * 4,
-                                                                  fmt::format("fp32 gradient of {}", info.name)));
-  const Tensor values(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
-  if (gathering()) {
-    // Each step's gradient is committed once and reduced whole: no earlier contribution to add.
-    device_.ops().zero(values);
-  } else if (zero_.grads == spec::Tier::kDevice) {
-    // The gradient so far (zero after zero_grads()), as ZeRO-0 hands it out.
-    device_.ops().copy(values, view(grads_.data(), precision_, id, true).view(info.shape));
-  } else {
-    device_.ops().zero(values);
-  }
-  grad_out_[index] = true;
-  return values;
+  return reducer_->grad_buffer(id);
 }
 
-Status PartitionedStates::track_d2h(std::size_t bytes) {
-  // At most max_live_bytes of gradients travel to the host at once (at least one).
-  const std::uint64_t cap = std::max<std::uint64_t>(zero_.max_live_bytes, 64 * kMiB);
-  while (!d2h_in_flight_.empty() && (d2h_in_flight_.front().done->query() || d2h_in_flight_bytes_ + bytes > cap)) {
-    ZINF_RETURN_IF_ERROR(d2h_in_flight_.front().done->synchronize());
-    d2h_in_flight_bytes_ -= d2h_in_flight_.front().bytes;
-    d2h_in_flight_.erase(d2h_in_flight_.begin());
-  }
-  return Status::ok();
-}
+Status PartitionedStates::zero_grads() { return reducer_->zero_grads(); }
 
 Status PartitionedStates::commit(model::ParamId id) {
-  ZINF_RETURN_IF_ERROR(store_gradient(id));
+  ZINF_RETURN_IF_ERROR(reducer_->commit(id));
   return note_committed(id);
-}
-
-Status PartitionedStates::store_gradient(model::ParamId id) {
-  ZINF_CHECK(id >= 0 && id < table_.size(), "commit: parameter id out of range");
-  const auto index = static_cast<std::size_t>(id);
-  ZINF_CHECK(grad_out_[index], "commit: the gradient buffer was not handed out");
-  grad_out_[index] = false;
-  if (zero_.grads == spec::Tier::kDevice && !mixed() && !gathering()) return Status::ok();
-  const model::ParamInfo& info = table_[id];
-  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
-  const Tensor values(grad_workspaces_[index].data(), DType::kF32, info.shape, &device_);
-  if (gathering()) {
-    if (!mixed()) return add_to_bucket(id, std::move(grad_workspaces_[index]), DType::kF32);
-    // Rounded on the device first (DeepSpeed reduces in the training precision too): half the bytes
-    // over the wire; the ranks' rounded gradients are summed in fp32 and rounded once per addition.
-    ZINF_ASSIGN_OR_RETURN(
-        device::DeviceBuffer rounded,
-        grad_pool_->take(static_cast<std::size_t>(partition_[id].slice_numel * partition_.world_size()) *
-                             dtype_size_bytes(precision_),
-                         fmt::format("{} gradient of {}", dtype_name(precision_), info.name)));
-    device_.ops().copy(Tensor(rounded.data(), precision_, info.shape, &device_), values);
-    grad_pool_->give(std::move(grad_workspaces_[index]), compute);
-    return add_to_bucket(id, std::move(rounded), precision_);
-  }
-  if (zero_.grads == spec::Tier::kDevice) {
-    device_.ops().copy(view(grads_.data(), precision_, id, true).view(info.shape), values);
-    grad_pool_->give(std::move(grad_workspaces_[index]), compute);
-    return Status::ok();
-  }
-  // Rounded on the device (as ZeRO-0 rounds), then copied down behind the rest of the backward pass.
-  device::Stream& d2h = device_.stream(device::StreamRole::kDeviceToHost);
-  const std::size_t bytes = storage_bytes(id);
-  ZINF_RETURN_IF_ERROR(track_d2h(bytes));
-  device::DeviceBuffer staging;
-  const void* source = values.data();
-  if (mixed()) {
-    ZINF_ASSIGN_OR_RETURN(staging,
-                          grad_pool_->take(bytes, fmt::format("{} gradient of {}", dtype_name(precision_), info.name)));
-    device_.ops().copy(Tensor(staging.data(), precision_, info.shape, &device_), values);
-    source = staging.data();
-  }
-  compute.record(*computed_);
-  copy_grad_down(id, source, bytes, *computed_);
-  grad_pool_->give(std::move(grad_workspaces_[index]), d2h);
-  grad_pool_->give(std::move(staging), d2h);
-  return Status::ok();
-}
-
-void PartitionedStates::copy_grad_down(model::ParamId id, const void* source, std::size_t bytes, device::Event& ready) {
-  device::Stream& d2h = device_.stream(device::StreamRole::kDeviceToHost);
-  d2h.wait(ready);
-  device_.copy(view(grads_.data(), precision_, id, false).data(), source, bytes, device::CopyKind::kDeviceToHost, d2h);
-  std::unique_ptr<device::Event> done = device_.create_event();
-  d2h.record(*done);
-  d2h_in_flight_.push_back({std::move(done), bytes});
-  d2h_in_flight_bytes_ += bytes;
-  device_to_host_.forward_backward += bytes;
-  grad_staging_peak_ = std::max(grad_staging_peak_, grad_pool_->peak_owned_bytes());
-}
-
-Status PartitionedStates::zero_grads() {
-  ZINF_CHECK(std::none_of(grad_out_.begin(), grad_out_.end(), [](bool out) { return out; }),
-             "zero_grads: a gradient buffer is still handed out");
-  // Host gradients are overwritten whole by each commit; device ones are accumulated into.
-  if (zero_.grads == spec::Tier::kDevice) {
-    device_.zero(grads_.data(), grads_.bytes(), device_.stream(device::StreamRole::kCompute));
-  }
-  return Status::ok();
 }
 
 std::vector<StateBytes> PartitionedStates::state_bytes() const {
   using spec::Tier;
   std::vector<StateBytes> out;
-  const auto param_bytes = [&] {
-    std::uint64_t sum = 0;
-    for (model::ParamId id = 0; id < table_.size(); ++id) sum += storage_bytes(id);
-    return sum;
-  };
-  out.push_back({"params", zero_.params, zero_.params == Tier::kNvme ? param_bytes() : params_.bytes()});
-  out.push_back({"grads", zero_.grads, grads_.bytes()});
+  out.push_back({"params", params_->tier(), params_->bytes()});
+  out.push_back({"grads", grads_->tier(), grads_->bytes()});
   std::uint64_t optimizer_nvme = 0;
   for (const SubGroup& g : groups_) optimizer_nvme += static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 4;
   for (const auto& [name, buffer] :
        {std::pair{"master_params", &master_}, std::pair{"adam_m", &adam_m_}, std::pair{"adam_v", &adam_v_}}) {
-    out.push_back({name, zero_.optimizer, zero_.optimizer == Tier::kNvme ? optimizer_nvme : buffer->bytes()});
+    out.push_back({name, zero_.optimizer, *buffer != nullptr ? (*buffer)->bytes() : optimizer_nvme});
   }
   if (!params_out_.empty()) out.push_back({"params_staging", Tier::kCpu, params_out_.bytes()});
   std::uint64_t pipeline = 0;
@@ -543,18 +394,17 @@ std::vector<StateBytes> PartitionedStates::state_bytes() const {
   if (pipeline > 0) out.push_back({"optimizer_pipeline", Tier::kCpu, pipeline});
   if (coordinator_->persistent_bytes() > 0)
     out.push_back({"persistent_params", Tier::kDevice, coordinator_->persistent_bytes()});
-  if (zero_.params != Tier::kDevice)
-    out.push_back({"gathered_params_peak", Tier::kDevice, coordinator_->live_peak_bytes()});
+  if (!params_->on_device()) out.push_back({"gathered_params_peak", Tier::kDevice, coordinator_->live_peak_bytes()});
   if (coordinator_->staging_peak_bytes() > 0)
     out.push_back({"nvme_read_staging_peak", Tier::kCpu, coordinator_->staging_peak_bytes()});
-  out.push_back({"gradient_buffers_peak", Tier::kDevice, grad_pool_->peak_owned_bytes()});
+  out.push_back({"gradient_buffers_peak", Tier::kDevice, reducer_->buffer_peak_bytes()});
   return out;
 }
 
 EngineStats PartitionedStates::stats() const {
   EngineStats stats;
   coordinator_->add_stats(stats);
-  stats.device_to_host = device_to_host_;
+  stats.device_to_host = reducer_->device_to_host();
   stats.host_to_device.optimizer += host_to_device_.optimizer;
   stats.host_to_device.other += host_to_device_.other;
   stats.optimizer_elements = elements_stepped_;
@@ -574,11 +424,11 @@ EngineStats PartitionedStates::stats() const {
 std::string PartitionedStates::describe() const {
   std::string line = fmt::format("ZeRO-{}: params on {}, grads on {}, optimizer on {}", zero_.stage,
                                  tier_word(zero_.params), tier_word(zero_.grads), tier_word(zero_.optimizer));
-  if (zero_.params != spec::Tier::kDevice) {
+  if (!params_->on_device()) {
     line += fmt::format("; live params {}, persistent <= {} elements ({})", bytes_text(zero_.max_live_bytes),
                         zero_.persistence_threshold, bytes_text(coordinator_->persistent_bytes()));
   }
-  if (zero_.params == spec::Tier::kNvme) line += fmt::format(", prefetch {}", bytes_text(zero_.prefetch_bytes));
+  if (params_->on_nvme()) line += fmt::format(", prefetch {}", bytes_text(zero_.prefetch_bytes));
   if (!sets_.empty()) {
     line += fmt::format("; optimizer in {} sub-groups through {} host buffers of {}", groups_.size(), sets_.size(),
                         bytes_text(sets_[0].states.bytes() + sets_[0].params_out.bytes()));

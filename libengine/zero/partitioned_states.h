@@ -7,10 +7,11 @@
 //
 // - Parameters reach the model through the ParamCoordinator (param_coordinator.h): resident on the
 //   device tier, otherwise brought in ahead of use by the prefetcher under zero.max_live_bytes.
-// - Gradients (GradSink): the model accumulates into an fp32 device buffer; commit() rounds it to
-//   the storage precision and moves it to the gradient tier (device → host on the device-to-host
-//   stream, at most max_live_bytes in flight). The reduce-scatter over ranks is the identity at one
-//   rank.
+// - Each kind of state lives in a StateStore (state_store.h) of its tier; the optimizer states on
+//   NVMe live in sub-groups of the optimizer pipeline instead.
+// - Gradients (GradSink): the GradientReducer (gradient_reducer.h) hands out fp32 device buffers,
+//   reduces them over the ranks a bucket at a time and sends this rank's slices to the gradient
+//   store.
 // - The optimizer step runs where the optimizer states live: the device's Ops on the device tier,
 //   CPU Adam over host memory otherwise; NVMe-resident states stream through a three-buffer
 //   pipeline of sub-groups (read ahead, step, write behind) whose size comes from the host budget.
@@ -45,11 +46,13 @@
 #include "libengine/spec/optimizer_pipeline_shape.h"
 #include "libengine/spec/zero_config.h"
 #include "libengine/zero/buffer_pool.h"
+#include "libengine/zero/gradient_reducer.h"
 #include "libengine/zero/model_states.h"
 #include "libengine/zero/nvme_state_store.h"
 #include "libengine/zero/optimizer_worker.h"
 #include "libengine/zero/param_coordinator.h"
 #include "libengine/zero/partition.h"
+#include "libengine/zero/state_store.h"
 
 namespace zinf::zero {
 
@@ -145,7 +148,6 @@ class PartitionedStates final : public ModelStates {
   Status initialise();
   bool mixed() const { return precision_ != DType::kF32; }
   std::size_t storage_bytes(model::ParamId id) const;
-  Tensor view(void* base, DType dtype, model::ParamId id, bool on_device) const;
   // The host copy of parameter id's storage-precision values after an update (`source`, host
   // memory) goes to the parameter's tier and its resident device copy.
   // `defer_gather`: a persistent copy's gather waits in deferred_gathers_ (see the pipeline).
@@ -156,18 +158,7 @@ class PartitionedStates final : public ModelStates {
   // rank's new slice goes into the whole persistent copy and is gathered (stages 1 and 2 at
   // several ranks); nothing otherwise.
   void republish_device_slice(model::ParamId id);
-  // Sum over the gradients of g^2, per parameter in table order (ZeRO-0's order), over every rank.
-  Result<double> grad_sum_squares();
   bool gathering() const { return comm_ != nullptr && comm_->world_size() > 1; }
-  // Gathering (gradient_buckets.cpp): parameter id's gradient (the whole parameter, fp32 or
-  // rounded, in `whole`) joins the open bucket; a bucket of zero.reduce_bucket_bytes is reduced over
-  // the ranks in one collective (reduce-scatter; all-reduce at stage 1) and each rank's slices go
-  // to the gradient tier. Buckets close by bytes alone, so every rank issues the same collectives.
-  Status add_to_bucket(model::ParamId id, device::DeviceBuffer whole, DType dtype);
-  Status flush_bucket();
-  // Copies `bytes` of parameter id's gradient at `source` (device memory) to its slice on the host
-  // tier, on the device-to-host stream once `ready` is reached; counted in flight (track_d2h()).
-  void copy_grad_down(model::ParamId id, const void* source, std::size_t bytes, device::Event& ready);
   Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   Status read_group(std::size_t group, PipelineSet& set);
   Status finish_set(PipelineSet& set);
@@ -207,8 +198,6 @@ class PartitionedStates final : public ModelStates {
   // Waits for every set's writes and copies; the sets hold nothing afterwards. The first error.
   Status finish_sets();
   Status note_committed(model::ParamId id);
-  // commit() without the pipeline's bookkeeping: the gradient rounded, reduced and sent to its tier.
-  Status store_gradient(model::ParamId id);
   Status check_not_stepped(model::ParamId id, std::string_view what) const;
   // Views of parameter id's states inside a pipeline set holding its sub-group.
   struct HostStates {
@@ -236,7 +225,6 @@ class PartitionedStates final : public ModelStates {
   std::array<CheckpointRange, 3> checkpoint_arrays_of(model::ParamId id, const HostStates& s,
                                                       std::int64_t offset = 0) const;
   Status after_step();
-  Status track_d2h(std::size_t bytes);
 
   const model::ParamTable& table_;
   device::Device& device_;
@@ -251,12 +239,11 @@ class PartitionedStates final : public ModelStates {
   device::CpuOps host_ops_;
 
   std::unique_ptr<NvmeStateStore> nvme_;
-  device::DeviceBuffer params_;  // flat, storage precision: device memory (tier device) or host (tier cpu)
-  std::vector<NvmeStateStore::ExtentId> param_extents_;  // tier nvme: one extent per parameter
-  device::DeviceBuffer grads_;                           // flat, storage precision: device or host memory
-  device::DeviceBuffer master_;                          // flat fp32 on the device or host tier (optimizer not on NVMe)
-  device::DeviceBuffer adam_m_;
-  device::DeviceBuffer adam_v_;
+  std::unique_ptr<StateStore> params_;  // storage precision, on zero.params (state_store.h)
+  std::unique_ptr<StateStore> grads_;   // storage precision, on zero.grads
+  std::unique_ptr<StateStore> master_;  // fp32 on the device or host tier; null: the optimizer on NVMe (groups_)
+  std::unique_ptr<StateStore> adam_m_;
+  std::unique_ptr<StateStore> adam_v_;
   device::DeviceBuffer params_out_;       // optimizer on the cpu tier, mixed, params not on cpu: new half values
   std::vector<SubGroup> groups_;          // optimizer on NVMe
   std::vector<std::size_t> group_order_;  // the order the optimizer steps them in
@@ -296,27 +283,8 @@ class PartitionedStates final : public ModelStates {
   bool job_overlapped_ = false;     // the job on the worker began before the backward pass ended
   device::CpuOps worker_ops_;
 
-  std::unique_ptr<BufferPool> grad_pool_;  // fp32 gradient buffers and half staging on the device
-  std::vector<device::DeviceBuffer> grad_workspaces_;
-  std::vector<bool> grad_out_;
-  std::unique_ptr<device::Event> computed_;  // the compute stream's point a transfer waits for
-  std::unique_ptr<device::Event> reduced_;   // gathering: a bucket's reduction is done
-  struct GradientBucket {
-    std::vector<model::ParamId> ids;
-    std::vector<device::DeviceBuffer> wholes;  // each parameter's whole gradient, until packed
-    std::uint64_t bytes = 0;
-    DType dtype = DType::kF32;
-  };
-  GradientBucket bucket_;
-  std::vector<std::size_t> groups_awaiting_flush_;  // pipeline sub-groups whose last gradient is in the bucket
-  struct InFlight {
-    std::unique_ptr<device::Event> done;
-    std::size_t bytes;
-  };
-  std::vector<InFlight> d2h_in_flight_;
-  std::uint64_t d2h_in_flight_bytes_ = 0;
-  std::uint64_t grad_staging_peak_ = 0;
-  LinkBytes device_to_host_;
+  std::unique_ptr<GradientReducer> reducer_;  // the GradSink's work: buffers, buckets, copies to the host
+  std::unique_ptr<device::Event> computed_;   // the compute stream's point a transfer waits for
   LinkBytes host_to_device_;
   // Last: destroyed first, so no job outlives the buffers it writes.
   std::unique_ptr<OptimizerWorker> worker_;

@@ -16,44 +16,11 @@
 
 namespace zinf::zero {
 
-Result<double> PartitionedStates::grad_sum_squares() {
-  // One tensor per parameter in table order, through the kernels ZeRO-0 uses: the same sum, bit
-  // for bit, at one rank.
-  std::vector<Tensor> grads;
-  grads.reserve(static_cast<std::size_t>(table_.size()));
-  const bool on_device = zero_.grads == spec::Tier::kDevice;
-  for (model::ParamId id = 0; id < table_.size(); ++id) grads.push_back(view(grads_.data(), precision_, id, on_device));
-  double sum = on_device ? device_.ops().sum_squares(grads) : host_ops_.sum_squares(grads);
-  if (gathering()) {
-    // Every rank's slices: the ranks agree on the norm, so they clip and skip alike.
-    std::array<double, 1> total = {sum};
-    ZINF_RETURN_IF_ERROR(comm_->all_reduce_host(total));
-    sum = total[0];
-  }
-  return sum;
-}
-
 Status PartitionedStates::publish(model::ParamId id, const void* source, bool defer_gather, bool lend) {
-  const std::size_t bytes = storage_bytes(id);
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
-  switch (zero_.params) {
-    case spec::Tier::kDevice:
-      device_.copy(view(params_.data(), precision_, id, true).data(), source, bytes, device::CopyKind::kHostToDevice,
-                   h2d);
-      host_to_device_.optimizer += bytes;
-      break;
-    case spec::Tier::kCpu: {
-      void* home = view(params_.data(), precision_, id, false).data();
-      if (home != source) std::memcpy(home, source, bytes);
-      break;
-    }
-    case spec::Tier::kNvme:
-      ZINF_RETURN_IF_ERROR(
-          nvme_->start_write(param_extents_[static_cast<std::size_t>(id)],
-                             std::span<const std::byte>(static_cast<const std::byte*>(source), bytes)));
-      coordinator_->stage_published(id, source, lend);
-      break;
-  }
+  ZINF_ASSIGN_OR_RETURN(const std::size_t to_device, params_->publish(id, source, h2d));
+  host_to_device_.optimizer += to_device;
+  if (params_->on_nvme()) coordinator_->stage_published(id, source, lend);
   if (coordinator_->persistent(id)) {
     host_to_device_.optimizer += coordinator_->publish_persistent(id, source, !defer_gather);
     if (defer_gather) deferred_gathers_.push_back(id);
@@ -66,7 +33,7 @@ void PartitionedStates::republish_device_slice(model::ParamId id) {
   // The slice was written on the compute stream; the copy into the persistent copy follows it.
   device_.stream(device::StreamRole::kCompute).record(*computed_);
   device_.stream(device::StreamRole::kHostToDevice).wait(*computed_);
-  coordinator_->publish_persistent_from_device(id, view(params_.data(), precision_, id, true).data());
+  coordinator_->publish_persistent_from_device(id, params_->slice(id).data());
 }
 
 Status PartitionedStates::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
@@ -89,14 +56,7 @@ Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer
   // Every gradient must have been reduced and reached its tier, and no gathered copy may outlive
   // the old values.
   const auto fail = [&](Status status) { return abort_pipeline(std::move(status)); };
-  // The last gradient bucket closes with the backward pass.
-  if (gathering()) {
-    if (Status s = flush_bucket(); !s.is_ok()) return fail(s);
-  }
-  if (Status s = device_.stream(device::StreamRole::kCollective).synchronize(); !s.is_ok()) return fail(s);
-  if (Status s = device_.stream(device::StreamRole::kDeviceToHost).synchronize(); !s.is_ok()) return fail(s);
-  d2h_in_flight_.clear();
-  d2h_in_flight_bytes_ = 0;
+  if (Status s = reducer_->finish_backward(); !s.is_ok()) return fail(s);
   coordinator_->invalidate();
   if (host_optimizer()) {
     if (pipeline_order_ == nullptr) {
@@ -111,7 +71,7 @@ Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer
     }
     backward_done_ = true;
   }
-  Result<double> summed = grad_sum_squares();
+  Result<double> summed = reducer_->sum_squares(host_ops_);
   if (!summed.is_ok()) return fail(summed.status());
   const double sum_squares = summed.value();
   // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
@@ -160,11 +120,11 @@ Status PartitionedStates::after_step() {
 Status PartitionedStates::step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan) {
   device::Ops& ops = device_.ops();
   for (model::ParamId id = 0; id < table_.size(); ++id) {
-    const Tensor params = view(params_.data(), precision_, id, true);
-    const Tensor grad = view(grads_.data(), precision_, id, true);
-    const Tensor master = view(master_.data(), DType::kF32, id, true);
-    optimizer.step_slice(ops, plan, table_[id].weight_decay, master, view(adam_m_.data(), DType::kF32, id, true),
-                         view(adam_v_.data(), DType::kF32, id, true), grad, mixed() ? &params : nullptr);
+    const Tensor params = params_->slice(id);
+    const Tensor grad = grads_->slice(id);
+    const Tensor master = master_->slice(id);
+    optimizer.step_slice(ops, plan, table_[id].weight_decay, master, adam_m_->slice(id), adam_v_->slice(id), grad,
+                         mixed() ? &params : nullptr);
     if (!mixed()) ops.copy(params, master);
     republish_device_slice(id);
   }
@@ -186,8 +146,8 @@ Status PartitionedStates::finish_set(PipelineSet& set) {
   const SubGroup& g = groups_[static_cast<std::size_t>(set.group)];
   ZINF_RETURN_IF_ERROR(set.copies_done->synchronize());
   Status status = nvme_->wait(g.extent);
-  for (model::ParamId id = g.first; id <= g.last && !param_extents_.empty(); ++id) {
-    Status written = nvme_->wait(param_extents_[static_cast<std::size_t>(id)]);
+  for (model::ParamId id = g.first; id <= g.last; ++id) {
+    Status written = params_->wait(id);
     if (status.is_ok()) status = std::move(written);
   }
   set.group = -1;
@@ -248,8 +208,8 @@ Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
         const std::int64_t n = partition_[id].owned;
         host.resize(static_cast<std::size_t>(3 * n));
         int kind = 0;
-        for (const device::DeviceBuffer* buffer : {&master_, &adam_m_, &adam_v_}) {
-          const Tensor src = view(buffer->data(), DType::kF32, id, true);
+        for (const StateStore* store : {master_.get(), adam_m_.get(), adam_v_.get()}) {
+          const Tensor src = store->slice(id);
           device_.copy(host.data() + kind * n, src.data(), src.bytes(), device::CopyKind::kDeviceToHost, compute);
           ++kind;
         }
@@ -282,7 +242,7 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
     ZINF_RETURN_IF_ERROR(publish(id, rounded.data()));
     // `rounded` is reused for the next parameter: its copies and writes must be done.
     ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
-    return nvme_ && !param_extents_.empty() ? nvme_->wait(param_extents_[static_cast<std::size_t>(id)]) : Status::ok();
+    return params_->wait(id);
   };
   switch (zero_.optimizer) {
     case spec::Tier::kCpu:
@@ -314,9 +274,7 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
             status = republish(id, Tensor(whole.data(), DType::kF32, Shape{partition_[id].owned}));
             // `whole` is reused by the next split parameter: its copies and writes must be done.
             if (status.is_ok()) status = coordinator_->wait_published();
-            if (status.is_ok() && !param_extents_.empty()) {
-              status = nvme_->wait(param_extents_[static_cast<std::size_t>(id)]);
-            }
+            if (status.is_ok()) status = params_->wait(id);
           }
         }
         // In fp32 the parameters were published straight from the set's master weights: the
@@ -348,12 +306,12 @@ Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
             read_param(id, {Tensor(host.data(), DType::kF32, shape), Tensor(host.data() + n, DType::kF32, shape),
                             Tensor(host.data() + 2 * n, DType::kF32, shape)}));
         int kind = 0;
-        for (const device::DeviceBuffer* buffer : {&master_, &adam_m_, &adam_v_}) {
-          const Tensor dst = view(buffer->data(), DType::kF32, id, true);
+        for (const StateStore* store : {master_.get(), adam_m_.get(), adam_v_.get()}) {
+          const Tensor dst = store->slice(id);
           device_.copy(dst.data(), host.data() + kind * n, dst.bytes(), device::CopyKind::kHostToDevice, compute);
           ++kind;
         }
-        device_.ops().copy(view(params_.data(), precision_, id, true), view(master_.data(), DType::kF32, id, true));
+        device_.ops().copy(params_->slice(id), master_->slice(id));
         republish_device_slice(id);
         ZINF_RETURN_IF_ERROR(compute.synchronize());
       }
