@@ -557,7 +557,10 @@ TEST_CASE("decoder models: an hf_config with overrides, the arch form, round tri
   CHECK(error_of(doc) ==
         "scenario.model.arch: expected one of \"gpt2\", \"llama\", \"mistral\", \"qwen2\", found \"falcon\" (string)");
   doc["model"] = {{"hf_config", "no/such/config.json"}};
-  CHECK_THAT(error_of(doc), Catch::StartsWith("no/such/config.json"));
+  const Result<Scenario> missing = parse_scenario(doc, "bad.json", test_resolver);
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == ErrorCode::kNotFound);  // as a missing scenario file
+  CHECK_THAT(missing.status().message(), Catch::StartsWith("no/such/config.json"));
   doc["model"] = {{"hf_config", "hf/llama-tiny/config.json"}, {"layerz", 1}};
   CHECK_THAT(error_of(doc), Catch::StartsWith("scenario.model.layerz: unknown field (did you mean 'layers'?)"));
 }
