@@ -131,6 +131,13 @@ TEST_CASE("train: the same seed gives bit-identical losses, another seed does no
 TEST_CASE("train: a run resumed from a checkpoint reproduces the uninterrupted loss curve") {
   TempDir dir;
   json scenario = tiny_scenario();
+  // GPT-2 and a Llama-family decoder (RMSNorm, SwiGLU, RoPE, grouped-query attention).
+  const bool llama = GENERATE(false, true);
+  INFO("llama " << llama);
+  if (llama) {
+    scenario["model"] = {{"arch", "llama"}, {"layers", 2},      {"hidden", 32}, {"heads", 4},
+                         {"kv_heads", 2},   {"ffn_hidden", 40}, {"vocab", 64}};
+  }
   const std::string straight = dir.write("straight.json", scenario.dump());
   scenario["checkpoint"] = {{"dir", dir.path() + "/ckpt"}, {"every", 3}, {"keep_last", 2}};
   const std::string resumable = dir.write("resumable.json", scenario.dump());
