@@ -28,42 +28,78 @@ constexpr std::size_t kNvme = 6;
 
 }  // namespace
 
+namespace {
+
+// One block's parameters in the table's order (model/block.cpp): ln1, attention qkv and proj, ln2,
+// the MLP's gate (gated only), fc and proj — each weight followed by its bias when it has one.
+std::vector<std::int64_t> block_numels(const spec::ModelShape& s) {
+  const std::int64_t c = s.hidden, f = s.ffn_hidden;
+  const std::int64_t q = (s.heads + 2 * s.kv_heads) * s.head_dim, a = s.heads * s.head_dim;
+  const bool norm_bias = s.norm == spec::NormKind::kLayerNorm;
+  std::vector<std::int64_t> out;
+  const auto add = [&](std::int64_t weight, bool has_bias, std::int64_t bias) {
+    out.push_back(weight);
+    if (has_bias) out.push_back(bias);
+  };
+  add(c, norm_bias, c);
+  add(q * c, s.qkv_bias, q);
+  add(c * a, s.attn_out_bias, c);
+  add(c, norm_bias, c);
+  if (s.mlp == spec::MlpKind::kGated) add(f * c, s.mlp_bias, f);
+  add(f * c, s.mlp_bias, f);
+  add(c * f, s.mlp_bias, c);
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape) {
-  const std::int64_t c = shape.hidden, f = shape.ffn_hidden;
-  std::vector<std::int64_t> out{shape.vocab * c, shape.max_positions * c};
-  for (std::int64_t layer = 0; layer < shape.layers; ++layer) {
-    for (std::int64_t numel : {c, c, 3 * c * c, 3 * c, c * c, c, c, c, f * c, f, c * f, c}) out.push_back(numel);
-  }
+  const std::int64_t c = shape.hidden;
+  std::vector<std::int64_t> out{shape.vocab * c};
+  if (shape.position == spec::PositionKind::kLearned) out.push_back(shape.max_positions * c);
+  const std::vector<std::int64_t> block = block_numels(shape);
+  for (std::int64_t layer = 0; layer < shape.layers; ++layer) out.insert(out.end(), block.begin(), block.end());
   out.push_back(c);
-  out.push_back(c);
+  if (shape.norm == spec::NormKind::kLayerNorm) out.push_back(c);
+  if (!shape.tied_embeddings) out.push_back(shape.vocab * c);
   return out;
 }
 
 double block_elements(const spec::ModelShape& shape) {
-  const std::vector<std::int64_t> numels = parameter_numels(shape);
   if (shape.layers == 0) return 0.0;
-  return static_cast<double>(std::accumulate(numels.begin() + 2, numels.begin() + 14, std::int64_t{0}));
+  const std::vector<std::int64_t> block = block_numels(shape);
+  return static_cast<double>(std::accumulate(block.begin(), block.end(), std::int64_t{0}));
 }
 
 double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes) {
   const spec::ModelShape& s = scenario.shape;
   const double e = static_cast<double>(compute_dtype_bytes);
-  const double r = static_cast<double>(scenario.batch * scenario.seq);
+  const double r = static_cast<double>(scenario.batch * scenario.seq), t = static_cast<double>(scenario.seq);
   const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
   const double heads = static_cast<double>(s.heads), v = static_cast<double>(s.vocab);
+  const double q = static_cast<double>((s.heads + 2 * s.kv_heads) * s.head_dim);
+  const double a = static_cast<double>(s.heads * s.head_dim);
+  const bool layer_norm = s.norm == spec::NormKind::kLayerNorm, gated = s.mlp == spec::MlpKind::kGated;
+  // Norm statistics: rstd, and LayerNorm's mean.
+  const double stats = (layer_norm ? 2.0 : 1.0) * aligned(r * 4);
   const double ids = 2.0 * r * 4.0;
   const double inputs = static_cast<double>(s.layers + 1) * aligned(r * c * e);
-  // One block: ln1, qkv, attention, mid, ln2, fc, gelu in the compute dtype; norm statistics and
-  // the attention log-sum-exp in fp32.
-  const double block = aligned(r * c * e) + 2 * aligned(r * 4) + aligned(r * 3 * c * e) + aligned(r * c * e) +
-                       aligned(r * heads * 4) + aligned(r * c * e) + aligned(r * c * e) + 2 * aligned(r * 4) +
-                       2 * aligned(r * f * e);
+  // One block (model/block.cpp): ln1, qkv, attention, mid, ln2, fc, (gate,) act in the compute
+  // dtype; norm statistics and the attention log-sum-exp in fp32.
+  const double block = aligned(r * c * e) + stats + aligned(r * q * e) + aligned(r * a * e) + aligned(r * heads * 4) +
+                       aligned(r * c * e) + aligned(r * c * e) + stats + (gated ? 3 : 2) * aligned(r * f * e);
   const double kept = scenario.activation_checkpointing ? 1.0 : static_cast<double>(s.layers);
-  const double final_norm = aligned(r * c * e) + 2 * aligned(r * 4);
+  const double final_norm = aligned(r * c * e) + stats;
+  // Rotary positions: the fp32 cos/sin tables [T, rd/2] and the zero table in wpe's place.
+  const double rotary = s.position == spec::PositionKind::kRotary
+                            ? 2 * aligned(t * static_cast<double>(spec::rotary_dim(s) / 2) * 4) + aligned(t * c * e)
+                            : 0.0;
   const double logits = aligned(r * v * e);
-  const double workspace =
-      aligned(r * c * e) + aligned(r * c * e) + aligned(r * std::max(3 * c, f) * e) + aligned(r * std::max(c, f) * e);
-  return ids + inputs + kept * block + final_norm + logits + workspace;
+  // dres, dln, dwide, dmid, (dgate,) (the grouped-query expansion and its gradient).
+  const double workspace = aligned(r * c * e) + aligned(r * c * e) + aligned(r * std::max(q, f) * e) +
+                           aligned(r * std::max(a, f) * e) + (gated ? aligned(r * f * e) : 0.0) +
+                           (s.kv_heads != s.heads ? 2 * aligned(r * 3 * a * e) : 0.0);
+  return ids + inputs + kept * block + final_norm + rotary + logits + workspace;
 }
 
 ForwardFlops scenario_forward_flops(const spec::Scenario& scenario) {
@@ -71,10 +107,13 @@ ForwardFlops scenario_forward_flops(const spec::Scenario& scenario) {
   const double b = static_cast<double>(scenario.batch), t = static_cast<double>(scenario.seq);
   const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
   const double v = static_cast<double>(s.vocab);
-  // 2 FLOPs per multiply-accumulate: qkv 3C², attention proj C², fc and mlp proj C·F per token; QKᵀ
-  // and PV B·T²·C together (causal halves); the head V·C per token.
-  const double attention = 2.0 * b * t * t * c;
-  return {2.0 * b * t * (4.0 * c * c + 2.0 * c * f) + attention, attention, 2.0 * b * t * v * c};
+  const double q = static_cast<double>((s.heads + 2 * s.kv_heads) * s.head_dim);
+  const double a = static_cast<double>(s.heads * s.head_dim);
+  const double mlp_matrices = s.mlp == spec::MlpKind::kGated ? 3.0 : 2.0;
+  // 2 FLOPs per multiply-accumulate: the q|k|v projection C·Q, the attention output A·C, the MLP's
+  // two or three C·F per token; QKᵀ and PV B·T²·A together (causal halves); the head V·C per token.
+  const double attention = 2.0 * b * t * t * a;
+  return {2.0 * b * t * (c * q + a * c + mlp_matrices * c * f) + attention, attention, 2.0 * b * t * v * c};
 }
 
 double scenario_flops_per_step(const spec::Scenario& scenario) {

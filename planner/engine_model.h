@@ -92,8 +92,9 @@ struct EnginePrediction {
   double activation_bytes = 0;
 };
 
-// Parameter element counts in the engine's table order (wte, wpe, per block: ln1, qkv, proj, ln2,
-// fc, proj — weights then biases — final norm).
+// Parameter element counts in the engine's table order, untiled (wte, wpe with learned positions,
+// per block: ln1, qkv, proj, ln2, (gate,) fc, proj — each weight then its bias when it has one —
+// the final norm, and head.weight when untied).
 std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape);
 
 // Parameter elements of one block.

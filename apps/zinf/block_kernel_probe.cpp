@@ -8,8 +8,12 @@
 
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
+#include "kernels/gqa.h"
 #include "kernels/layernorm.h"
 #include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 namespace zinf::cli {
 namespace {
@@ -24,31 +28,68 @@ double seconds_of(const auto& work) {
 
 BlockKernelSeconds probe_block_kernels(const spec::Scenario& scenario) {
   namespace k = kernels::cpu;
+  const spec::ModelShape& s = scenario.shape;
   const auto b = static_cast<std::size_t>(scenario.batch), t = static_cast<std::size_t>(scenario.seq);
-  const auto c = static_cast<std::size_t>(scenario.shape.hidden),
-             f = static_cast<std::size_t>(scenario.shape.ffn_hidden);
-  const auto heads = static_cast<std::size_t>(scenario.shape.heads);
-  const std::size_t r = b * t;
+  const auto c = static_cast<std::size_t>(s.hidden), f = static_cast<std::size_t>(s.ffn_hidden);
+  const auto heads = static_cast<std::size_t>(s.heads), kv_heads = static_cast<std::size_t>(s.kv_heads);
+  const auto hd = static_cast<std::size_t>(s.head_dim), a = heads * hd;
+  const bool rms = s.norm == spec::NormKind::kRmsNorm, gated = s.mlp == spec::MlpKind::kGated;
+  const bool rotary = s.position == spec::PositionKind::kRotary, grouped = kv_heads != heads;
+  const std::size_t r = b * t, packed = (heads + 2 * kv_heads) * hd;
+  const auto rd = static_cast<std::size_t>(rotary ? spec::rotary_dim(s) : 2);
+  const k::RopeShape rope{b, t, packed, heads + kv_heads, hd, rd, 0};
+  const kernels::GqaShape gqa{r, heads, kv_heads, hd};
   // Values that keep every kernel on its ordinary path (no NaNs, no saturated GELU).
   std::vector<float> x(r * c, 0.1f), y(r * c, 0.2f), out(r * c), mean(r), rstd(r, 1.0f), weight(c, 1.0f), bias(c);
-  std::vector<float> dweight(c), dbias(c), qkv(r * 3 * c, 0.01f), dqkv(r * 3 * c), lse(b * heads * t);
-  std::vector<float> wide(r * f, 0.1f), dwide(r * f), wide_out(r * f);
+  std::vector<float> dweight(c), dbias(c), qkv(r * 3 * a, 0.01f), dqkv(r * 3 * a), lse(b * heads * t);
+  std::vector<float> attn(r * a), dattn(r * a, 0.2f), qkv_packed(r * packed, 0.01f), cos(t * rd / 2, 1.0f),
+      sin(t * rd / 2);
+  std::vector<float> wide(r * f, 0.1f), wide2(gated ? r * f : 0, 0.1f), dwide(r * f), dwide2(wide2.size()),
+      wide_out(r * f);
+  // The block's kernels other than its matmuls, in model/block.cpp's choice of kernels.
+  const auto norm_forward = [&] {
+    if (rms) {
+      k::rmsnorm_forward(out.data(), rstd.data(), x.data(), weight.data(), r, c);
+    } else {
+      k::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), weight.data(), bias.data(), r, c);
+    }
+  };
+  const auto norm_backward = [&] {
+    if (rms) {
+      k::rmsnorm_backward(out.data(), dweight.data(), y.data(), x.data(), weight.data(), rstd.data(), r, c);
+    } else {
+      k::layernorm_backward(out.data(), dweight.data(), dbias.data(), y.data(), x.data(), weight.data(), mean.data(),
+                            rstd.data(), r, c);
+    }
+  };
   const auto forward = [&] {
     for (int i = 0; i < 2; ++i) {
-      k::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), weight.data(), bias.data(), r, c);
+      norm_forward();
       k::residual_forward(out.data(), out.data(), y.data(), r * c);
     }
-    k::attention_forward(out.data(), lse.data(), qkv.data(), b, t, c, heads);
-    k::gelu_forward(wide_out.data(), wide.data(), r * f);
+    if (rotary) k::rope_forward(qkv_packed.data(), qkv_packed.data(), cos.data(), sin.data(), rope);
+    if (grouped) k::gqa_expand(qkv.data(), qkv_packed.data(), gqa);
+    k::attention_forward(attn.data(), lse.data(), qkv.data(), b, t, a, heads);
+    if (gated) {
+      k::swiglu_forward(wide_out.data(), wide.data(), wide2.data(), r * f);
+    } else {
+      k::gelu_forward(wide_out.data(), wide.data(), r * f);
+    }
   };
   const auto backward = [&] {
     for (int i = 0; i < 2; ++i) {
-      k::layernorm_backward(out.data(), dweight.data(), dbias.data(), y.data(), x.data(), weight.data(), mean.data(),
-                            rstd.data(), r, c);
+      norm_backward();
       k::residual_backward(out.data(), x.data(), y.data(), r * c);
     }
-    k::attention_backward(dqkv.data(), y.data(), qkv.data(), out.data(), lse.data(), b, t, c, heads);
-    k::gelu_backward(dwide.data(), wide.data(), wide_out.data(), r * f);
+    if (grouped) k::gqa_expand(qkv.data(), qkv_packed.data(), gqa);
+    k::attention_backward(dqkv.data(), dattn.data(), qkv.data(), attn.data(), lse.data(), b, t, a, heads);
+    if (grouped) k::gqa_reduce(qkv_packed.data(), dqkv.data(), gqa);
+    if (rotary) k::rope_backward(qkv_packed.data(), qkv_packed.data(), cos.data(), sin.data(), rope);
+    if (gated) {
+      k::swiglu_backward(dwide.data(), dwide2.data(), wide_out.data(), wide.data(), wide2.data(), r * f);
+    } else {
+      k::gelu_backward(dwide.data(), wide.data(), wide_out.data(), r * f);
+    }
   };
   forward();  // the warm-up also fills lse for the backward
   backward();

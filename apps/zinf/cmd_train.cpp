@@ -15,6 +15,7 @@
 
 #include "apps/zinf/cli.h"
 #include "apps/zinf/exit_codes.h"
+#include "apps/zinf/hf_train_scenario.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_flags.h"
 #include "apps/zinf/rank_spawner.h"
@@ -139,7 +140,10 @@ class TrainCommand final : public Subcommand {
     CLI::App* cmd = cmd_ =
         app.add_subcommand("train", "Train a GPT-like model from a scenario file (schema: scenarios/README.md)");
     cmd->add_option("scenario", scenario_path_, "Scenario JSON file, e.g. scenarios/quickstart.json")
-        ->required()
+        ->type_name("FILE");
+    cmd->add_option("--hf-config", hf_config_,
+                    "Instead of a scenario: train the model of this Hugging Face config.json (llama, mistral, qwen2, "
+                    "gpt2) with defaults that fit this machine, printed in one line")
         ->type_name("FILE");
     // Integers are taken as text and parsed by zinf (plain decimal, the scenario's own ranges), not
     // by CLI11, which reads "0x10" as 16 and clamps 2^64 to 2^63 - 1.
@@ -186,6 +190,7 @@ class TrainCommand final : public Subcommand {
   Status check_outputs(const spec::Scenario& scenario, std::string_view record_field) const;
 
   std::string scenario_path_;
+  std::string hf_config_;
   std::string steps_;
   std::string threads_;
   std::string stop_after_;
@@ -239,7 +244,21 @@ Status TrainCommand::run(const Io& io) {
     ZINF_ASSIGN_OR_RETURN(ranks, parse_ranks(ranks_text_));
   }
   const spec::ShapeResolver resolver = scenario_shape_resolver();
-  ZINF_ASSIGN_OR_RETURN(spec::Scenario scenario, spec::load_scenario(scenario_path_, resolver));
+  if (scenario_path_.empty() == hf_config_.empty()) {
+    return Status::invalid_argument(
+        scenario_path_.empty()
+            ? "scenario: required; give a scenario file, or --hf-config FILE"
+            : fmt::format("--hf-config: not allowed together with the scenario {} (give one)", scenario_path_));
+  }
+  spec::Scenario scenario;
+  if (!hf_config_.empty()) {
+    ZINF_ASSIGN_OR_RETURN(const HfTrainScenario built, hf_train_scenario(hf_config_, physical_memory_bytes()));
+    ZINF_ASSIGN_OR_RETURN(scenario, spec::parse_scenario(built.scenario, "hf-config.json", resolver));
+    scenario_path_ = "--hf-config " + hf_config_;
+    if (!quiet_ && ranks_text_.empty()) io.err << built.summary << '\n';
+  } else {
+    ZINF_ASSIGN_OR_RETURN(scenario, spec::load_scenario(scenario_path_, resolver));
+  }
   // Under --ranks the ranks print the scenario's warnings themselves.
   if (!ranks) {
     for (const std::string& warning : scenario.warnings) io.err << "warning: " << warning << "\n";

@@ -12,9 +12,13 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
+#include "kernels/gqa.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 #include "libengine/core/check.h"
 #include "libengine/device/ops_checks.h"
 
@@ -164,6 +168,73 @@ void CpuOps::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tenso
              "layernorm_backward: weight/dweight/dbias are not [C]");
   k::layernorm_backward(dinp.f32(), dweight.f32(), dbias.f32(), dout.f32(), inp.f32(), weight.f32(), mean.f32(),
                         rstd.f32(), r, c);
+}
+
+void CpuOps::rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
+  const std::size_t c = cols(inp), r = rows(inp);
+  ZINF_CHECK(out.shape() == inp.shape(), "rmsnorm_forward: out's shape is not inp's");
+  ZINF_CHECK(n(rstd) == r, "rmsnorm_forward: rstd is not [R]");
+  ZINF_CHECK(n(weight) == c, "rmsnorm_forward: weight is not [C]");
+  k::rmsnorm_forward(out.f32(), rstd.f32(), inp.f32(), weight.f32(), r, c, eps);
+}
+
+void CpuOps::rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
+  const std::size_t c = cols(inp), r = rows(inp);
+  ZINF_CHECK(dinp.shape() == inp.shape() && dout.shape() == inp.shape(),
+             "rmsnorm_backward: dinp/dout's shape is not inp's");
+  ZINF_CHECK(n(rstd) == r, "rmsnorm_backward: rstd is not [R]");
+  ZINF_CHECK(n(weight) == c && n(dweight) == c, "rmsnorm_backward: weight/dweight are not [C]");
+  k::rmsnorm_backward(dinp.f32(), dweight.f32(), dout.f32(), inp.f32(), weight.f32(), rstd.f32(), r, c);
+}
+
+void CpuOps::swiglu_forward(Tensor out, Tensor gate, Tensor up) {
+  ZINF_CHECK(out.numel() == gate.numel() && up.numel() == gate.numel(), "swiglu_forward: tensors differ in size");
+  k::swiglu_forward(out.f32(), gate.f32(), up.f32(), n(gate));
+}
+
+void CpuOps::swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up) {
+  ZINF_CHECK(dgate.numel() == gate.numel() && dup.numel() == gate.numel() && dout.numel() == gate.numel() &&
+                 up.numel() == gate.numel(),
+             "swiglu_backward: tensors differ in size");
+  k::swiglu_backward(dgate.f32(), dup.f32(), dout.f32(), gate.f32(), up.f32(), n(gate));
+}
+
+namespace {
+k::RopeShape rope_shape(const Tensor& inp, const RopeHeads& h) {
+  return {.batch = static_cast<std::size_t>(inp.dim(0)),
+          .seq_len = static_cast<std::size_t>(inp.dim(1)),
+          .row_stride = static_cast<std::size_t>(inp.dim(2)),
+          .heads = static_cast<std::size_t>(h.heads),
+          .head_dim = static_cast<std::size_t>(h.head_dim),
+          .rotary_dim = static_cast<std::size_t>(h.rotary_dim),
+          .pos_offset = 0};
+}
+kernels::GqaShape gqa_shape(const Tensor& full, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+  return {.rows = rows(full),
+          .heads = static_cast<std::size_t>(heads),
+          .kv_heads = static_cast<std::size_t>(kv_heads),
+          .head_dim = static_cast<std::size_t>(head_dim)};
+}
+}  // namespace
+
+void CpuOps::rope_forward(Tensor out, Tensor inp, Tensor cos, Tensor sin, const RopeHeads& heads) {
+  check_rope(out, inp, cos, sin, heads);
+  k::rope_forward(out.f32(), inp.f32(), cos.f32(), sin.f32(), rope_shape(inp, heads));
+}
+
+void CpuOps::rope_backward(Tensor dinp, Tensor dout, Tensor cos, Tensor sin, const RopeHeads& heads) {
+  check_rope(dinp, dout, cos, sin, heads);
+  k::rope_backward(dinp.f32(), dout.f32(), cos.f32(), sin.f32(), rope_shape(dout, heads));
+}
+
+void CpuOps::gqa_expand(Tensor full, Tensor packed, std::int64_t heads, std::int64_t kv_heads) {
+  const std::int64_t head_dim = gqa_head_dim(full, packed, heads, kv_heads);
+  k::gqa_expand(full.f32(), packed.f32(), gqa_shape(full, heads, kv_heads, head_dim));
+}
+
+void CpuOps::gqa_reduce(Tensor dpacked, Tensor dfull, std::int64_t heads, std::int64_t kv_heads) {
+  const std::int64_t head_dim = gqa_head_dim(dfull, dpacked, heads, kv_heads);
+  k::gqa_reduce(dpacked.f32(), dfull.f32(), gqa_shape(dfull, heads, kv_heads, head_dim));
 }
 
 void CpuOps::gelu_forward(Tensor out, Tensor inp) {

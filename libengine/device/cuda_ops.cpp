@@ -17,9 +17,13 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
+#include "kernels/gqa.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 #include "libengine/core/check.h"
 #include "libengine/device/cuda_check.h"
 #include "libengine/device/cuda_device.h"
@@ -324,6 +328,98 @@ void CudaOps::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tens
   if (r == 0 || !activate() || !ensure_scratch(k::layernorm_backward_scratch_bytes(r, c))) return;
   ZINF_LAUNCH(layernorm_backward, elem_of(inp.dtype()), dinp.data(), dweight.f32(), dbias.f32(), dout.data(),
               inp.data(), weight.data(), mean.f32(), rstd.f32(), r, c, scratch_.data(), scratch_.bytes(), stream());
+}
+
+void CudaOps::rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
+  const std::int64_t c = cols(inp);
+  const std::int64_t r = rows(inp);
+  ZINF_CHECK(out.shape() == inp.shape(), "rmsnorm_forward: out's shape is not inp's");
+  ZINF_CHECK(rstd.numel() == r && weight.numel() == c, "rmsnorm_forward: rstd is not [R] or weight not [C]");
+  ZINF_CHECK(out.dtype() == inp.dtype() && weight.dtype() == inp.dtype() && rstd.dtype() == DType::kF32,
+             "rmsnorm_forward: out, inp, weight are not one compute dtype, or rstd is not fp32");
+  if (r == 0 || !activate()) return;
+  ZINF_LAUNCH(rmsnorm_forward, elem_of(inp.dtype()), out.data(), rstd.f32(), inp.data(), weight.data(), r, c, eps,
+              stream());
+}
+
+void CudaOps::rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
+  const std::int64_t c = cols(inp);
+  const std::int64_t r = rows(inp);
+  ZINF_CHECK(dinp.shape() == inp.shape() && dout.shape() == inp.shape(),
+             "rmsnorm_backward: dinp/dout's shape is not inp's");
+  ZINF_CHECK(rstd.numel() == r && weight.numel() == c && dweight.numel() == c,
+             "rmsnorm_backward: rstd is not [R] or weight/dweight not [C]");
+  ZINF_CHECK(dinp.dtype() == inp.dtype() && dout.dtype() == inp.dtype() && weight.dtype() == inp.dtype() &&
+                 dweight.dtype() == DType::kF32 && rstd.dtype() == DType::kF32,
+             "rmsnorm_backward: dinp, dout, inp, weight are not one compute dtype, or dweight/rstd not fp32");
+  if (r == 0 || !activate() || !ensure_scratch(k::rmsnorm_backward_scratch_bytes(r, c))) return;
+  ZINF_LAUNCH(rmsnorm_backward, elem_of(inp.dtype()), dinp.data(), dweight.f32(), dout.data(), inp.data(),
+              weight.data(), rstd.f32(), r, c, scratch_.data(), scratch_.bytes(), stream());
+}
+
+void CudaOps::swiglu_forward(Tensor out, Tensor gate, Tensor up) {
+  ZINF_CHECK(out.numel() == gate.numel() && up.numel() == gate.numel(), "swiglu_forward: tensors differ in size");
+  ZINF_CHECK(out.dtype() == gate.dtype() && up.dtype() == gate.dtype(), "swiglu_forward: tensors differ in dtype");
+  if (gate.numel() == 0 || !activate()) return;
+  ZINF_LAUNCH(swiglu_forward, elem_of(gate.dtype()), out.data(), gate.data(), up.data(), gate.numel(), stream());
+}
+
+void CudaOps::swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up) {
+  ZINF_CHECK(dgate.numel() == gate.numel() && dup.numel() == gate.numel() && dout.numel() == gate.numel() &&
+                 up.numel() == gate.numel(),
+             "swiglu_backward: tensors differ in size");
+  ZINF_CHECK(dgate.dtype() == gate.dtype() && dup.dtype() == gate.dtype() && dout.dtype() == gate.dtype() &&
+                 up.dtype() == gate.dtype(),
+             "swiglu_backward: tensors differ in dtype");
+  if (gate.numel() == 0 || !activate()) return;
+  ZINF_LAUNCH(swiglu_backward, elem_of(gate.dtype()), dgate.data(), dup.data(), dout.data(), gate.data(), up.data(),
+              gate.numel(), stream());
+}
+
+namespace {
+kernels::cpu::RopeShape rope_shape(const Tensor& inp, const RopeHeads& h) {
+  return {.batch = static_cast<std::size_t>(inp.dim(0)),
+          .seq_len = static_cast<std::size_t>(inp.dim(1)),
+          .row_stride = static_cast<std::size_t>(inp.dim(2)),
+          .heads = static_cast<std::size_t>(h.heads),
+          .head_dim = static_cast<std::size_t>(h.head_dim),
+          .rotary_dim = static_cast<std::size_t>(h.rotary_dim),
+          .pos_offset = 0};
+}
+kernels::GqaShape gqa_shape(const Tensor& full, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+  return {.rows = static_cast<std::size_t>(rows(full)),
+          .heads = static_cast<std::size_t>(heads),
+          .kv_heads = static_cast<std::size_t>(kv_heads),
+          .head_dim = static_cast<std::size_t>(head_dim)};
+}
+}  // namespace
+
+void CudaOps::rope_forward(Tensor out, Tensor inp, Tensor cos, Tensor sin, const RopeHeads& heads) {
+  check_rope(out, inp, cos, sin, heads);
+  if (inp.numel() == 0 || !activate()) return;
+  ZINF_LAUNCH(rope_forward, elem_of(inp.dtype()), out.data(), inp.data(), cos.f32(), sin.f32(), rope_shape(inp, heads),
+              stream());
+}
+
+void CudaOps::rope_backward(Tensor dinp, Tensor dout, Tensor cos, Tensor sin, const RopeHeads& heads) {
+  check_rope(dinp, dout, cos, sin, heads);
+  if (dout.numel() == 0 || !activate()) return;
+  ZINF_LAUNCH(rope_backward, elem_of(dout.dtype()), dinp.data(), dout.data(), cos.f32(), sin.f32(),
+              rope_shape(dout, heads), stream());
+}
+
+void CudaOps::gqa_expand(Tensor full, Tensor packed, std::int64_t heads, std::int64_t kv_heads) {
+  const std::int64_t head_dim = gqa_head_dim(full, packed, heads, kv_heads);
+  if (full.numel() == 0 || !activate()) return;
+  ZINF_LAUNCH(gqa_expand, elem_of(full.dtype()), full.data(), packed.data(), gqa_shape(full, heads, kv_heads, head_dim),
+              stream());
+}
+
+void CudaOps::gqa_reduce(Tensor dpacked, Tensor dfull, std::int64_t heads, std::int64_t kv_heads) {
+  const std::int64_t head_dim = gqa_head_dim(dfull, dpacked, heads, kv_heads);
+  if (dfull.numel() == 0 || !activate()) return;
+  ZINF_LAUNCH(gqa_reduce, elem_of(dfull.dtype()), dpacked.data(), dfull.data(),
+              gqa_shape(dfull, heads, kv_heads, head_dim), stream());
 }
 
 void CudaOps::gelu_forward(Tensor out, Tensor inp) {

@@ -57,6 +57,14 @@ class CudaOps final : public Ops {
                          float eps) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                           Tensor mean, Tensor rstd) override;
+  void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
+  void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
+  void swiglu_forward(Tensor out, Tensor gate, Tensor up) override;
+  void swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up) override;
+  void rope_forward(Tensor out, Tensor inp, Tensor cos, Tensor sin, const RopeHeads& heads) override;
+  void rope_backward(Tensor dinp, Tensor dout, Tensor cos, Tensor sin, const RopeHeads& heads) override;
+  void gqa_expand(Tensor full, Tensor packed, std::int64_t heads, std::int64_t kv_heads) override;
+  void gqa_reduce(Tensor dpacked, Tensor dfull, std::int64_t heads, std::int64_t kv_heads) override;
   void gelu_forward(Tensor out, Tensor inp) override;
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;

@@ -36,6 +36,14 @@ namespace zinf::device {
 // How a gradient output receives its value: added to what it holds (+=) or written over it (=).
 enum class GradMode { kAccumulate, kOverwrite };
 
+// Which part of each row a rotary embedding turns (kernels/rope.h): the first `heads` heads of the
+// row, each head_dim wide, of which the first rotary_dim dimensions rotate (even, <= head_dim).
+struct RopeHeads {
+  std::int64_t heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t rotary_dim = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -80,6 +88,33 @@ class Ops {
   virtual void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                   Tensor mean, Tensor rstd) = 0;
 
+  // RMSNorm over the last dimension (kernels/rmsnorm.h): out, inp [R,C]; rstd [R] (fp32) saved for
+  // backward; weight [C].
+  virtual void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) = 0;
+  // dinp [R,C] and dweight [C] accumulated (+=).
+  virtual void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) = 0;
+
+  // Fused SwiGLU (kernels/swiglu.h) on [N]-element tensors: out = silu(gate) * up; out may be gate
+  // or up.
+  virtual void swiglu_forward(Tensor out, Tensor gate, Tensor up) = 0;
+  // dgate += and dup += the two gradients; they overlap no input and not each other.
+  virtual void swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up) = 0;
+
+  // Rotary position embedding (kernels/rope.h, HF's rotate_half layout) of the heads `heads` names
+  // in every row of inp [B,T,S] at positions 0..T-1; cos, sin [P, rotary_dim/2] fp32 tables with
+  // P >= T. Written (=), in place when out is inp; elements of a row outside the heads untouched
+  // (and, out of place, not written).
+  virtual void rope_forward(Tensor out, Tensor inp, Tensor cos, Tensor sin, const RopeHeads& heads) = 0;
+  // The transpose rotation: dinp = R(-theta) dout, written (=), in place when dinp is dout.
+  virtual void rope_backward(Tensor dinp, Tensor dout, Tensor cos, Tensor sin, const RopeHeads& heads) = 0;
+
+  // Grouped-query attention's K/V sharing (kernels/gqa.h): packed [B,T,(NH+2NKV)hd] (the q|k|v
+  // projection's output) to full [B,T,3 NH hd] (the attention kernel's input, one K/V per query
+  // head), and the gradient back, each K/V head's gradient the sum over its group of query heads.
+  // Both write (=). heads NH, kv_heads NKV (NH a multiple of it); hd is read from full's width.
+  virtual void gqa_expand(Tensor full, Tensor packed, std::int64_t heads, std::int64_t kv_heads) = 0;
+  virtual void gqa_reduce(Tensor dpacked, Tensor dfull, std::int64_t heads, std::int64_t kv_heads) = 0;
+
   // GELU (tanh approximation), elementwise on [N]-element tensors; out may be inp.
   virtual void gelu_forward(Tensor out, Tensor inp) = 0;
   // dinp += gelu'(inp) * dout; dinp overlaps neither input.
@@ -106,7 +141,8 @@ class Ops {
                                        std::span<const std::int32_t> tokens, std::int64_t vocab) = 0;
 
   // Causal multi-head attention over fused qkv [B,T,3C]: out [B,T,C], lse [B,NH,T] (NH is read
-  // from lse's shape).
+  // from lse's shape; C = NH * head size, which need not be the model's hidden width). Grouped
+  // K/V heads go through gqa_expand/gqa_reduce first.
   virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv) = 0;
   // dqkv [B,T,3C] accumulated (+=); out and lse are the forward pass's for this qkv.
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) = 0;

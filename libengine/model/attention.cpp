@@ -2,26 +2,52 @@
 
 namespace zinf::model {
 
-Attention::Attention(ParamTable& table, const std::string& prefix, std::int64_t channels, bool qkv_bias, bool out_bias,
-                     std::int32_t group, float proj_init_std)
-    : qkv_(table, prefix + ".qkv.weight", qkv_bias ? prefix + ".qkv.bias" : std::string(), channels, 3 * channels,
-           group, 0.02f),
-      proj_(table, prefix + ".proj.weight", out_bias ? prefix + ".proj.bias" : std::string(), channels, channels, group,
-            proj_init_std) {}
+std::int64_t Attention::qkv_width(const spec::ModelShape& shape) {
+  return (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+}
+
+Attention::Attention(ParamTable& table, const std::string& prefix, const spec::ModelShape& shape, std::int32_t group,
+                     float proj_init_std)
+    : qkv_(table, prefix + ".qkv.weight", shape.qkv_bias ? prefix + ".qkv.bias" : std::string(), shape.hidden,
+           qkv_width(shape), group, 0.02f),
+      proj_(table, prefix + ".proj.weight", shape.attn_out_bias ? prefix + ".proj.bias" : std::string(),
+            core_width(shape), shape.hidden, group, proj_init_std),
+      heads_(shape.heads),
+      kv_heads_(shape.kv_heads),
+      head_dim_(shape.head_dim),
+      rotary_dim_(shape.position == spec::PositionKind::kRotary ? spec::rotary_dim(shape) : 0) {}
 
 Status Attention::forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor qkv, Tensor attn, Tensor lse,
-                          Tensor inp) const {
+                          Tensor inp, const AttentionWork& work) const {
   ZINF_RETURN_IF_ERROR(qkv_.forward(ops, params, qkv, 0, inp));
-  ops.attention_forward(attn, lse, qkv);
+  if (rotary_dim_ > 0) ops.rope_forward(qkv, qkv, work.rope_cos, work.rope_sin, rope_heads());
+  if (kv_heads_ == heads_) {
+    ops.attention_forward(attn, lse, qkv);
+  } else {
+    ops.gqa_expand(work.full, qkv, heads_, kv_heads_);
+    ops.attention_forward(attn, lse, work.full);
+  }
   return proj_.forward(ops, params, out, 0, attn);
 }
 
 Status Attention::backward(device::Ops& ops, ParamSource& params, GradSink& grads, Tensor dinp, Tensor dout, Tensor inp,
-                           Tensor qkv, Tensor attn, Tensor lse, Tensor dqkv, Tensor dattn) const {
+                           Tensor qkv, Tensor attn, Tensor lse, Tensor dqkv, Tensor dattn,
+                           const AttentionWork& work) const {
   ZINF_RETURN_IF_ERROR(proj_.backward(ops, params, grads, dattn, device::GradMode::kOverwrite, dout, 0, attn));
-  // The attention kernel accumulates into dqkv, and it is dqkv's only contribution: start from zero.
-  ops.zero(dqkv);
-  ops.attention_backward(dqkv, dattn, qkv, attn, lse);
+  // The attention kernel accumulates into its dqkv, and it is that buffer's only contribution:
+  // start from zero.
+  if (kv_heads_ == heads_) {
+    ops.zero(dqkv);
+    ops.attention_backward(dqkv, dattn, qkv, attn, lse);
+  } else {
+    // The expansion is rebuilt from the saved qkv: the forward's was overwritten by later blocks.
+    ops.gqa_expand(work.full, qkv, heads_, kv_heads_);
+    ops.zero(work.dfull);
+    ops.attention_backward(work.dfull, dattn, work.full, attn, lse);
+    ops.gqa_reduce(dqkv, work.dfull, heads_, kv_heads_);
+  }
+  // qkv holds the rotated q and k; turning their gradient back gives the projection's.
+  if (rotary_dim_ > 0) ops.rope_backward(dqkv, dqkv, work.rope_cos, work.rope_sin, rope_heads());
   return qkv_.backward(ops, params, grads, dinp, device::GradMode::kOverwrite, dqkv, 0, inp);
 }
 

@@ -1,7 +1,12 @@
-// Attention: GPT-2's causal self-attention as a model module — the fused QKV projection
-// `<prefix>.qkv` [3C,C], the causal multi-head attention kernel (device/ops.h), and the output
-// projection `<prefix>.proj` [C,C] (a residual projection: initialised with the smaller std the
-// caller passes). It keeps no activations itself: the block hands in where to save them.
+// Attention: the decoder's causal self-attention as a model module — the fused q|k|v projection
+// `<prefix>.qkv` [(NH + 2 NKV) hd, C] (rows: the NH query heads, then the NKV key heads, then the
+// NKV value heads, each head hd rows), optional rotary embedding of the query and key heads (HF's
+// rotate_half layout, in place on the projection's output), the causal attention kernel (grouped
+// K/V heads expanded to one per query head by gqa_expand, their gradients summed back over each
+// group by gqa_reduce) and the output projection `<prefix>.proj` [C, NH hd] (a residual projection:
+// initialised with the smaller std the caller passes). GPT-2 is the case NKV = NH, hd = C/NH,
+// learned positions. It keeps no activations itself: the block hands in where to save them and
+// the workspace it may overwrite.
 #pragma once
 
 #include <cstdint>
@@ -12,26 +17,43 @@
 #include "libengine/model/linear.h"
 #include "libengine/model/param_source.h"
 #include "libengine/model/param_table.h"
+#include "libengine/spec/model_shape.h"
 
 namespace zinf::model {
 
+// What the attention needs besides its activations: the rotary tables (fp32 [T, rd/2], empty
+// without rotary positions) and, with grouped K/V heads, two [B,T,3 NH hd] buffers it may
+// overwrite (the expansion and its gradient; empty when NKV == NH).
+struct AttentionWork {
+  Tensor rope_cos, rope_sin;
+  Tensor full, dfull;
+};
+
 class Attention {
  public:
-  Attention(ParamTable& table, const std::string& prefix, std::int64_t channels, bool qkv_bias, bool out_bias,
-            std::int32_t group, float proj_init_std);
+  Attention(ParamTable& table, const std::string& prefix, const spec::ModelShape& shape, std::int32_t group,
+            float proj_init_std);
 
-  // out [B,T,C] = proj(attention(qkv(inp))); saves qkv [B,T,3C], attn [B,T,C] (the attention
-  // core's output, proj's input) and lse [B,NH,T].
-  Status forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor qkv, Tensor attn, Tensor lse,
-                 Tensor inp) const;
+  // Width of the q|k|v projection's output, (NH + 2 NKV) hd, and of the attention core's, NH hd.
+  static std::int64_t qkv_width(const spec::ModelShape& shape);
+  static std::int64_t core_width(const spec::ModelShape& shape) { return shape.heads * shape.head_dim; }
+
+  // out [B,T,C] = proj(attention(rope(qkv(inp)))); saves qkv [B,T,qkv_width] (after the rotation),
+  // attn [B,T,NH hd] (the attention core's output, proj's input) and lse [B,NH,T].
+  Status forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor qkv, Tensor attn, Tensor lse, Tensor inp,
+                 const AttentionWork& work) const;
   // dinp [B,T,C] = the input gradient (OVERWRITTEN) for the upstream gradient dout [B,T,C];
-  // parameter gradients added and committed. dqkv [B,T,3C] and dattn [B,T,C] are scratch.
+  // parameter gradients added and committed. dqkv [B,T,qkv_width] and dattn [B,T,NH hd] are scratch.
   Status backward(device::Ops& ops, ParamSource& params, GradSink& grads, Tensor dinp, Tensor dout, Tensor inp,
-                  Tensor qkv, Tensor attn, Tensor lse, Tensor dqkv, Tensor dattn) const;
+                  Tensor qkv, Tensor attn, Tensor lse, Tensor dqkv, Tensor dattn, const AttentionWork& work) const;
 
  private:
+  device::RopeHeads rope_heads() const { return {heads_ + kv_heads_, head_dim_, rotary_dim_}; }
+
   Linear qkv_;
   Linear proj_;
+  std::int64_t heads_, kv_heads_, head_dim_;
+  std::int64_t rotary_dim_;  // 0: learned positions, no rotation
 };
 
 }  // namespace zinf::model

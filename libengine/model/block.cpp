@@ -18,28 +18,32 @@ float residual_init_std(const spec::ModelShape& shape) {
 }  // namespace
 
 Block::Block(ParamTable& table, std::int64_t index, const spec::ModelShape& shape, const spec::OperatorTiling& tiling)
-    : ln1_(table, block_prefix(index) + ".ln1", shape.hidden, static_cast<std::int32_t>(index + 1)),
-      attn_(table, block_prefix(index) + ".attn", shape.hidden, shape.qkv_bias, shape.attn_out_bias,
-            static_cast<std::int32_t>(index + 1), residual_init_std(shape)),
-      ln2_(table, block_prefix(index) + ".ln2", shape.hidden, static_cast<std::int32_t>(index + 1)),
+    : ln1_(table, block_prefix(index) + ".ln1", shape.hidden, static_cast<std::int32_t>(index + 1), shape.norm,
+           static_cast<float>(shape.norm_eps)),
+      attn_(table, block_prefix(index) + ".attn", shape, static_cast<std::int32_t>(index + 1),
+            residual_init_std(shape)),
+      ln2_(table, block_prefix(index) + ".ln2", shape.hidden, static_cast<std::int32_t>(index + 1), shape.norm,
+           static_cast<float>(shape.norm_eps)),
       mlp_(table, block_prefix(index) + ".mlp", shape.hidden, shape.ffn_hidden, shape.mlp_bias,
-           static_cast<std::int32_t>(index + 1), residual_init_std(shape), tiling.mlp_fc, tiling.mlp_proj) {}
+           static_cast<std::int32_t>(index + 1), residual_init_std(shape), tiling.mlp_fc, tiling.mlp_proj, shape.mlp) {}
 
 BlockActivations Block::carve_activations(TensorCarver& carver, const spec::ModelShape& shape, std::int64_t batch,
                                           std::int64_t seq) {
   const std::int64_t b = batch, t = seq, c = shape.hidden, f = shape.ffn_hidden, r = batch * seq;
+  const bool layer_norm = shape.norm == spec::NormKind::kLayerNorm;
   BlockActivations a;
   a.ln1_out = carver.take({b, t, c});
-  a.ln1_mean = carver.take_f32({r});
+  if (layer_norm) a.ln1_mean = carver.take_f32({r});
   a.ln1_rstd = carver.take_f32({r});
-  a.qkv = carver.take({b, t, 3 * c});
-  a.attn = carver.take({b, t, c});
+  a.qkv = carver.take({b, t, Attention::qkv_width(shape)});
+  a.attn = carver.take({b, t, Attention::core_width(shape)});
   a.lse = carver.take_f32({b, shape.heads, t});
   a.mid = carver.take({b, t, c});
   a.ln2_out = carver.take({b, t, c});
-  a.ln2_mean = carver.take_f32({r});
+  if (layer_norm) a.ln2_mean = carver.take_f32({r});
   a.ln2_rstd = carver.take_f32({r});
   a.fc = carver.take({b, t, f});
+  if (shape.mlp == spec::MlpKind::kGated) a.gate = carver.take({b, t, f});
   a.act = carver.take({b, t, f});
   return a;
 }
@@ -49,38 +53,46 @@ BlockScratch Block::carve_scratch(TensorCarver& carver, const spec::ModelShape& 
   const std::int64_t c = shape.hidden, f = shape.ffn_hidden, r = batch * seq;
   BlockScratch s;
   s.dln = carver.take({batch, seq, c});
-  s.dwide = carver.take({r * std::max(3 * c, f)});
-  s.dmid = carver.take({r * std::max(c, f)});
+  s.dwide = carver.take({r * std::max(Attention::qkv_width(shape), f)});
+  s.dmid = carver.take({r * std::max(Attention::core_width(shape), f)});
+  if (shape.mlp == spec::MlpKind::kGated) s.dgate = carver.take({batch, seq, f});
+  if (shape.kv_heads != shape.heads) {
+    s.attention.full = carver.take({batch, seq, 3 * Attention::core_width(shape)});
+    s.attention.dfull = carver.take({batch, seq, 3 * Attention::core_width(shape)});
+  }
   return s;
 }
 
-Status Block::forward(device::Ops& ops, ParamSource& params, Tensor x, const BlockActivations& acts, Tensor out) const {
+Status Block::forward(device::Ops& ops, ParamSource& params, Tensor x, const BlockActivations& acts,
+                      const BlockScratch& scratch, Tensor out) const {
   ZINF_RETURN_IF_ERROR(ln1_.forward(ops, params, acts.ln1_out, acts.ln1_mean, acts.ln1_rstd, x));
   // The output projection writes into `mid`, then the residual is added in place.
-  ZINF_RETURN_IF_ERROR(attn_.forward(ops, params, acts.mid, acts.qkv, acts.attn, acts.lse, acts.ln1_out));
+  ZINF_RETURN_IF_ERROR(
+      attn_.forward(ops, params, acts.mid, acts.qkv, acts.attn, acts.lse, acts.ln1_out, scratch.attention));
   ops.residual_forward(acts.mid, acts.mid, x);
   ZINF_RETURN_IF_ERROR(ln2_.forward(ops, params, acts.ln2_out, acts.ln2_mean, acts.ln2_rstd, acts.mid));
-  ZINF_RETURN_IF_ERROR(mlp_.forward(ops, params, out, acts.fc, acts.act, acts.ln2_out));
+  ZINF_RETURN_IF_ERROR(mlp_.forward(ops, params, out, acts.fc, acts.gate, acts.act, acts.ln2_out));
   if (out.data() != nullptr) ops.residual_forward(out, out, acts.mid);
   return Status::ok();
 }
 
 Status Block::backward(device::Ops& ops, ParamSource& params, GradSink& grads, Tensor x, const BlockActivations& acts,
                        const BlockScratch& scratch, Tensor dres) const {
-  const Shape wide = acts.fc.shape();     // [B,T,F]
-  const Shape narrow = acts.mid.shape();  // [B,T,C]
-  const Shape fused = acts.qkv.shape();   // [B,T,3C]
+  const Shape wide = acts.fc.shape();    // [B,T,F]
+  const Shape core = acts.attn.shape();  // [B,T,A]
+  const Shape fused = acts.qkv.shape();  // [B,T,Q]
   const auto prefix = [](const Tensor& t, const Shape& shape) {
     return Tensor(t.data(), t.dtype(), shape, t.device());
   };
   // MLP half: out = mid + mlp(ln2(mid)). dres = d(out) is also d(mid) through the residual; the
   // LayerNorm's backward adds the other path on top of it.
-  ZINF_RETURN_IF_ERROR(mlp_.backward(ops, params, grads, scratch.dln, dres, acts.ln2_out, acts.fc, acts.act,
-                                     prefix(scratch.dwide, wide), prefix(scratch.dmid, wide)));
+  ZINF_RETURN_IF_ERROR(mlp_.backward(ops, params, grads, scratch.dln, dres, acts.ln2_out, acts.fc, acts.gate, acts.act,
+                                     prefix(scratch.dwide, wide), scratch.dgate, prefix(scratch.dmid, wide)));
   ZINF_RETURN_IF_ERROR(ln2_.backward(ops, params, grads, dres, scratch.dln, acts.mid, acts.ln2_mean, acts.ln2_rstd));
   // Attention half: mid = x + attn(ln1(x)); the same in-place pattern.
   ZINF_RETURN_IF_ERROR(attn_.backward(ops, params, grads, scratch.dln, dres, acts.ln1_out, acts.qkv, acts.attn,
-                                      acts.lse, prefix(scratch.dwide, fused), prefix(scratch.dmid, narrow)));
+                                      acts.lse, prefix(scratch.dwide, fused), prefix(scratch.dmid, core),
+                                      scratch.attention));
   return ln1_.backward(ops, params, grads, dres, scratch.dln, x, acts.ln1_mean, acts.ln1_rstd);
 }
 

@@ -8,8 +8,8 @@
 namespace zinf::model {
 
 Embedding::Embedding(ParamTable& table, std::int64_t vocab, std::int64_t max_positions, std::int64_t channels,
-                     std::int64_t tiles)
-    : vocab_(vocab) {
+                     std::int64_t tiles, bool positions)
+    : vocab_(vocab), wpe_(kNoPositions) {
   ZINF_CHECK(tiles >= 1 && tiles <= vocab, "Embedding: tiles outside [1, vocab]");
   for (std::int64_t k = 0; k < tiles; ++k) {
     const std::int64_t begin = k * vocab / tiles;
@@ -22,6 +22,7 @@ Embedding::Embedding(ParamTable& table, std::int64_t vocab, std::int64_t max_pos
                               .init_std = 0.02f,
                               .weight_decay = true}));
   }
+  if (!positions) return;
   wpe_ = table.add({.name = "wpe",
                     .shape = Shape{max_positions, channels},
                     .group = 0,
@@ -30,8 +31,15 @@ Embedding::Embedding(ParamTable& table, std::int64_t vocab, std::int64_t max_pos
                     .weight_decay = true});
 }
 
-Status Embedding::forward(device::Ops& ops, ParamSource& params, Tensor out,
-                          std::span<const std::int32_t> tokens) const {
+Status Embedding::forward(device::Ops& ops, ParamSource& params, Tensor out, std::span<const std::int32_t> tokens,
+                          Tensor zero_positions) const {
+  if (!has_positions()) {
+    for (std::size_t k = 0; k < wte_.size(); ++k) {
+      ZINF_ASSIGN_OR_RETURN(ScopedParam wte, ScopedParam::acquire(params, wte_[k]));
+      ops.embedding_forward_rows(out, tokens, wte.tensor(), begins_[k], zero_positions);
+    }
+    return Status::ok();
+  }
   if (wte_.size() == 1) {
     ZINF_ASSIGN_OR_RETURN(ScopedParam wte, ScopedParam::acquire(params, wte_[0]));
     ZINF_ASSIGN_OR_RETURN(ScopedParam wpe, ScopedParam::acquire(params, wpe_));
@@ -48,6 +56,14 @@ Status Embedding::forward(device::Ops& ops, ParamSource& params, Tensor out,
 }
 
 Status Embedding::backward(device::Ops& ops, GradSink& grads, Tensor dout, std::span<const std::int32_t> tokens) const {
+  if (!has_positions()) {
+    for (std::size_t k = 0; k < wte_.size(); ++k) {
+      ZINF_ASSIGN_OR_RETURN(Tensor dwte, grads.grad_buffer(wte_[k]));
+      ops.embedding_backward_rows(dwte, begins_[k], Tensor(), dout, tokens, vocab_);
+      ZINF_RETURN_IF_ERROR(grads.commit(wte_[k]));
+    }
+    return Status::ok();
+  }
   ZINF_ASSIGN_OR_RETURN(Tensor dwpe, grads.grad_buffer(wpe_));
   if (wte_.size() == 1) {
     ZINF_ASSIGN_OR_RETURN(Tensor dwte, grads.grad_buffer(wte_[0]));

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/rope.h"
+
 namespace zinf::model {
 namespace {
 
@@ -34,29 +36,9 @@ Status check_ids(std::span<const std::int32_t> ids, std::string_view what, std::
 Status validate(const GptConfig& config) {
   const spec::ModelShape& s = config.shape;
   ZINF_RETURN_IF_ERROR(spec::validate(s));
-  if (s.norm != spec::NormKind::kLayerNorm) {
-    return Status::invalid_argument("model.norm: rmsnorm is not implemented by the GPT model (allowed: layernorm)");
-  }
-  if (s.position != spec::PositionKind::kLearned) {
-    return Status::invalid_argument("model.position: rotary is not implemented by the GPT model (allowed: learned)");
-  }
-  if (s.mlp != spec::MlpKind::kGelu) {
-    return Status::invalid_argument("model.mlp: gated is not implemented by the GPT model (allowed: gelu)");
-  }
-  if (s.kv_heads != s.heads) {
-    return Status::invalid_argument(fmt::format(
-        "model.kv_heads: {} differs from heads {}; grouped-query attention is not implemented by the GPT model",
-        s.kv_heads, s.heads));
-  }
-  if (s.hidden % s.heads != 0) {
+  if (s.norm == spec::NormKind::kLayerNorm && !s.norm_bias) {
     return Status::invalid_argument(
-        fmt::format("model.heads: {} does not divide hidden {} (the GPT model splits hidden evenly over the heads)",
-                    s.heads, s.hidden));
-  }
-  if (s.head_dim * s.heads != s.hidden) {
-    return Status::invalid_argument(
-        fmt::format("model.head_dim: {} is not hidden / heads = {} (the GPT model splits hidden evenly over the heads)",
-                    s.head_dim, s.hidden / s.heads));
+        "model.norm_bias: false is not implemented for layernorm by the model (allowed: true, or norm rmsnorm)");
   }
   // OpenBLAS takes int dimensions; every matrix dimension the model multiplies must fit one.
   constexpr std::int64_t kMaxDim = std::numeric_limits<std::int32_t>::max();
@@ -71,7 +53,7 @@ Status validate(const GptConfig& config) {
     return Status::invalid_argument(
         fmt::format("batch*seq: {} exceeds {} rows (reduce batch or seq)", config.batch * config.seq, kMaxDim));
   }
-  const std::int64_t widest = std::max({s.vocab, s.ffn_hidden, 3 * s.hidden});
+  const std::int64_t widest = std::max({s.vocab, s.ffn_hidden, 3 * s.heads * s.head_dim, s.hidden});
   if (widest > kMaxDim) {
     return Status::invalid_argument(fmt::format("model: a matrix dimension of {} exceeds {}", widest, kMaxDim));
   }
@@ -99,9 +81,10 @@ Gpt::Gpt(const GptConfig& config, device::Device& device)
     : config_(config),
       device_(device),
       embedding_(table_, config.shape.vocab, config.shape.max_positions, config.shape.hidden,
-                 tiles_of(config).embedding),
+                 tiles_of(config).embedding, config.shape.position == spec::PositionKind::kLearned),
       blocks_(make_blocks(table_, config)),
-      lnf_(table_, "lnf", config.shape.hidden, static_cast<std::int32_t>(config.shape.layers + 1)) {
+      lnf_(table_, "lnf", config.shape.hidden, static_cast<std::int32_t>(config.shape.layers + 1), config.shape.norm,
+           static_cast<float>(config.shape.norm_eps)) {
   const spec::ModelShape& s = config.shape;
   if (s.tied_embeddings) {
     head_ = TiledLinear::shared(embedding_.wte_tiles(), embedding_.tile_begins(), s.hidden, s.vocab);
@@ -159,14 +142,54 @@ Status Gpt::allocate() {
   }
   ZINF_RETURN_IF_ERROR(carve("final layer norm activations", [&](TensorCarver& carver) {
     lnf_out_ = carver.take({b, t, c});
-    lnf_mean_ = carver.take_f32({r});
+    if (s.norm == spec::NormKind::kLayerNorm) lnf_mean_ = carver.take_f32({r});
     lnf_rstd_ = carver.take_f32({r});
   }));
+  if (s.position == spec::PositionKind::kRotary) ZINF_RETURN_IF_ERROR(upload_rotary_tables(carve));
   ZINF_RETURN_IF_ERROR(carve("logits", [&](TensorCarver& carver) { logits_ = carver.take({b, t, s.vocab}); }));
-  return carve("backward workspace", [&](TensorCarver& carver) {
+  const AttentionWork rotary = scratch_.attention;  // the tables, if any, set above
+  ZINF_RETURN_IF_ERROR(carve("backward workspace", [&](TensorCarver& carver) {
     dres_ = carver.take({b, t, c});
     scratch_ = Block::carve_scratch(carver, s, b, t);
-  });
+  }));
+  scratch_.attention.rope_cos = rotary.rope_cos;
+  scratch_.attention.rope_sin = rotary.rope_sin;
+  return Status::ok();
+}
+
+template <typename Carve>
+Status Gpt::upload_rotary_tables(const Carve& carve) {
+  const spec::ModelShape& s = config_.shape;
+  const std::int64_t t = config_.seq, c = s.hidden, half = spec::rotary_dim(s) / 2;
+  ZINF_RETURN_IF_ERROR(carve("rotary tables and zero positions", [&](TensorCarver& carver) {
+    scratch_.attention.rope_cos = carver.take_f32({t, half});
+    scratch_.attention.rope_sin = carver.take_f32({t, half});
+    zero_positions_ = carver.take({t, c});
+  }));
+  const spec::RopeSettings& r = s.rope;
+  kernels::RopeFrequencies frequencies;
+  frequencies.rotary_dim = static_cast<std::size_t>(2 * half);
+  frequencies.theta = r.theta;
+  frequencies.scaling = r.scaling == spec::RopeScalingKind::kLinear   ? kernels::RopeScaling::kLinear
+                        : r.scaling == spec::RopeScalingKind::kLlama3 ? kernels::RopeScaling::kLlama3
+                                                                      : kernels::RopeScaling::kDefault;
+  frequencies.factor = r.factor;
+  frequencies.low_freq_factor = r.low_freq_factor;
+  frequencies.high_freq_factor = r.high_freq_factor;
+  frequencies.original_max_position_embeddings = r.original_max_positions;
+  std::vector<float> inv_freq(static_cast<std::size_t>(half));
+  kernels::rope_inv_freq(inv_freq.data(), frequencies);
+  std::vector<float> cos(static_cast<std::size_t>(t * half)), sin(cos.size());
+  kernels::rope_tables(cos.data(), sin.data(), inv_freq.data(), static_cast<std::size_t>(half),
+                       static_cast<std::size_t>(t));
+  device::Stream& compute = device_.stream(device::StreamRole::kCompute);
+  device_.copy(scratch_.attention.rope_cos.data(), cos.data(), cos.size() * sizeof(float),
+               device::CopyKind::kHostToDevice, compute);
+  device_.copy(scratch_.attention.rope_sin.data(), sin.data(), sin.size() * sizeof(float),
+               device::CopyKind::kHostToDevice, compute);
+  device_.ops().zero(zero_positions_);
+  // The host tables go out of scope here: the copies must have read them.
+  return compute.synchronize();
 }
 
 const BlockActivations& Gpt::activations_of(std::int64_t block) const {
@@ -190,13 +213,13 @@ Status Gpt::run_forward(ParamSource& params, bool for_backward) {
   CheckpointStore& store = *checkpoints_;
   const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
   store.before_write(0);
-  ZINF_RETURN_IF_ERROR(embedding_.forward(ops, params, store.at(0), {tokens_, r}));
+  ZINF_RETURN_IF_ERROR(embedding_.forward(ops, params, store.at(0), {tokens_, r}, zero_positions_));
   store.written(0, for_backward);
   const auto layers = static_cast<std::int64_t>(blocks_.size());
   for (std::int64_t i = 0; i < layers; ++i) {
     store.before_write(i + 1);
-    ZINF_RETURN_IF_ERROR(
-        blocks_[static_cast<std::size_t>(i)].forward(ops, params, store.at(i), activations_of(i), store.at(i + 1)));
+    ZINF_RETURN_IF_ERROR(blocks_[static_cast<std::size_t>(i)].forward(ops, params, store.at(i), activations_of(i),
+                                                                      scratch_, store.at(i + 1)));
     store.written(i + 1, for_backward);
   }
   ZINF_RETURN_IF_ERROR(lnf_.forward(ops, params, lnf_out_, lnf_mean_, lnf_rstd_, store.at(layers)));
@@ -240,7 +263,7 @@ Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::
     // With checkpointing the shared buffer still holds the last block's activations from the
     // forward pass; every earlier block is recomputed from its saved input (output not needed).
     if (config_.activation_checkpointing && i != layers - 1) {
-      ZINF_RETURN_IF_ERROR(blocks_[index].forward(ops, params, store.at(i), acts, Tensor()));
+      ZINF_RETURN_IF_ERROR(blocks_[index].forward(ops, params, store.at(i), acts, scratch_, Tensor()));
     }
     ZINF_RETURN_IF_ERROR(blocks_[index].backward(ops, params, grads, store.at(i), acts, scratch_, dres_));
     store.released(i);
@@ -254,11 +277,13 @@ double Gpt::flops_per_step() const {
   const double b = static_cast<double>(config_.batch), t = static_cast<double>(config_.seq);
   const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
   const double v = static_cast<double>(s.vocab), l = static_cast<double>(s.layers);
-  // Multiply-accumulates per token of the forward pass: qkv 3C², attention proj C², fc and mlp proj
-  // C·F each, per layer; the head V·C.
-  const double matmul_macs = b * t * (l * (4.0 * c * c + 2.0 * c * f) + v * c);
-  // QKᵀ and PV: B·NH·T²·hs MACs each = B·T²·C, halved by the causal mask, two of them.
-  const double attention_macs = l * b * t * t * c;
+  const double q = static_cast<double>(Attention::qkv_width(s)), a = static_cast<double>(Attention::core_width(s));
+  const double mlp_matrices = s.mlp == spec::MlpKind::kGated ? 3.0 : 2.0;
+  // Multiply-accumulates per token of the forward pass: the q|k|v projection C·Q, the attention
+  // output projection A·C, the MLP's two or three C·F matrices, per layer; the head V·C.
+  const double matmul_macs = b * t * (l * (c * q + a * c + mlp_matrices * c * f) + v * c);
+  // QKᵀ and PV: B·NH·T²·hd MACs each = B·T²·A, halved by the causal mask, two of them.
+  const double attention_macs = l * b * t * t * a;
   return 3.0 * 2.0 * (matmul_macs + attention_macs);
 }
 

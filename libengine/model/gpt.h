@@ -1,6 +1,33 @@
-// Gpt: the GPT-2-like decoder-only language model zinf trains — token + learned position embedding,
-// L pre-LN blocks (causal multi-head attention, GELU MLP), a final LayerNorm and a linear head over
-// the vocabulary (tied to `wte` or its own `head.weight`), mean cross-entropy loss.
+// Gpt: the decoder-only language model zinf trains — one class for GPT-2 and the Llama family
+// (Llama, Mistral, Qwen2, TinyLlama), the ModelShape choosing per option:
+//   token embedding (+ learned position table `wpe` for GPT-2; none with rotary positions),
+//   L pre-norm blocks  mid = x + attn(norm1(x)),  out = mid + mlp(norm2(mid)),
+//   a final norm and a linear head over the vocabulary (tied to `wte` or its own `head.weight`),
+//   mean cross-entropy loss.
+// Options: norm LayerNorm (with bias) or RMSNorm (eps from the shape); MLP GELU or gated SwiGLU (any
+// ffn_hidden); positions learned or rotary (HF rotate_half; rope_theta, linear/llama3 scaling,
+// partial_rotary_factor); attention with kv_heads <= heads (GQA/MQA) and any head_dim; q/k/v
+// biases and output/MLP biases each on or off; tied or untied head.
+//
+// Parameter layout (zinf names; HF transformers' Llama/Mistral/Qwen2 names beside them). Every HF
+// tensor is a whole zinf parameter or a block of its rows; with `tiling` > 1 a tiled weight is the
+// row-concatenation of its `.tile{k}` parameters (TiledLinear), in order:
+//   wte [V,C]                              model.embed_tokens.weight
+//   blocks.{i}.ln1.weight [C]              model.layers.{i}.input_layernorm.weight
+//   blocks.{i}.attn.qkv.weight [Q,C]       rows [0, NH·hd)            self_attn.q_proj.weight
+//     Q = (NH + 2·NKV)·hd                  rows [NH·hd, (NH+NKV)·hd)  self_attn.k_proj.weight
+//                                          rows [(NH+NKV)·hd, Q)      self_attn.v_proj.weight
+//   blocks.{i}.attn.qkv.bias [Q]           the same row ranges of q/k/v_proj.bias (Qwen2)
+//   blocks.{i}.attn.proj.weight [C,NH·hd]  self_attn.o_proj.weight
+//   blocks.{i}.ln2.weight [C]              model.layers.{i}.post_attention_layernorm.weight
+//   blocks.{i}.mlp.gate.weight [F,C]       mlp.gate_proj.weight
+//   blocks.{i}.mlp.fc.weight [F,C]         mlp.up_proj.weight
+//   blocks.{i}.mlp.proj.weight [C,F]       mlp.down_proj.weight
+//   lnf.weight [C]                         model.norm.weight
+//   head.weight [V,C] (untied only)        lm_head.weight
+// Within q/k rows each head's hd rows are in HF's order (rotate_half pairs dimension j with
+// j + rd/2), so no permutation is needed. GPT-2 has the same names plus the biases, the LayerNorm
+// biases and `wpe`, with qkv = [q | k | v] of C rows each (HF GPT-2's c_attn, transposed).
 //
 // It sees parameters only through ParamSource/GradSink (param_source.h), one module at a time:
 // acquire → use → release in the forward pass and again in the backward pass, grad_buffer → add →
@@ -17,8 +44,8 @@
 // on CUDA), parameter gradients fp32; loss_scale only scales the gradient for the caller's fp16 loss
 // scaling. Profiler ranges "forward" and "backward" mark the two passes (device.push_range).
 // What it is not: a general module system, an optimizer, or an autograd engine.
-// Not implemented (validate() rejects them): RMSNorm, rotary positions, gated MLPs, grouped-query
-// attention (kv_heads != heads), head_dim != hidden / heads. Any ffn_hidden is supported.
+// Not implemented (validate() rejects them): LayerNorm without bias, GPT-NeoX's parallel residual
+// (its configs plan but do not train).
 #pragma once
 
 #include <cstdint>
@@ -89,13 +116,18 @@ class Gpt {
   std::uint64_t activation_bytes() const { return activation_bytes_; }
   // Where the block inputs live and what their copies moved.
   const CheckpointStore& checkpoints() const { return *checkpoints_; }
-  // Model FLOPs of one forward+backward (2 per MAC, ×3 for fwd+bwd, of every matmul incl. the head,
-  // plus causal attention's QKᵀ and PV counted causally (halved)), without checkpoint recompute.
+  // Model FLOPs of one forward+backward (2 per MAC, ×3 for fwd+bwd, of every matmul incl. the head
+  // and the gate projection, plus causal attention's QKᵀ and PV counted causally (halved)), without
+  // checkpoint recompute.
   double flops_per_step() const;
 
  private:
   Gpt(const GptConfig& config, device::Device& device);
   Status allocate();
+  // Carves the rotary cos/sin tables and the zero position table and fills them (waits for the
+  // copies). `carve` is allocate()'s carving helper.
+  template <typename Carve>
+  Status upload_rotary_tables(const Carve& carve);
   Status upload(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
   Status run_forward(ParamSource& params, bool for_backward);
   const BlockActivations& activations_of(std::int64_t block) const;
@@ -114,9 +146,10 @@ class Gpt {
   std::int32_t* targets_ = nullptr;               // [B*T] on the device
   std::unique_ptr<CheckpointStore> checkpoints_;  // L+1 block inputs [B,T,C]; the last feeds lnf
   std::vector<BlockActivations> acts_;            // L, or 1 with checkpointing
-  Tensor lnf_out_, lnf_mean_, lnf_rstd_;
-  Tensor logits_;  // [B,T,V]; overwritten by its gradient in the backward pass
-  Tensor dres_;    // [B,T,C] the residual stream's gradient
+  Tensor lnf_out_, lnf_mean_, lnf_rstd_;          // lnf_mean_ empty with RMSNorm
+  Tensor zero_positions_;                         // [T,C] zeros in wpe's place (rotary positions only)
+  Tensor logits_;                                 // [B,T,V]; overwritten by its gradient in the backward pass
+  Tensor dres_;                                   // [B,T,C] the residual stream's gradient
   BlockScratch scratch_;
 };
 

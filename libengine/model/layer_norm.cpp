@@ -4,13 +4,16 @@
 
 namespace zinf::model {
 
-LayerNorm::LayerNorm(ParamTable& table, const std::string& prefix, std::int64_t channels, std::int32_t group) {
+LayerNorm::LayerNorm(ParamTable& table, const std::string& prefix, std::int64_t channels, std::int32_t group,
+                     spec::NormKind kind, float eps)
+    : kind_(kind), eps_(eps) {
   weight_ = table.add({.name = prefix + ".weight",
                        .shape = Shape{channels},
                        .group = group,
                        .init = ParamInit::kOnes,
                        .init_std = 0.0f,
                        .weight_decay = false});
+  if (kind != spec::NormKind::kLayerNorm) return;
   bias_ = table.add({.name = prefix + ".bias",
                      .shape = Shape{channels},
                      .group = group,
@@ -22,8 +25,12 @@ LayerNorm::LayerNorm(ParamTable& table, const std::string& prefix, std::int64_t 
 Status LayerNorm::forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor mean, Tensor rstd,
                           Tensor inp) const {
   ZINF_ASSIGN_OR_RETURN(ScopedParam weight, ScopedParam::acquire(params, weight_));
+  if (bias_ == kNone) {
+    ops.rmsnorm_forward(out, rstd, inp, weight.tensor(), eps_);
+    return Status::ok();
+  }
   ZINF_ASSIGN_OR_RETURN(ScopedParam bias, ScopedParam::acquire(params, bias_));
-  ops.layernorm_forward(out, mean, rstd, inp, weight.tensor(), bias.tensor(), kEps);
+  ops.layernorm_forward(out, mean, rstd, inp, weight.tensor(), bias.tensor(), eps_);
   return Status::ok();
 }
 
@@ -33,11 +40,15 @@ Status LayerNorm::backward(device::Ops& ops, ParamSource& params, GradSink& grad
     // The backward pass reads the weight only; the bias is not acquired.
     ZINF_ASSIGN_OR_RETURN(ScopedParam weight, ScopedParam::acquire(params, weight_));
     ZINF_ASSIGN_OR_RETURN(Tensor dweight, grads.grad_buffer(weight_));
-    ZINF_ASSIGN_OR_RETURN(Tensor dbias, grads.grad_buffer(bias_));
-    ops.layernorm_backward(dinp, dweight, dbias, dout, inp, weight.tensor(), mean, rstd);
+    if (bias_ == kNone) {
+      ops.rmsnorm_backward(dinp, dweight, dout, inp, weight.tensor(), rstd);
+    } else {
+      ZINF_ASSIGN_OR_RETURN(Tensor dbias, grads.grad_buffer(bias_));
+      ops.layernorm_backward(dinp, dweight, dbias, dout, inp, weight.tensor(), mean, rstd);
+    }
   }
   ZINF_RETURN_IF_ERROR(grads.commit(weight_));
-  return grads.commit(bias_);
+  return bias_ == kNone ? Status::ok() : grads.commit(bias_);
 }
 
 }  // namespace zinf::model

@@ -1,7 +1,9 @@
 // Hugging Face config.json → ModelShape. One converter per supported family, each reading exactly the
-// keys the matching Transformers module reads, with that module's defaults, so the count equals the
-// model's real parameter count. Every other key (dropout, eps, rope settings, dtype, token ids...) is
-// ignored on purpose: a published config.json carries dozens of them and none changes the count.
+// keys the matching Transformers module reads, with that module's defaults: the shape keys (so the
+// count equals the model's real parameter count) and the keys the math needs to train it (the norm's
+// eps; rope_theta, rope_scaling and partial_rotary_factor, also in transformers 5's
+// rope_parameters form). Every other key (dropout, dtype, token ids, attention implementation...)
+// is ignored on purpose: a published config.json carries dozens of them and none changes the model.
 // Not a general config loader: families whose layer shapes differ (MoE, T5, Falcon...) are rejected.
 #include "libengine/spec/hf_config.h"
 
@@ -99,6 +101,52 @@ Result<bool> bool_or(const JsonObject& config, std::string_view key, bool fallba
   return value.value_or(fallback);
 }
 
+// A number key (absent or null → `fallback`).
+Result<double> number_or(const JsonObject& config, std::string_view key, double fallback) {
+  ZINF_ASSIGN_OR_RETURN(const std::optional<double> value, config.optional_number(key));
+  return value.value_or(fallback);
+}
+
+// rope_theta, rope_scaling and partial_rotary_factor as transformers' rope init functions read them
+// (modeling_rope_utils.py): rope_scaling's "rope_type" (or the older "type"); transformers 5 moves
+// all of it into "rope_parameters" (rope_theta included), read the same way when present. Types
+// other than default, linear and llama3 (dynamic, yarn, longrope...) are refused.
+Status read_rope(const JsonObject& config, double default_theta, RopeSettings& rope) {
+  ZINF_ASSIGN_OR_RETURN(rope.theta, number_or(config, "rope_theta", default_theta));
+  ZINF_ASSIGN_OR_RETURN(rope.partial_rotary_factor, number_or(config, "partial_rotary_factor", 1.0));
+  std::string_view scaling_key = "rope_scaling";
+  if (config.has("rope_parameters") && !config.raw().at("rope_parameters").is_null()) scaling_key = "rope_parameters";
+  if (!config.has(scaling_key) || config.raw().at(scaling_key).is_null()) return Status::ok();
+  ZINF_ASSIGN_OR_RETURN(const JsonObject scaling, config.object(scaling_key));
+  if (scaling_key == "rope_parameters") {
+    ZINF_ASSIGN_OR_RETURN(rope.theta, number_or(scaling, "rope_theta", rope.theta));
+    ZINF_ASSIGN_OR_RETURN(rope.partial_rotary_factor,
+                          number_or(scaling, "partial_rotary_factor", rope.partial_rotary_factor));
+  }
+  const std::string_view type_key = scaling.has("rope_type") ? "rope_type" : "type";
+  ZINF_ASSIGN_OR_RETURN(const std::optional<std::string> type, scaling.optional_string(type_key));
+  const std::string kind = type.value_or("default");
+  if (kind == "default") return Status::ok();
+  if (kind == "linear") {
+    rope.scaling = RopeScalingKind::kLinear;
+  } else if (kind == "llama3") {
+    rope.scaling = RopeScalingKind::kLlama3;
+    ZINF_ASSIGN_OR_RETURN(rope.low_freq_factor, number_or(scaling, "low_freq_factor", 1.0));
+    ZINF_ASSIGN_OR_RETURN(rope.high_freq_factor, number_or(scaling, "high_freq_factor", 4.0));
+    ZINF_ASSIGN_OR_RETURN(rope.original_max_positions, number_or(scaling, "original_max_position_embeddings", 8192.0));
+  } else {
+    return Status::invalid_argument(fmt::format("{}: {} is not supported (allowed: default, linear, llama3)",
+                                                scaling.field_path(type_key), zinf::quoted(kind)));
+  }
+  ZINF_ASSIGN_OR_RETURN(const std::optional<double> factor, scaling.optional_number("factor"));
+  if (!factor) {
+    return Status::invalid_argument(
+        fmt::format("{}: required for rope_type {} (a positive number)", scaling.field_path("factor"), kind));
+  }
+  rope.factor = *factor;
+  return Status::ok();
+}
+
 // GPT-2 (modeling_gpt2.py): LayerNorm with bias, learned positions, Conv1D projections that all carry
 // a bias, GELU MLP of n_inner (None → 4·n_embd), lm_head tied to wte unless tie_word_embeddings is false.
 Result<ModelShape> gpt2_shape(const JsonObject& config) {
@@ -119,6 +167,7 @@ Result<ModelShape> gpt2_shape(const JsonObject& config) {
   shape.mlp = MlpKind::kGelu;
   shape.position = PositionKind::kLearned;
   shape.qkv_bias = shape.attn_out_bias = shape.mlp_bias = true;
+  ZINF_ASSIGN_OR_RETURN(shape.norm_eps, number_or(config, "layer_norm_epsilon", 1e-5));
   return shape;
 }
 
@@ -144,6 +193,10 @@ Result<ModelShape> gpt_neox_shape(const JsonObject& config) {
   shape.position = PositionKind::kRotary;
   shape.qkv_bias = shape.attn_out_bias = attention_bias;
   shape.mlp_bias = true;
+  // GPT-NeoX rotates rotary_pct of each head (default 0.25) with base rotary_emb_base (10000).
+  ZINF_ASSIGN_OR_RETURN(shape.norm_eps, number_or(config, "layer_norm_eps", 1e-5));
+  ZINF_ASSIGN_OR_RETURN(shape.rope.theta, number_or(config, "rotary_emb_base", 10000.0));
+  ZINF_ASSIGN_OR_RETURN(shape.rope.partial_rotary_factor, number_or(config, "rotary_pct", 0.25));
   return shape;
 }
 
@@ -182,8 +235,13 @@ Result<ModelShape> llama_like_shape(const JsonObject& config, LlamaBiases biases
     shape.head_dim = shape.hidden / shape.heads;
   }
   shape.norm = NormKind::kRmsNorm;
+  shape.norm_bias = false;
   shape.mlp = MlpKind::kGated;
   shape.position = PositionKind::kRotary;
+  // LlamaConfig, MistralConfig and Qwen2Config all default rms_norm_eps to 1e-6 and rope_theta to
+  // 10000.0.
+  ZINF_ASSIGN_OR_RETURN(shape.norm_eps, number_or(config, "rms_norm_eps", 1e-6));
+  ZINF_RETURN_IF_ERROR(read_rope(config, 10000.0, shape.rope));
   switch (biases) {
     case LlamaBiases::kFromConfig: {
       ZINF_ASSIGN_OR_RETURN(const bool attention_bias, bool_or(config, "attention_bias", false));

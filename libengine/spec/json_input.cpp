@@ -1,6 +1,7 @@
 #include "libengine/spec/json_input.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -387,6 +388,16 @@ Result<std::optional<bool>> JsonObject::optional_bool(std::string_view key) cons
         fmt::format("{}: expected true or false, found {}", field_path(key), describe_json_value(value)));
   }
   return std::optional<bool>(value.get<bool>());
+}
+
+Result<std::optional<double>> JsonObject::optional_number(std::string_view key) const {
+  if (!has(key) || value_->at(key).is_null()) return std::optional<double>{};
+  const nlohmann::json& value = value_->at(key);
+  if (!value.is_number() || !std::isfinite(value.get<double>())) {
+    return Status::invalid_argument(
+        fmt::format("{}: expected a finite number, found {}", field_path(key), describe_json_value(value)));
+  }
+  return std::optional<double>(value.get<double>());
 }
 
 namespace {

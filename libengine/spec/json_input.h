@@ -59,6 +59,8 @@ class JsonObject {
   Result<std::int64_t> positive_int(std::string_view key) const;  // required, >= 1
   Result<std::optional<std::int64_t>> optional_positive_int(std::string_view key) const;
   Result<std::optional<bool>> optional_bool(std::string_view key) const;
+  // A finite JSON number (integer or not); absent or null → nullopt.
+  Result<std::optional<double>> optional_number(std::string_view key) const;
   // Sizes accept a string with units ("80GiB", "12GB/s") or a bare number in base units.
   Result<std::uint64_t> bytes(std::string_view key, bool zero_allowed = false) const;
   Result<double> bandwidth(std::string_view key) const;

@@ -1,6 +1,7 @@
 #include "libengine/spec/model_shape.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,10 @@ std::int64_t max_tiling(const ModelShape& shape) {
   std::int64_t max = std::min(shape.hidden, shape.ffn_hidden);
   if (!shape.tied_embeddings) max = std::min(max, shape.vocab);
   return max;
+}
+
+std::int64_t rotary_dim(const ModelShape& shape) {
+  return static_cast<std::int64_t>(static_cast<double>(shape.head_dim) * shape.rope.partial_rotary_factor);
 }
 
 ModelShape gpt_like_shape(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t vocab,
@@ -57,6 +62,32 @@ Status validate(const ModelShape& shape) {
       return Status::invalid_argument(fmt::format("model.{}: {} is too large (at most {})", field, value, kMaxDim));
     }
   }
+  if (!(shape.norm_eps > 0.0) || !(shape.norm_eps < 1.0)) {
+    return Status::invalid_argument(fmt::format("model.norm_eps: {} is not in (0, 1)", shape.norm_eps));
+  }
+  if (shape.position == PositionKind::kRotary) {
+    const RopeSettings& r = shape.rope;
+    if (!(r.theta > 1.0) || !std::isfinite(r.theta)) {
+      return Status::invalid_argument(fmt::format("model.rope_theta: {} is not a finite number above 1", r.theta));
+    }
+    if (!(r.partial_rotary_factor > 0.0 && r.partial_rotary_factor <= 1.0) || rotary_dim(shape) < 2 ||
+        rotary_dim(shape) % 2 != 0) {
+      return Status::invalid_argument(
+          fmt::format("model.partial_rotary_factor: {} with head_dim {} does not give an even number of rotating "
+                      "dimensions (allowed: (0, 1] with int(head_dim * factor) even and >= 2)",
+                      r.partial_rotary_factor, shape.head_dim));
+    }
+    if (r.scaling != RopeScalingKind::kNone && !(r.factor > 0.0 && std::isfinite(r.factor))) {
+      return Status::invalid_argument(fmt::format("model.rope_scaling.factor: {} is not a positive number", r.factor));
+    }
+    if (r.scaling == RopeScalingKind::kLlama3 &&
+        (!(r.low_freq_factor > 0.0) || !(r.high_freq_factor > r.low_freq_factor) || !(r.original_max_positions > 0))) {
+      return Status::invalid_argument(
+          fmt::format("model.rope_scaling: llama3 needs 0 < low_freq_factor < high_freq_factor and "
+                      "original_max_position_embeddings > 0 (given {}, {}, {})",
+                      r.low_freq_factor, r.high_freq_factor, r.original_max_positions));
+    }
+  }
   if (shape.layers > 100000) {
     return Status::invalid_argument(fmt::format("model.layers: {} is too large (at most 100000)", shape.layers));
   }
@@ -73,7 +104,7 @@ ParameterCount count_parameters(const ModelShape& shape) {
   const u64 vocab = static_cast<u64>(shape.vocab);
   const u64 layers = static_cast<u64>(shape.layers);
 
-  const u64 norm_params = shape.norm == NormKind::kLayerNorm ? 2 * h : h;
+  const u64 norm_params = shape.norm == NormKind::kLayerNorm && shape.norm_bias ? 2 * h : h;
   const u64 qkv_weight = h * (q_width + 2 * kv_width);
   const u64 qkv_bias = shape.qkv_bias ? q_width + 2 * kv_width : 0;
   const u64 out_proj = q_width * h + (shape.attn_out_bias ? h : 0);

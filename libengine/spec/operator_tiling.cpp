@@ -65,9 +65,13 @@ Result<OperatorTiling> choose_tiling(const ModelShape& shape, std::size_t elemen
         "to at least {}",
         field, name, bytes_text(bytes), bytes_text(half), bytes_text(2 * bytes)));
   };
-  ZINF_RETURN_IF_ERROR(untiled("blocks.*.attn.qkv.weight", 3 * shape.hidden, shape.hidden));
-  ZINF_RETURN_IF_ERROR(untiled("blocks.*.attn.proj.weight", shape.hidden, shape.hidden));
-  ZINF_RETURN_IF_ERROR(untiled("wpe", shape.max_positions, shape.hidden));
+  const std::int64_t q_width = shape.heads * shape.head_dim;
+  ZINF_RETURN_IF_ERROR(
+      untiled("blocks.*.attn.qkv.weight", q_width + 2 * shape.kv_heads * shape.head_dim, shape.hidden));
+  ZINF_RETURN_IF_ERROR(untiled("blocks.*.attn.proj.weight", shape.hidden, q_width));
+  if (shape.position == PositionKind::kLearned) {
+    ZINF_RETURN_IF_ERROR(untiled("wpe", shape.max_positions, shape.hidden));
+  }
   OperatorTiling out;
   std::array<std::int64_t*, 4> tiles{&out.mlp_fc, &out.mlp_proj, &out.head, &out.embedding};
   const auto operators = tiled_operators(shape);

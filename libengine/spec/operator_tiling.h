@@ -30,7 +30,7 @@
 namespace zinf::spec {
 
 struct OperatorTiling {
-  std::int64_t mlp_fc = 1;     // blocks.*.mlp.fc    [F,C], split over its F outputs
+  std::int64_t mlp_fc = 1;     // blocks.*.mlp.fc (and mlp.gate, gated MLPs) [F,C], split over its F outputs
   std::int64_t mlp_proj = 1;   // blocks.*.mlp.proj  [C,F], split over its C outputs
   std::int64_t head = 1;       // the vocabulary projection [V,C]: head.weight, or wte when tied
   std::int64_t embedding = 1;  // the token table wte [V,C], split over the vocabulary

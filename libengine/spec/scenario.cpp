@@ -14,6 +14,7 @@
 
 #include "libengine/core/units.h"
 #include "libengine/spec/json_input.h"
+#include "libengine/spec/scenario_model.h"
 #include "libengine/spec/training_spec.h"
 
 namespace zinf::spec {
@@ -176,8 +177,14 @@ const std::vector<std::string_view> kFileKeys{"source", "path"};
 const std::vector<std::string_view> kFileOnlyKeys{"path"};
 
 // Fills shape and params_requested from "model". Needs scenario.seq (default max_positions, resolver).
-Status parse_model(const JsonObject& root, const ShapeResolver& resolve, Scenario& out) {
+// `dir`: the scenario file's directory (a relative hf_config path is relative to it).
+Status parse_model(const JsonObject& root, const ShapeResolver& resolve, std::string_view dir, Scenario& out) {
   ZINF_ASSIGN_OR_RETURN(const JsonObject model, root.object("model"));
+  if (is_decoder_model(model)) {
+    ZINF_ASSIGN_OR_RETURN(out.shape, parse_decoder_model(model, dir, out.seq));
+    out.params_requested.reset();
+    return Status::ok();
+  }
   ZINF_ASSIGN_OR_RETURN(const std::int64_t vocab, positive_int(model, "vocab", kScenarioDefaultVocab, kMaxDim));
   if (model.has("params")) {
     ZINF_RETURN_IF_ERROR(refuse_keys_of_other_mode(
@@ -406,7 +413,8 @@ bool operator==(const Scenario& a, const Scenario& b) {
                           x.vocab == y.vocab && x.max_positions == y.max_positions && x.norm == y.norm &&
                           x.mlp == y.mlp && x.position == y.position && x.qkv_bias == y.qkv_bias &&
                           x.attn_out_bias == y.attn_out_bias && x.mlp_bias == y.mlp_bias &&
-                          x.tied_embeddings == y.tied_embeddings;
+                          x.tied_embeddings == y.tied_embeddings && x.norm_bias == y.norm_bias &&
+                          x.norm_eps == y.norm_eps && x.rope == y.rope;
   return same_shape && a.name == b.name && a.params_requested == b.params_requested && a.data == b.data &&
          a.batch == b.batch && a.seq == b.seq && a.steps == b.steps && a.precision == b.precision &&
          a.optimizer == b.optimizer && a.loss_scale == b.loss_scale && a.seed == b.seed && a.device == b.device &&
@@ -443,7 +451,8 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
         fmt::format("{}: required field is missing; give {{\"layers\", \"hidden\", \"heads\"}} or {{\"params\"}}",
                     root.field_path("model")));
   }
-  ZINF_RETURN_IF_ERROR(parse_model(root, resolve, out));
+  ZINF_RETURN_IF_ERROR(
+      parse_model(root, resolve, std::filesystem::path(std::string(source_name)).parent_path().string(), out));
   if (out.seq > out.shape.max_positions) {
     return Status::invalid_argument(
         fmt::format("{}: {} exceeds model.max_positions {}", root.field_path("seq"), out.seq, out.shape.max_positions));
@@ -478,7 +487,7 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
         root.field_path("tiling"), out.tiling, max_tiling(out.shape)));
   }
   if (out.shape.ffn_hidden % out.tiling != 0) {
-    return Status::invalid_argument(fmt::format("{}: {} does not divide the MLP width 4·model.hidden = {}",
+    return Status::invalid_argument(fmt::format("{}: {} does not divide the MLP width {} (model.ffn_hidden)",
                                                 root.field_path("tiling"), out.tiling, out.shape.ffn_hidden));
   }
   ZINF_RETURN_IF_ERROR(parse_runtime_sections(root, out));

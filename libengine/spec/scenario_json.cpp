@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "libengine/spec/scenario.h"
+#include "libengine/spec/scenario_model.h"
 
 namespace zinf::spec {
 namespace {
@@ -15,21 +16,31 @@ namespace {
 using nlohmann::json;
 
 json shape_fingerprint_json(const ModelShape& s) {
-  return json{{"layers", s.layers},
-              {"hidden", s.hidden},
-              {"heads", s.heads},
-              {"kv_heads", s.kv_heads},
-              {"head_dim", s.head_dim},
-              {"ffn_hidden", s.ffn_hidden},
-              {"vocab", s.vocab},
-              {"max_positions", s.max_positions},
-              {"norm", static_cast<int>(s.norm)},
-              {"mlp", static_cast<int>(s.mlp)},
-              {"position", static_cast<int>(s.position)},
-              {"qkv_bias", s.qkv_bias},
-              {"attn_out_bias", s.attn_out_bias},
-              {"mlp_bias", s.mlp_bias},
-              {"tied_embeddings", s.tied_embeddings}};
+  json out{{"layers", s.layers},
+           {"hidden", s.hidden},
+           {"heads", s.heads},
+           {"kv_heads", s.kv_heads},
+           {"head_dim", s.head_dim},
+           {"ffn_hidden", s.ffn_hidden},
+           {"vocab", s.vocab},
+           {"max_positions", s.max_positions},
+           {"norm", static_cast<int>(s.norm)},
+           {"mlp", static_cast<int>(s.mlp)},
+           {"position", static_cast<int>(s.position)},
+           {"qkv_bias", s.qkv_bias},
+           {"attn_out_bias", s.attn_out_bias},
+           {"mlp_bias", s.mlp_bias},
+           {"tied_embeddings", s.tied_embeddings}};
+  // The fields a GPT-2-like shape leaves at their defaults join only for other shapes, so the
+  // fingerprints of existing GPT-2 checkpoints do not change.
+  // The name is not part of the identity.
+  ModelShape unnamed = s;
+  unnamed.name = fmt::format("gpt-like {}x{}", s.layers, s.hidden);
+  if (!is_gpt_like(unnamed)) {
+    out["decoder"] = decoder_model_json(s);
+    out["decoder"].erase("name");
+  }
+  return out;
 }
 
 json data_json(const ScenarioData& d) {
@@ -61,6 +72,8 @@ nlohmann::json to_json(const Scenario& s) {
   json model;
   if (s.params_requested) {
     model = json{{"params", *s.params_requested}, {"vocab", s.shape.vocab}};
+  } else if (!is_gpt_like(s.shape)) {
+    model = decoder_model_json(s.shape);
   } else {
     model = json{{"layers", s.shape.layers},
                  {"hidden", s.shape.hidden},

@@ -131,6 +131,13 @@ TEST_CASE("train: the same seed gives bit-identical losses, another seed does no
 TEST_CASE("train: a run resumed from a checkpoint reproduces the uninterrupted loss curve") {
   TempDir dir;
   json scenario = tiny_scenario();
+  // GPT-2 and a Llama-family decoder (RMSNorm, SwiGLU, RoPE, grouped-query attention).
+  const bool llama = GENERATE(false, true);
+  INFO("llama " << llama);
+  if (llama) {
+    scenario["model"] = {{"arch", "llama"}, {"layers", 2},      {"hidden", 32}, {"heads", 4},
+                         {"kv_heads", 2},   {"ffn_hidden", 40}, {"vocab", 64}};
+  }
   const std::string straight = dir.write("straight.json", scenario.dump());
   scenario["checkpoint"] = {{"dir", dir.path() + "/ckpt"}, {"every", 3}, {"keep_last", 2}};
   const std::string resumable = dir.write("resumable.json", scenario.dump());
@@ -412,4 +419,36 @@ TEST_CASE("train record: an MFU above 1 is flagged as inconsistent and not print
   const nlohmann::json fine = zinf::cli::make_train_record(run);
   CHECK(fine["summary"]["mfu_inconsistent"].is_null());
   CHECK(fine["consistency"]["consistent"].get<bool>());
+}
+
+TEST_CASE("train: --hf-config trains a Llama config with chosen defaults, said in one line; bad input exits 2") {
+  TempDir dir;
+  const json config = {{"model_type", "llama"},    {"hidden_size", 32},
+                       {"intermediate_size", 70},  {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                       {"vocab_size", 64},         {"max_position_embeddings", 32},
+                       {"rms_norm_eps", 1e-6},     {"tie_word_embeddings", false}};
+  const std::string path = dir.write("config.json", config.dump());
+  const auto o = run_zinf(
+      {"train", "--hf-config", path, "--steps", "3", "--threads", "1", "--record", dir.path() + "/record.json"});
+  INFO("stderr: " << o.err);
+  REQUIRE(o.code == 0);
+  CHECK(o.err.find("--hf-config " + path + ": llama (") != std::string::npos);
+  CHECK(o.err.find("model states resident (ZeRO-0)") != std::string::npos);
+  const json record = json::parse(read_text(dir.path() + "/record.json"));
+  CHECK(record.at("scenario").at("model").at("arch") == "llama");
+  CHECK(record.at("scenario").at("model").at("kv_heads") == 2);
+  for (double loss : losses_of(record)) CHECK(std::isfinite(loss));
+
+  // A scenario with the config and an override trains the same family.
+  json scenario = tiny_scenario();
+  scenario["model"] = {{"hf_config", "config.json"}, {"layers", 1}};
+  const auto one = run_zinf({"train", dir.write("one.json", scenario.dump())});
+  INFO("stderr: " << one.err);
+  CHECK(one.code == 0);
+
+  check_usage_error(run_zinf({"train"}), "scenario: required; give a scenario file, or --hf-config FILE");
+  scenario["model"]["norm"] = "batchnorm";
+  check_usage_error(run_zinf({"train", dir.write("bad.json", scenario.dump())}),
+                    "scenario.model.norm: expected one of \"layernorm\", \"rmsnorm\", found \"batchnorm\" (string)");
 }

@@ -369,6 +369,95 @@ TEST_CASE("cuda ops: attention forward and backward") {
   }
 }
 
+TEST_CASE("cuda ops: rmsnorm forward and backward") {
+  Harness h;
+  constexpr std::int64_t kC = 90;  // not a multiple of 8
+  for (DType dtype : kComputeDtypes) {
+    INFO(zinf::dtype_name(dtype));
+    auto inp = h.random(dtype, {kB, kT, kC}, 2.0f);
+    auto weight = h.random(dtype, {kC});
+    auto out = h.poisoned(dtype, {kB, kT, kC});
+    auto rstd = h.poisoned(DType::kF32, {kB, kT});
+    h.gpu().rmsnorm_forward(out.gpu, rstd.gpu, inp.gpu, weight.gpu, 1e-6f);
+    h.cpu().rmsnorm_forward(out.cpu, rstd.cpu, inp.cpu, weight.cpu, 1e-6f);
+    h.check(out, tolerance(dtype));
+    h.check(rstd, fp32_tolerance(dtype));
+    auto dout = h.random(dtype, {kB, kT, kC});
+    auto dinp = h.random(dtype, {kB, kT, kC});
+    auto dweight = h.random(DType::kF32, {kC});
+    h.gpu().rmsnorm_backward(dinp.gpu, dweight.gpu, dout.gpu, inp.gpu, weight.gpu, rstd.gpu);
+    h.cpu().rmsnorm_backward(dinp.cpu, dweight.cpu, dout.cpu, inp.cpu, weight.cpu, rstd.cpu);
+    h.check(dinp, tolerance(dtype));
+    h.check(dweight, fp32_tolerance(dtype));
+  }
+}
+
+TEST_CASE("cuda ops: swiglu forward and backward") {
+  Harness h;
+  constexpr std::int64_t kN = 5003;  // not a multiple of the 16-byte packs
+  for (DType dtype : kComputeDtypes) {
+    INFO(zinf::dtype_name(dtype));
+    auto gate = h.random(dtype, {kN}, 3.0f);
+    auto up = h.random(dtype, {kN});
+    auto out = h.poisoned(dtype, {kN});
+    h.gpu().swiglu_forward(out.gpu, gate.gpu, up.gpu);
+    h.cpu().swiglu_forward(out.cpu, gate.cpu, up.cpu);
+    h.check(out, tolerance(dtype));
+    auto dout = h.random(dtype, {kN});
+    auto dgate = h.random(dtype, {kN});
+    auto dup = h.random(dtype, {kN});
+    h.gpu().swiglu_backward(dgate.gpu, dup.gpu, dout.gpu, gate.gpu, up.gpu);
+    h.cpu().swiglu_backward(dgate.cpu, dup.cpu, dout.cpu, gate.cpu, up.cpu);
+    h.check(dgate, tolerance(dtype));
+    h.check(dup, tolerance(dtype));
+  }
+}
+
+TEST_CASE("cuda ops: rope forward and backward, partial rotary, in place") {
+  Harness h;
+  // 3 query + 1 key heads of head_dim 10 rotated in rows of (3 + 2) * 10, rotary_dim 6.
+  constexpr std::int64_t kHd = 10, kRd = 6, kS = 50;
+  const RopeHeads heads{.heads = 4, .head_dim = kHd, .rotary_dim = kRd};
+  for (DType dtype : kComputeDtypes) {
+    INFO(zinf::dtype_name(dtype));
+    auto cos = h.random(DType::kF32, {kT + 3, kRd / 2});
+    auto sin = h.random(DType::kF32, {kT + 3, kRd / 2});
+    auto inp = h.random(dtype, {kB, kT, kS});
+    auto out = h.random(dtype, {kB, kT, kS});  // columns past the heads are left as they are
+    h.gpu().rope_forward(out.gpu, inp.gpu, cos.gpu, sin.gpu, heads);
+    h.cpu().rope_forward(out.cpu, inp.cpu, cos.cpu, sin.cpu, heads);
+    h.check(out, tolerance(dtype));
+    h.gpu().rope_backward(out.gpu, out.gpu, cos.gpu, sin.gpu, heads);
+    h.cpu().rope_backward(out.cpu, out.cpu, cos.cpu, sin.cpu, heads);
+    h.check(out, tolerance(dtype));
+  }
+}
+
+TEST_CASE("cuda ops: grouped-query expand and reduce, then attention over the expansion") {
+  Harness h;
+  constexpr std::int64_t kHeads = 4, kKv = 2, kHd = 12;  // head_dim not a multiple of 8
+  for (std::int64_t kv : {kKv, std::int64_t{1}}) {
+    for (DType dtype : kComputeDtypes) {
+      INFO(zinf::dtype_name(dtype) << " kv_heads " << kv);
+      auto packed = h.random(dtype, {kB, kT, (kHeads + 2 * kv) * kHd});
+      auto full = h.poisoned(dtype, {kB, kT, 3 * kHeads * kHd});
+      h.gpu().gqa_expand(full.gpu, packed.gpu, kHeads, kv);
+      h.cpu().gqa_expand(full.cpu, packed.cpu, kHeads, kv);
+      h.check(full, 0.0);
+      auto out = h.poisoned(dtype, {kB, kT, kHeads * kHd});
+      auto lse = h.poisoned(DType::kF32, {kB, kHeads, kT});
+      h.gpu().attention_forward(out.gpu, lse.gpu, full.gpu);
+      h.cpu().attention_forward(out.cpu, lse.cpu, full.cpu);
+      h.check(out, tolerance(dtype));
+      auto dfull = h.random(dtype, {kB, kT, 3 * kHeads * kHd});
+      auto dpacked = h.poisoned(dtype, {kB, kT, (kHeads + 2 * kv) * kHd});
+      h.gpu().gqa_reduce(dpacked.gpu, dfull.gpu, kHeads, kv);
+      h.cpu().gqa_reduce(dpacked.cpu, dfull.cpu, kHeads, kv);
+      h.check(dpacked, tolerance(dtype));
+    }
+  }
+}
+
 TEST_CASE("cuda ops: cross-entropy loss and its gradient, also in place") {
   Harness h;
   constexpr std::int64_t kVocab = 50;

@@ -57,6 +57,39 @@ TEST_CASE("the engine model's activation bytes, parameters and FLOPs are the GPT
   }
 }
 
+TEST_CASE("the engine model follows the decoder's Llama-family layout byte for byte") {
+  for (bool checkpointing : {false, true}) {
+    for (const auto& [kv_heads, head_dim, tied, position] :
+         {std::tuple{2, 24, false, spec::PositionKind::kRotary}, std::tuple{4, 16, true, spec::PositionKind::kRotary},
+          std::tuple{1, 10, false, spec::PositionKind::kLearned}}) {
+      INFO("kv_heads " << kv_heads << " head_dim " << head_dim << " checkpointing " << checkpointing);
+      spec::Scenario scenario = small_scenario(checkpointing);
+      spec::ModelShape& s = scenario.shape;
+      s.heads = 4, s.kv_heads = kv_heads, s.head_dim = head_dim, s.ffn_hidden = 172;
+      s.norm = spec::NormKind::kRmsNorm, s.norm_bias = false, s.mlp = spec::MlpKind::kGated;
+      s.position = position, s.tied_embeddings = tied;
+      s.qkv_bias = true, s.attn_out_bias = s.mlp_bias = false;
+      auto device = device::make_cpu_device({});
+      model::GptConfig config;
+      config.shape = s;
+      config.batch = scenario.batch;
+      config.seq = scenario.seq;
+      config.activation_checkpointing = checkpointing;
+      auto gpt = model::Gpt::create(config, *device);
+      REQUIRE(gpt.is_ok());
+      CHECK(model_activation_bytes(scenario, 4) == static_cast<double>(gpt.value()->activation_bytes()));
+      const model::ParamTable& table = gpt.value()->params();
+      const std::vector<std::int64_t> numels = parameter_numels(s);
+      REQUIRE(numels.size() == static_cast<std::size_t>(table.size()));
+      for (model::ParamId id = 0; id < table.size(); ++id) {
+        CHECK(numels[static_cast<std::size_t>(id)] == static_cast<std::int64_t>(table[id].numel));
+      }
+      const ForwardFlops fwd = scenario_forward_flops(scenario);
+      CHECK(static_cast<double>(s.layers) * fwd.block + fwd.head == Approx(gpt.value()->flops_per_step() / 3.0));
+    }
+  }
+}
+
 TEST_CASE("engine model: parameters and optimizer on NVMe, budgets resolved as the engine resolves them") {
   spec::Scenario s = small_scenario(true);
   s.precision = DType::kBF16;

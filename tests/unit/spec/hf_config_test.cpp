@@ -293,3 +293,63 @@ TEST_CASE("load_hf_config prefixes errors with the path") {
 
 }  // namespace
 }  // namespace zinf::spec
+
+namespace zinf::spec {
+namespace {
+
+TEST_CASE("the math keys: norm eps, rope_theta, rope_scaling and partial_rotary_factor with each module's defaults") {
+  const ModelShape llama = load_hf_config(fixture_path("Llama-2-7b-hf.json")).value();
+  CHECK(llama.norm_eps == 1e-5);  // rms_norm_eps in the file
+  CHECK(llama.rope.theta == 10000.0);
+  CHECK(llama.rope.scaling == RopeScalingKind::kNone);
+  CHECK(llama.rope.partial_rotary_factor == 1.0);
+  CHECK(rotary_dim(llama) == 128);
+  CHECK(load_hf_config(fixture_path("gpt2.json")).value().norm_eps == 1e-5);
+  const ModelShape pythia = load_hf_config(fixture_path("pythia-160m.json")).value();
+  CHECK(pythia.rope.partial_rotary_factor == 0.25);  // rotary_pct
+  CHECK(rotary_dim(pythia) == 16);
+
+  nlohmann::json config = fixture_json("Llama-2-7b-hf.json");
+  config.erase("rms_norm_eps");
+  config.erase("rope_theta");
+  CHECK(model_shape_from_hf_config(config, "c").value().norm_eps == 1e-6);  // LlamaConfig's default
+  config["rope_theta"] = 500000.0;
+  config["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", 8.0},
+                            {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 8192}};
+  ModelShape l3 = model_shape_from_hf_config(config, "c").value();
+  CHECK(l3.rope.theta == 500000.0);
+  CHECK(l3.rope.scaling == RopeScalingKind::kLlama3);
+  CHECK(l3.rope.factor == 8.0);
+  CHECK(l3.rope.original_max_positions == 8192.0);
+  config["rope_scaling"] = {{"type", "linear"}, {"factor", 2}};  // the older key
+  l3 = model_shape_from_hf_config(config, "c").value();
+  CHECK(l3.rope.scaling == RopeScalingKind::kLinear);
+  CHECK(l3.rope.factor == 2.0);
+  config.erase("rope_scaling");
+  config.erase("rope_theta");
+  config["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};  // transformers 5
+  CHECK(model_shape_from_hf_config(config, "c").value().rope.theta == 1000000.0);
+  config.erase("rope_parameters");
+  config["partial_rotary_factor"] = 0.5;
+  CHECK(rotary_dim(model_shape_from_hf_config(config, "c").value()) == 64);
+
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}};
+  CHECK_THAT(error_of(config), Catch::Contains("rope_scaling.rope_type: 'yarn' is not supported (allowed: default, "
+                                               "linear, llama3)"));
+  config["rope_scaling"] = {{"rope_type", "linear"}};
+  CHECK_THAT(error_of(config), Catch::Contains("rope_scaling.factor: required"));
+  config.erase("rope_scaling");
+  config["rms_norm_eps"] = "1e-6";
+  CHECK_THAT(error_of(config), Catch::Contains("rms_norm_eps: expected a finite number"));
+  config["rms_norm_eps"] = 1e-6;
+  config["partial_rotary_factor"] = 0.3;  // 128 * 0.3 = 38.4 -> 38 dims: even, allowed
+  CHECK(rotary_dim(model_shape_from_hf_config(config, "c").value()) == 38);
+  config["partial_rotary_factor"] = 1.5;
+  CHECK_THAT(error_of(config), Catch::Contains("model.partial_rotary_factor: 1.5"));
+}
+
+}  // namespace
+}  // namespace zinf::spec

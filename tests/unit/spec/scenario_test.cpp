@@ -248,7 +248,7 @@ TEST_CASE("bad inputs are refused with the field path, the value and what is all
       {with("/device_memory", true), "scenario.device_memory: expected a size string"},
       {with("/threads", -1), "scenario.threads: expected a non-negative integer, found -1 (number)"},
       {with("/seed", -1), "scenario.seed: expected a non-negative integer, found -1 (number)"},
-      {with("/tiling", 3), "scenario.tiling: 3 does not divide the MLP width 4·model.hidden = 256"},
+      {with("/tiling", 3), "scenario.tiling: 3 does not divide the MLP width 256 (model.ffn_hidden)"},
       {with("/loss_scale", json{{"initial", 1024}}),
        "scenario.loss_scale: only applies to precision fp16 (precision is fp32)"},
       {json::parse(R"({"model": {"layers": 2, "hidden": 64, "heads": 4}, "steps": 3, "precision": "fp16",
@@ -496,6 +496,73 @@ TEST_CASE("the offload scenarios parse with their placement") {
   CHECK(nvme.zero.params == Tier::kNvme);
   CHECK(nvme.zero.optimizer == Tier::kNvme);
   CHECK(nvme.zero.nvme_paths.size() == 1);
+}
+
+}  // namespace
+}  // namespace zinf::spec
+
+namespace zinf::spec {
+namespace {
+
+TEST_CASE("decoder models: an hf_config with overrides, the arch form, round trips and one-line errors") {
+  const Result<Scenario> tiny = load_scenario(kScenariosDir + "/llama-tiny.json", test_resolver);
+  INFO(tiny.status().message());
+  REQUIRE(tiny.is_ok());
+  const ModelShape& s = tiny->shape;
+  CHECK(s.name == "zinf/llama-tiny");
+  CHECK(s.norm == NormKind::kRmsNorm);
+  CHECK(s.mlp == MlpKind::kGated);
+  CHECK(s.position == PositionKind::kRotary);
+  CHECK(s.kv_heads == 2);
+  CHECK(s.head_dim == 32);
+  CHECK(s.norm_eps == 1e-6);
+  CHECK_FALSE(s.tied_embeddings);
+  // to_json writes the arch form with every field; it parses back to the same scenario.
+  const json echoed = to_json(*tiny);
+  CHECK(echoed["model"]["arch"] == "llama");
+  CHECK(echoed["model"]["kv_heads"] == 2);
+  CHECK(parse_scenario(echoed, "echo.json", test_resolver).value() == *tiny);
+  CHECK(fingerprint(parse_scenario(echoed, "echo.json", test_resolver).value()) == fingerprint(*tiny));
+
+  // Overrides on top of the config, the path relative to the scenario file.
+  json doc = minimal();
+  doc["model"] = {{"hf_config", "hf/llama-tiny/config.json"}, {"layers", 1}, {"rope_theta", 500000.0}};
+  const Scenario overridden = parse_scenario(doc, kScenariosDir + "/x.json", test_resolver).value();
+  CHECK(overridden.shape.layers == 1);
+  CHECK(overridden.shape.rope.theta == 500000.0);
+  CHECK(overridden.shape.hidden == 128);
+
+  // The arch form: the family's defaults, fields over them.
+  doc["model"] = {{"arch", "qwen2"}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"kv_heads", 1}, {"vocab", 128}};
+  const Scenario qwen = parse_scenario(doc, "q.json", test_resolver).value();
+  CHECK(qwen.shape.qkv_bias);
+  CHECK_FALSE(qwen.shape.mlp_bias);
+  CHECK(qwen.shape.head_dim == 16);
+  CHECK(qwen.shape.ffn_hidden == 256);
+  CHECK(parse_scenario(to_json(qwen), "echo.json", test_resolver).value() == qwen);
+  CHECK(fingerprint(qwen) != fingerprint(parse_scenario(minimal(), "m.json", test_resolver).value()));
+  // A GPT-2-like scenario's fingerprint and echo are unchanged by the new fields.
+  CHECK_FALSE(to_json(parse_scenario(minimal(), "m.json", test_resolver).value())["model"].contains("arch"));
+
+  doc["model"]["norm"] = "batchnorm";
+  CHECK(error_of(doc) ==
+        "scenario.model.norm: expected one of \"layernorm\", \"rmsnorm\", found \"batchnorm\" (string)");
+  doc["model"].erase("norm");
+  doc["model"]["kv_heads"] = 3;
+  CHECK(error_of(doc) ==
+        "scenario.model.kv_heads: 3 does not divide heads 4; grouped-query attention needs heads to be a multiple of "
+        "kv_heads");
+  doc["model"]["kv_heads"] = 1;
+  doc["model"]["arch"] = "falcon";
+  CHECK(error_of(doc) ==
+        "scenario.model.arch: expected one of \"gpt2\", \"llama\", \"mistral\", \"qwen2\", found \"falcon\" (string)");
+  doc["model"] = {{"hf_config", "no/such/config.json"}};
+  const Result<Scenario> missing = parse_scenario(doc, "bad.json", test_resolver);
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == ErrorCode::kNotFound);  // as a missing scenario file
+  CHECK_THAT(missing.status().message(), Catch::StartsWith("no/such/config.json"));
+  doc["model"] = {{"hf_config", "hf/llama-tiny/config.json"}, {"layerz", 1}};
+  CHECK_THAT(error_of(doc), Catch::StartsWith("scenario.model.layerz: unknown field (did you mean 'layers'?)"));
 }
 
 }  // namespace
