@@ -156,6 +156,28 @@ def main():
             check(other is not None and got is not None and other["loss"] == got["loss"],
                   f"zinf eval on {label} tokens gives the uint16 file's loss exactly {err}")
 
+        # Bad eval input: one line naming what is wrong, exit 2.
+        bad_tokens = os.path.join(work, "bad.bin")
+        np.array([1] * 50 + [VOCAB] + [1] * 49, dtype=np.uint16).tofile(bad_tokens)
+        for label, args, expected in (
+                ("a token id past the vocabulary", ["--tokens", bad_tokens], "token 50 is 64, not below the model's vocab 64"),
+                ("more batches than the file holds", ["--tokens", token_path, "--batches", "64"],
+                 "--batches: 64 is more than the 63 batches of 4x16 tokens"),
+                ("a llm.c header of the wrong version", ["--tokens", "HEADER"], "needs version 7, found 1")):
+            if args[1] == "HEADER":
+                wrong = os.path.join(work, "wrong-version.bin")
+                h = np.zeros(256, dtype=np.int32)
+                h[0], h[1], h[2] = 20240801, 1, len(tokens)
+                with open(wrong, "wb") as f:
+                    f.write(h.tobytes())
+                    f.write(tokens.astype(np.uint32).tobytes())
+                args = ["--tokens", wrong]
+            argv = [zinf, "eval", "--hf-config", os.path.join(e1, "config.json"), "--weights", e1, "--seq", str(T),
+                    "--batch", str(B)]
+            r = subprocess.run(argv + args, capture_output=True, text=True, timeout=300)
+            line = r.stderr.strip()
+            check(r.returncode == 2 and expected in line and "\n" not in line, f"eval refuses {label}: {line!r}")
+
         # Weights transformers wrote (GPT2LMHeadModel's names, and GPT2Model's without "transformer."), read
         # by zinf eval with the model from --hf-config and from a scenario.
         from transformers import GPT2Config
