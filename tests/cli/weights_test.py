@@ -10,6 +10,8 @@ A tiny GPT-2 trains 2 steps from a token file (checkpoint at step 2); then:
   - `zinf eval --hf-config` of the exported weights on batches 0..2 equals transformers' mean loss
     on the same batches to 1e-5 relative, and the same tokens as uint32 (llm.c's Llama-3 header, and
     flat with --token-bytes 4) give the same loss exactly;
+  - `zinf eval` of weights transformers saved (GPT2LMHeadModel's and GPT2Model's names) equals
+    transformers' own loss on the same batches to 1e-5 relative (model from --hf-config and --scenario);
   - export -> init -> export is bit-identical (the exported file's bytes) under ZeRO-0, ZeRO-3 with
     CPU offload, ZeRO-3 on NVMe, a tiled model, and 2 ranks of ZeRO-3 (mpirun, when MPIEXEC runs).
     The init run takes one optimizer step with lr 1e-30, which moves no weight: AdamW's first update
@@ -153,6 +155,52 @@ def main():
             other, err = zinf_eval(path, *extra)
             check(other is not None and got is not None and other["loss"] == got["loss"],
                   f"zinf eval on {label} tokens gives the uint16 file's loss exactly {err}")
+
+        # Bad eval input: one line naming what is wrong, exit 2.
+        bad_tokens = os.path.join(work, "bad.bin")
+        np.array([1] * 50 + [VOCAB] + [1] * 49, dtype=np.uint16).tofile(bad_tokens)
+        for label, args, expected in (
+                ("a token id past the vocabulary", ["--tokens", bad_tokens], "token 50 is 64, not below the model's vocab 64"),
+                ("more batches than the file holds", ["--tokens", token_path, "--batches", "64"],
+                 "--batches: 64 is more than the 63 batches of 4x16 tokens"),
+                ("a llm.c header of the wrong version", ["--tokens", "HEADER"], "needs version 7, found 1")):
+            if args[1] == "HEADER":
+                wrong = os.path.join(work, "wrong-version.bin")
+                h = np.zeros(256, dtype=np.int32)
+                h[0], h[1], h[2] = 20240801, 1, len(tokens)
+                with open(wrong, "wb") as f:
+                    f.write(h.tobytes())
+                    f.write(tokens.astype(np.uint32).tobytes())
+                args = ["--tokens", wrong]
+            argv = [zinf, "eval", "--hf-config", os.path.join(e1, "config.json"), "--weights", e1, "--seq", str(T),
+                    "--batch", str(B)]
+            r = subprocess.run(argv + args, capture_output=True, text=True, timeout=300)
+            line = r.stderr.strip()
+            check(r.returncode == 2 and expected in line and "\n" not in line, f"eval refuses {label}: {line!r}")
+
+        # Weights transformers wrote (GPT2LMHeadModel's names, and GPT2Model's without "transformer."), read
+        # by zinf eval with the model from --hf-config and from a scenario.
+        from transformers import GPT2Config
+        torch.manual_seed(27)
+        theirs = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=T, n_embd=32, n_layer=2, n_head=2,
+                                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)).eval()
+        saved_lm, saved_base = os.path.join(work, "hf-lm"), os.path.join(work, "hf-base")
+        theirs.save_pretrained(saved_lm)
+        theirs.transformer.save_pretrained(saved_base)
+        model, mine = theirs, model
+        their_loss = sum(hf_batch_loss(k) for k in range(3)) / 3
+        model = mine
+        trained_scenario, _ = scenario("model-only")
+        for label, weights, model_args in (
+                ("GPT2LMHeadModel's file", saved_lm, ("--hf-config", os.path.join(saved_lm, "config.json"))),
+                ("GPT2Model's file", saved_base, ("--hf-config", os.path.join(saved_lm, "config.json"))),
+                ("--scenario", saved_lm, ("--scenario", trained_scenario))):
+            r = subprocess.run([zinf, "eval", *model_args, "--weights", weights, "--tokens", token_path, "--seq", str(T),
+                                "--batch", str(B), "--batches", "3", "--format", "json"],
+                               capture_output=True, text=True, timeout=300)
+            loss = json.loads(r.stdout)["loss"] if r.returncode == 0 else None
+            check(loss is not None and abs(loss - their_loss) <= 1e-5 * abs(their_loss),
+                  f"zinf eval of transformers' weights ({label}): {loss!r} vs {their_loss!r} {r.stderr.strip()}")
 
         # export -> init -> export under every engine.
         nvme = os.path.join(work, "swap")

@@ -10,6 +10,7 @@
 
 #include "libengine/device/cpu_device.h"
 #include "libengine/model/gpt.h"
+#include "libengine/spec/scenario.h"
 #include "libengine/train/checkpoint_model.h"
 #include "libengine/train/safetensors_writer.h"
 #include "tests/catch.h"
@@ -150,6 +151,31 @@ TEST_CASE("checkpoint_model: the record reads back as the same shape and table",
   }
   CHECK_THAT(read_checkpoint_model(nlohmann::json::object(), "ckpt").status().message(),
              Catch::Contains("checkpoint ckpt: records no model"));
+}
+
+TEST_CASE("weights_source: the scenario's init section parses, round-trips and refuses bad input by field",
+          "[weights_source]") {
+  const auto doc = [](nlohmann::json init) {
+    nlohmann::json d = nlohmann::json::parse(R"({"model": {"layers": 2, "hidden": 64, "heads": 4, "vocab": 128},
+                                                 "steps": 10})");
+    d["init"] = std::move(init);
+    return d;
+  };
+  auto s = spec::parse_scenario(doc({{"safetensors", "runs/e1"}}), "s.json", spec::ShapeResolver{});
+  REQUIRE(s.is_ok());
+  CHECK(s.value().init.safetensors == "runs/e1");
+  auto back = spec::parse_scenario(spec::to_json(s.value()), "s.json", spec::ShapeResolver{});
+  REQUIRE(back.is_ok());
+  CHECK(back.value() == s.value());
+  // Starting weights do not change the fingerprint: a resumed run's states are its checkpoint's.
+  auto plain = spec::parse_scenario(nlohmann::json::parse(R"({"model": {"layers": 2, "hidden": 64, "heads": 4,
+                                                              "vocab": 128}, "steps": 10})"),
+                                    "s.json", spec::ShapeResolver{});
+  CHECK(spec::fingerprint(plain.value()) == spec::fingerprint(s.value()));
+  CHECK_THAT(spec::parse_scenario(doc({{"safetensors", ""}}), "s.json", spec::ShapeResolver{}).status().message(),
+             Catch::Contains("scenario.init.safetensors"));
+  CHECK_THAT(spec::parse_scenario(doc({{"weights", "x"}}), "s.json", spec::ShapeResolver{}).status().message(),
+             Catch::Contains("scenario.init.weights: unknown field"));
 }
 
 }  // namespace
