@@ -142,6 +142,10 @@ class BenchPeersCommand final : public Subcommand {
     for (auto& [flag, text, help] : model_flags_) c.add_option(flag, *text, help)->type_name("N");
     c.add_flag("--no-checkpointing", no_checkpointing_, "Train without activation checkpointing (default: with)");
     c.add_flag("--no-compile", no_compile_, "Skip torch.compile in the no-offload item");
+    c.add_option("--peer-timeout", peer_timeout_text_,
+                 "Seconds one peer run may take before it is killed and its "
+                 "error recorded, 10..86400 (default 3600)")
+        ->type_name("S");
     c.add_option("--python", python_, "The project venv's python (default: .venv/bin/python above this binary)")
         ->type_name("PATH");
     c.add_option("--peers-script", script_, "Path of peers.py (default: the checkout's scripts/bench/peers.py)")
@@ -182,7 +186,8 @@ class BenchPeersCommand final : public Subcommand {
                                {"--steps", &steps_, "Timed steps per training run (default 4)"},
                                {"--warmup", &warmup_, "Untimed steps before them (default 1)"}};
   bool no_checkpointing_ = false, no_compile_ = false;
-  std::string python_, script_;
+  std::string python_, script_, peer_timeout_text_ = "3600";
+  int peer_timeout_ = 3600;
   OutputOptions output_;
 
   std::vector<std::string> items_;
@@ -237,6 +242,9 @@ Status BenchPeersCommand::parse() {
         fmt::format("--heads: {} does not divide --hidden {}", shape_.heads, shape_.hidden));
   }
   shape_.activation_checkpointing = !no_checkpointing_;
+  ZINF_ASSIGN_OR_RETURN(const std::int64_t timeout,
+                        parse_int_in_range(peer_timeout_text_, "--peer-timeout", 10, 86400));
+  peer_timeout_ = static_cast<int>(timeout);
   return check_writable_directory(path_, "--path");
 }
 
@@ -251,7 +259,7 @@ Status BenchPeersCommand::optimizer_round(const PeerScript& peers, bool zinf_fir
       ZINF_ASSIGN_OR_RETURN(const ProbeSample triad, probes.memory_bandwidth());
       zinf["triad_gbps"] = triad.zinf;
     } else {
-      ZINF_ASSIGN_OR_RETURN(peer, run_peer(peers, args));
+      ZINF_ASSIGN_OR_RETURN(peer, run_peer(peers, args, peer_timeout_));
     }
   }
   const std::string what =
@@ -313,8 +321,10 @@ Status BenchPeersCommand::nvme_round(io::SwapStore& store, const PeerScript& pee
         if (t.verified) zinf["verified"] = *t.verified;
       }
     } else {
-      ZINF_ASSIGN_OR_RETURN(peer, run_peer(peers, {"io", "--dir", path_, "--bytes", std::to_string(io_size_), "--block",
-                                                   std::to_string(block_), "--queue-depth", std::to_string(qd_)}));
+      ZINF_ASSIGN_OR_RETURN(peer, run_peer(peers,
+                                           {"io", "--dir", path_, "--bytes", std::to_string(io_size_), "--block",
+                                            std::to_string(block_), "--queue-depth", std::to_string(qd_)},
+                                           peer_timeout_));
     }
   }
   const std::string what = fmt::format(
@@ -352,7 +362,7 @@ Status BenchPeersCommand::train_round(const std::string& item, const PeerScript&
       ZINF_ASSIGN_OR_RETURN(zinf, run_zinf_train(peer_scenario(shape_, tier, nvme.string()), work, item));
     } else {
       for (const std::string& mode : modes) {
-        ZINF_ASSIGN_OR_RETURN(peer[mode], run_peer(peers, peer_train_args(shape_, mode, nvme.string())));
+        ZINF_ASSIGN_OR_RETURN(peer[mode], run_peer(peers, peer_train_args(shape_, mode, nvme.string()), peer_timeout_));
       }
     }
   }

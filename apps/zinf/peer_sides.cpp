@@ -79,10 +79,23 @@ Result<PeerScript> find_peer_script(const std::string& python, const std::string
   return out;
 }
 
-Result<json> run_peer(const PeerScript& peers, const std::vector<std::string>& args) {
+Result<json> run_peer(const PeerScript& peers, const std::vector<std::string>& args, int timeout_seconds) {
   std::vector<std::string> argv = {peers.python, peers.script};
   argv.insert(argv.end(), args.begin(), args.end());
-  ZINF_ASSIGN_OR_RETURN(const ProcessOutput out, run_process(argv));
+  // coreutils' timeout kills a peer that hangs (a DeepSpeed op waiting on another process's JIT-build
+  // lock waits without a word); the kill is recorded as the peer's error, not a figure.
+  std::vector<std::string> command = argv;
+  if (Result<std::string> timeout = find_program("timeout", "/usr/bin:/bin"); timeout.is_ok()) {
+    command = {*timeout, "-s", "KILL", std::to_string(timeout_seconds)};
+    command.insert(command.end(), argv.begin(), argv.end());
+  }
+  ZINF_ASSIGN_OR_RETURN(const ProcessOutput out, run_process(command));
+  if (out.exit_status == 128 + 9 && command.size() > argv.size()) {
+    return json{{"error", fmt::format("killed after --peer-timeout {} s (no answer; a DeepSpeed op build waiting "
+                                      "on its lock in ~/.cache/torch_extensions?)",
+                                      timeout_seconds)},
+                {"argv", argv}};
+  }
   const std::string line = last_line(out.out);
   json parsed = json::parse(line, nullptr, /*allow_exceptions=*/false);
   const bool usable = parsed.is_object() && (out.exit_status == 0 || out.exit_status == kPeerScriptFailed);

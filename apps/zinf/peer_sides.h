@@ -32,8 +32,8 @@ Result<PeerScript> find_peer_script(const std::string& python, const std::string
 // Runs `script` with `args` through the venv's python and returns its one JSON line. The script
 // prints {"error": ...} and exits 3 when a peer cannot run: that JSON comes back (the caller
 // records the error). Any other failure (no JSON, another exit status) is Internal with the last
-// line of its stderr.
-Result<nlohmann::json> run_peer(const PeerScript& peers, const std::vector<std::string>& args);
+// line of its stderr. A run longer than `timeout_seconds` is killed and comes back as {"error": ...}.
+Result<nlohmann::json> run_peer(const PeerScript& peers, const std::vector<std::string>& args, int timeout_seconds);
 
 // One step of zinf's CPU AdamW (kernels::cpu::adam_step, decoupled weight decay 0.01, lr 1e-3) over
 // `elements` fp32 parameters with an fp32 gradient, on compute_threads() threads: 2 untimed steps,

@@ -6,7 +6,8 @@ figures came from a real run of the side that claims them. Never asserts on timi
 
 What it checks:
   - bad input: a missing venv (--python /nonexistent) exits 2 with one line naming --python and the
-    install command scripts/install-deps.sh; an unknown --items entry exits 2 naming --items;
+    install command scripts/install-deps.sh; an unknown --items entry exits 2 naming --items, and a
+    --peer-timeout under 10 s exits 2 naming it;
   - one run with --repeat 2 of the optimizer, nvme, offload-cpu and no-offload items (torch.compile
     skipped: minutes of compiling on a 2-core machine) writes a "zinf.bench-peers/1" record whose
     rows carry zinf, DeepSpeed and PyTorch sides as documented;
@@ -57,6 +58,10 @@ def main():
     bad = subprocess.run([zinf, "bench", "peers", "--items", "optimizer,gpu"], capture_output=True, text=True)
     check(bad.returncode == 2 and "--items" in bad.stderr and "'gpu'" in bad.stderr,
           f"unknown item: exit {bad.returncode}, stderr {bad.stderr!r}")
+    bad = subprocess.run([zinf, "bench", "peers", "--python", venv_python, "--peer-timeout", "5"], capture_output=True,
+                         text=True)
+    check(bad.returncode == 2 and "--peer-timeout" in bad.stderr and "10" in bad.stderr,
+          f"--peer-timeout 5: exit {bad.returncode}, stderr {bad.stderr!r}")
 
     with tempfile.TemporaryDirectory(prefix="zinf-peers-test-", dir=os.getcwd()) as work:
         record_path = os.path.join(work, "peers.json")
