@@ -155,6 +155,7 @@ std::vector<Section> record_sections(const json& record, const std::string& head
   if (kind == "bench-train") return detail::bench_train_sections(record, heading);
   if (kind == "bench-suite") return detail::bench_suite_sections(record, heading);
   if (kind == "bench-scaling") return detail::bench_scaling_sections(record, heading);
+  if (kind == "bench-peers") return detail::bench_peers_sections(record, heading);
   if (kind == "plan") return detail::plan_sections(record, heading);
   if (kind == "plan-sweep") return detail::plan_sweep_sections(record, heading);
   return detail::generic_sections(record, heading);

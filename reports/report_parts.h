@@ -50,6 +50,7 @@ std::vector<Section> bench_io_sections(const nlohmann::json& record, const std::
 std::vector<Section> bench_train_sections(const nlohmann::json& record, const std::string& heading);
 std::vector<Section> bench_suite_sections(const nlohmann::json& record, const std::string& heading);
 std::vector<Section> bench_scaling_sections(const nlohmann::json& record, const std::string& heading);
+std::vector<Section> bench_peers_sections(const nlohmann::json& record, const std::string& heading);
 std::vector<Section> plan_sections(const nlohmann::json& record, const std::string& heading);
 std::vector<Section> plan_sweep_sections(const nlohmann::json& record, const std::string& heading);
 std::vector<Section> generic_sections(const nlohmann::json& record, const std::string& heading);

@@ -18,6 +18,7 @@
 #include "apps/zinf/bench_ab.h"
 #include "apps/zinf/bench_comm.h"
 #include "apps/zinf/bench_io_record.h"
+#include "apps/zinf/bench_peers.h"
 #include "apps/zinf/bench_scaling.h"
 #include "apps/zinf/bench_suite.h"
 #include "apps/zinf/bench_train.h"
@@ -174,6 +175,7 @@ class BenchCommand final : public Subcommand {
     scaling_ = add_bench_scaling_command(*bench);
     scaling_app_ = bench->get_subcommand("scaling");
     ab_ = add_bench_ab_command(*bench, &ab_app_);
+    peers_ = add_bench_peers_command(*bench, &peers_app_);
   }
 
   Status run(const Io& io) override {
@@ -181,6 +183,7 @@ class BenchCommand final : public Subcommand {
     if (suite_app_->parsed()) return suite_->run(io);
     if (scaling_app_->parsed()) return scaling_->run(io);
     if (ab_app_->parsed()) return ab_->run(io);
+    if (peers_app_->parsed()) return peers_->run(io);
     return comm_parsed() ? comm_->run(io) : train_->run(io);
   }
   std::optional<int> delegated_exit_code() const override {
@@ -211,6 +214,8 @@ class BenchCommand final : public Subcommand {
   CLI::App* scaling_app_ = nullptr;
   std::unique_ptr<Subcommand> ab_;
   CLI::App* ab_app_ = nullptr;
+  std::unique_ptr<Subcommand> peers_;
+  CLI::App* peers_app_ = nullptr;
   std::vector<std::string> paths_;
   std::string size_ = "4GiB";
   std::string tensor_ = "64MiB";

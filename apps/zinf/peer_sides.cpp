@@ -1,0 +1,267 @@
+#include "apps/zinf/peer_sides.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "apps/zinf/latency_stats.h"
+#include "apps/zinf/process.h"
+#include "kernels/adam.h"
+#include "libengine/spec/json_input.h"
+
+namespace zinf::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kAdamBytesPerParam = 28.0;  // read p, g, m, v; write p, m, v (fp32)
+constexpr int kPeerScriptFailed = 3;         // peers.py: a peer could not run; its JSON says why
+
+// The first `relative` found in the folders above this executable (at most 6 up), or empty.
+std::filesystem::path above_executable(const std::filesystem::path& relative) {
+  std::error_code error;
+  std::filesystem::path dir = std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
+  for (int up = 0; !error && up < 6 && !dir.empty(); ++up) {
+    const std::filesystem::path candidate = dir / relative;
+    if (std::filesystem::exists(candidate, error)) return candidate;
+    if (dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  return {};
+}
+
+std::string last_line(const std::string& text) {
+  const std::size_t end = text.find_last_not_of("\r\n \t");
+  if (end == std::string::npos) return "";
+  const std::size_t begin = text.rfind('\n', end);
+  const std::size_t from = begin == std::string::npos ? 0 : begin + 1;
+  return text.substr(from, end + 1 - from);
+}
+
+}  // namespace
+
+Result<PeerScript> find_peer_script(const std::string& python, const std::string& script) {
+  PeerScript out;
+  if (!python.empty()) {
+    if (::access(python.c_str(), X_OK) != 0) {
+      return Status::not_found(
+          fmt::format("--python: '{}' is not an executable file; give the project venv's python "
+                      "(.venv/bin/python, made by scripts/install-deps.sh)",
+                      python));
+    }
+    out.python = python;
+  } else {
+    const std::filesystem::path found = above_executable(".venv/bin/python");
+    if (found.empty()) {
+      return Status::not_found(
+          "--python: no project venv (.venv/bin/python in a folder above this zinf binary); create it with "
+          "scripts/install-deps.sh (it installs DeepSpeed, PyTorch and transformers into .venv), or give --python");
+    }
+    out.python = found.string();
+  }
+  if (!script.empty()) {
+    if (!std::filesystem::exists(script)) {
+      return Status::not_found(fmt::format("--peers-script: '{}' does not exist", script));
+    }
+    out.script = script;
+  } else {
+    const std::filesystem::path found = above_executable("scripts/bench/peers.py");
+    if (found.empty()) {
+      return Status::not_found(
+          "--peers-script: scripts/bench/peers.py not found in a folder above this zinf binary; give its path");
+    }
+    out.script = found.string();
+  }
+  return out;
+}
+
+Result<json> run_peer(const PeerScript& peers, const std::vector<std::string>& args, int timeout_seconds) {
+  std::vector<std::string> argv = {peers.python, peers.script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  // coreutils' timeout kills a peer that hangs (a DeepSpeed op waiting on another process's JIT-build
+  // lock waits without a word); the kill is recorded as the peer's error, not a figure.
+  std::vector<std::string> command = argv;
+  if (Result<std::string> timeout = find_program("timeout", "/usr/bin:/bin"); timeout.is_ok()) {
+    command = {*timeout, "-s", "KILL", std::to_string(timeout_seconds)};
+    command.insert(command.end(), argv.begin(), argv.end());
+  }
+  ZINF_ASSIGN_OR_RETURN(const ProcessOutput out, run_process(command));
+  if (out.exit_status == 128 + 9 && command.size() > argv.size()) {
+    return json{{"error", fmt::format("killed after --peer-timeout {} s (no answer; a DeepSpeed op build waiting "
+                                      "on its lock in ~/.cache/torch_extensions?)",
+                                      timeout_seconds)},
+                {"argv", argv}};
+  }
+  const std::string line = last_line(out.out);
+  json parsed = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const bool usable = parsed.is_object() && (out.exit_status == 0 || out.exit_status == kPeerScriptFailed);
+  if (!usable) {
+    return Status::internal(fmt::format("bench peers: {} {} failed (exit {}): {}", peers.script,
+                                        args.empty() ? std::string() : args.front(), out.exit_status,
+                                        last_line(out.err).empty() ? std::string("no message") : last_line(out.err)));
+  }
+  parsed["argv"] = argv;
+  return parsed;
+}
+
+json zinf_adam_sample(std::size_t elements, int steps) {
+  std::vector<float> p(elements), g(elements), m(elements, 0.0f), v(elements, 0.0f);
+  // The same kind of values the peers' side uses: uniform in [-1, 1).
+  for (std::size_t i = 0; i < elements; ++i) {
+    p[i] = static_cast<float>((i * 2654435761u) % 2000u) / 1000.0f - 1.0f;
+    g[i] = static_cast<float>((i * 40503u) % 2000u) / 1000.0f - 1.0f;
+  }
+  kernels::AdamHyper hyper;
+  hyper.lr = 1e-3;
+  hyper.weight_decay = 0.01;
+  kernels::AdamSlice slice;
+  slice.param = p.data();
+  slice.exp_avg = m.data();
+  slice.exp_avg_sq = v.data();
+  slice.n = elements;
+  std::vector<double> seconds;
+  for (int i = 0; i < 2 + steps; ++i) {
+    hyper.step = i + 1;
+    const auto start = std::chrono::steady_clock::now();
+    kernels::cpu::adam_step(hyper, slice, g.data());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (i >= 2) seconds.push_back(s);
+  }
+  const double median = spread_of(seconds).median;
+  const double n = static_cast<double>(elements);
+  return {{"name", "kernels::cpu::adam_step (AdamW)"},
+          {"step_seconds", seconds},
+          {"params_per_s", n / median},
+          {"gbps", kAdamBytesPerParam * n / median / 1e9}};
+}
+
+json peer_scenario(const TrainShape& shape, const std::string& tier, const std::string& nvme_dir) {
+  json scenario = {{"name", fmt::format("bench-peers-{}", tier)},
+                   {"model",
+                    {{"layers", shape.layers},
+                     {"hidden", shape.hidden},
+                     {"heads", shape.heads},
+                     {"vocab", shape.vocab},
+                     {"max_positions", shape.seq}}},
+                   {"data", {{"source", "markov"}, {"successors", 16}, {"skew", 2.0}}},
+                   {"batch", shape.batch},
+                   {"seq", shape.seq},
+                   {"steps", shape.warmup + shape.steps},
+                   {"precision", "fp32"},
+                   {"optimizer",
+                    {{"type", "adamw"},
+                     {"lr", shape.lr},
+                     {"beta1", shape.beta1},
+                     {"beta2", shape.beta2},
+                     {"eps", shape.eps},
+                     {"weight_decay", shape.weight_decay},
+                     {"grad_clip", 0.0},
+                     {"schedule", {{"kind", "constant"}}}}},
+                   {"seed", shape.seed},
+                   {"device", "cpu"},
+                   {"threads", shape.threads},
+                   {"activation_checkpointing", shape.activation_checkpointing},
+                   {"output", {{"log_every", 1}}}};
+  if (tier != "device") {
+    json zero = {{"stage", 3}, {"params", tier}, {"optimizer", tier}};
+    if (tier == "nvme") zero["nvme_paths"] = json::array({nvme_dir});
+    scenario["zero"] = std::move(zero);
+  }
+  return scenario;
+}
+
+std::vector<std::string> peer_train_args(const TrainShape& shape, const std::string& mode,
+                                         const std::string& nvme_dir) {
+  std::vector<std::string> args = {"train",
+                                   "--mode",
+                                   mode,
+                                   "--layers",
+                                   std::to_string(shape.layers),
+                                   "--hidden",
+                                   std::to_string(shape.hidden),
+                                   "--heads",
+                                   std::to_string(shape.heads),
+                                   "--vocab",
+                                   std::to_string(shape.vocab),
+                                   "--seq",
+                                   std::to_string(shape.seq),
+                                   "--batch",
+                                   std::to_string(shape.batch),
+                                   "--steps",
+                                   std::to_string(shape.steps),
+                                   "--warmup",
+                                   std::to_string(shape.warmup),
+                                   "--threads",
+                                   std::to_string(shape.threads),
+                                   "--seed",
+                                   std::to_string(shape.seed),
+                                   "--lr",
+                                   fmt::format("{}", shape.lr),
+                                   "--beta1",
+                                   fmt::format("{}", shape.beta1),
+                                   "--beta2",
+                                   fmt::format("{}", shape.beta2),
+                                   "--eps",
+                                   fmt::format("{}", shape.eps),
+                                   "--weight-decay",
+                                   fmt::format("{}", shape.weight_decay)};
+  if (shape.activation_checkpointing) args.emplace_back("--activation-checkpointing");
+  if (mode == "ds-nvme") {
+    args.emplace_back("--nvme-path");
+    args.push_back(nvme_dir);
+  }
+  return args;
+}
+
+Result<json> run_zinf_train(const json& scenario, const std::filesystem::path& work, const std::string& tag) {
+  const std::filesystem::path scenario_path = work / fmt::format("{}.json", tag);
+  const std::filesystem::path record_path = work / fmt::format("{}-record.json", tag);
+  {
+    std::error_code error;
+    std::filesystem::remove(record_path, error);
+  }
+  {
+    std::ofstream file(scenario_path);
+    file << scenario.dump(2) << '\n';
+    if (!file.flush()) return Status::io_error(fmt::format("bench peers: cannot write {}", scenario_path.string()));
+  }
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  if (error) return Status::internal(fmt::format("bench peers: cannot find this executable: {}", error.message()));
+  const std::vector<std::string> argv = {self,   "train", scenario_path.string(), "--quiet", "--no-resume", "--format",
+                                         "json", "--out", record_path.string()};
+  ZINF_ASSIGN_OR_RETURN(const ProcessOutput out, run_process(argv));
+  if (out.exit_status != 0) {
+    return Status::internal(fmt::format("bench peers: zinf train ({}) failed (exit {}): {}", tag, out.exit_status,
+                                        last_line(out.err).empty() ? std::string("no message") : last_line(out.err)));
+  }
+  ZINF_ASSIGN_OR_RETURN(const json record, spec::read_json_file(record_path.string()));
+  json result = {{"argv", argv}, {"scenario", scenario}};
+  std::vector<double> losses, step_ms;
+  double moved = 0, nvme = 0;
+  std::size_t measured = 0;
+  for (const json& step : record.at("steps")) {
+    losses.push_back(step.at("loss").get<double>());
+    if (step.value("warmup", false)) continue;
+    step_ms.push_back(step.at("step_ms").get<double>());
+    const json& e = step.at("engine");
+    nvme += e.value("nvme_read_bytes", 0.0) + e.value("nvme_write_bytes", 0.0);
+    moved += e.value("host_to_device_bytes", 0.0) + e.value("device_to_host_bytes", 0.0);
+    ++measured;
+  }
+  if (measured == 0) return Status::internal(fmt::format("bench peers: zinf train ({}) measured no step", tag));
+  result["tokens_per_s"] = record.at("summary").at("tokens_per_s");
+  result["step_ms"] = step_ms;
+  result["losses"] = losses;
+  result["peak_rss_bytes"] = record.at("memory").at("host").at("peak_rss_bytes");
+  result["nvme_bytes_per_step"] = nvme / static_cast<double>(measured);
+  result["host_device_bytes_per_step"] = moved / static_cast<double>(measured);
+  result["params"] = record.at("memory").at("model_states_bytes").value("params", 0.0);
+  return result;
+}
+
+}  // namespace zinf::cli

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""The peers' side of `zinf bench peers`: DeepSpeed and PyTorch 2 measured on this machine (issue 25).
+
+`zinf bench peers` runs this script through the project venv (scripts/install-deps.sh makes .venv),
+once per item and round, alternating with zinf's own measurement of the same item, and records both.
+Each invocation measures ONE round of ONE item and prints ONE JSON object on stdout (everything else,
+DeepSpeed's logging included, goes to stderr):
+
+  optimizer  DeepSpeedCPUAdam(adamw_mode=True) (deepspeed.ops.adam, DeepSpeed's fused C++ CPU AdamW, the
+             optimizer its ZeRO-Offload runs) and torch.optim.AdamW(foreach=True) on one flat fp32
+             tensor of --elements parameters with an fp32 gradient, lr 1e-3, weight decay 0.01; 2
+             untimed steps, then the median of --steps timed steps. 28 bytes per parameter (read p, g,
+             m, v; write p, m, v), the count zinf's side uses.
+  io         DeepSpeed's async I/O handle (deepspeed.ops.op_builder.AsyncIOBuilder().load().aio_handle,
+             the library its NVMe swappers use) writing then reading --bytes through one pinned CPU
+             tensor to a file in --dir (sync_pwrite / sync_pread of the whole tensor, O_DIRECT, block
+             --block, queue depth --queue-depth, --io-threads threads); GB/s of each, the file removed.
+  train      One training run of scripts/torch_gpt.py's TorchGPT (zinf's GPT twin) on random tokens:
+             --mode eager: plain PyTorch, torch.optim.AdamW(foreach=True);
+             --mode compile: the same with torch.compile(model) (inductor on the CPU);
+             --mode ds-cpu / ds-nvme: deepspeed.initialize on its CPU accelerator (DS_ACCELERATOR=cpu,
+             gloo, one rank) with ZeRO stage 3, parameters and optimizer offloaded to the CPU or to
+             NVMe under --nvme-path (its aio), fp32, AdamW with the same settings (DeepSpeedCPUAdam,
+             which DeepSpeed picks for an offloaded optimizer). The config is written here from the
+             arguments and returned in the output ("ds_config").
+             --activation-checkpointing wraps every block in torch.utils.checkpoint (non-reentrant).
+             Reports tokens/s (batch * seq / median timed step), step times, the loss of every step,
+             and the process's peak RSS (getrusage ru_maxrss).
+
+Failure: a peer that cannot run prints {"error": "<exact exception text>"} and exits 3, so the caller
+records the error instead of a figure. Bad arguments exit 2 (argparse).
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+BYTES_PER_PARAM = 28
+EXIT_PEER_FAILED = 3
+
+
+def positive_int(text):
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def peak_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def versions():
+    import torch
+    out = {"python": sys.version.split()[0], "torch": torch.__version__}
+    try:
+        import deepspeed
+        out["deepspeed"] = deepspeed.__version__
+    except Exception as e:  # noqa: BLE001 - the version line must not hide the figures
+        out["deepspeed"] = f"not importable: {e}"
+    return out
+
+
+def time_optimizer(opt, param, steps):
+    for _ in range(2):
+        opt.step()
+    seconds = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        opt.step()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def optimizer_side(name, seconds, elements):
+    median = statistics.median(seconds)
+    return {"name": name, "step_seconds": seconds, "params_per_s": elements / median,
+            "gbps": BYTES_PER_PARAM * elements / median / 1e9}
+
+
+def run_optimizer(args):
+    import torch
+    torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(0)
+    result = {"item": "optimizer", "elements": args.elements, "threads": torch.get_num_threads(), "sides": {}}
+
+    def fresh():
+        p = torch.nn.Parameter(torch.rand(args.elements, generator=gen) * 2 - 1)
+        p.grad = torch.rand(args.elements, generator=gen) * 2 - 1
+        return p
+
+    try:
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+        p = fresh()
+        opt = DeepSpeedCPUAdam([p], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, adamw_mode=True)
+        result["sides"]["deepspeed"] = optimizer_side("DeepSpeedCPUAdam(adamw_mode=True)",
+                                                      time_optimizer(opt, p, args.steps), args.elements)
+        del opt, p
+    except Exception as e:  # noqa: BLE001 - recorded, not hidden
+        result["sides"]["deepspeed"] = {"error": f"{type(e).__name__}: {e}"}
+    p = fresh()
+    opt = torch.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, foreach=True)
+    result["sides"]["pytorch"] = optimizer_side("torch.optim.AdamW(foreach=True)", time_optimizer(opt, p, args.steps),
+                                                args.elements)
+    return result
+
+
+def run_io(args):
+    import torch
+    from deepspeed.ops.op_builder import AsyncIOBuilder
+    aio = AsyncIOBuilder().load(verbose=False)
+    # aio_handle(block_size, queue_depth, single_submit, overlap_events, intra_op_parallelism)
+    handle = aio.aio_handle(args.block, args.queue_depth, False, True, args.io_threads)
+    elements = args.bytes // 4
+    buffer = handle.new_cpu_locked_tensor(elements, torch.empty(0, dtype=torch.float32))
+    buffer.copy_(torch.arange(elements, dtype=torch.float32))
+    fd, path = tempfile.mkstemp(prefix="zinf-peers-aio-", suffix=".bin", dir=args.dir)
+    os.close(fd)
+    try:
+        start = time.perf_counter()
+        written = handle.sync_pwrite(buffer, path)
+        write_s = time.perf_counter() - start
+        buffer.zero_()
+        start = time.perf_counter()
+        read = handle.sync_pread(buffer, path)
+        read_s = time.perf_counter() - start
+        # The bytes came back: a wrong read would make the figure meaningless.
+        ok = bool(buffer[-1].item() == float(elements - 1) and buffer[elements // 2].item() == float(elements // 2))
+    finally:
+        os.unlink(path)
+        handle.free_cpu_locked_tensor(buffer)
+    return {"item": "io", "bytes": elements * 4, "block": args.block, "queue_depth": args.queue_depth,
+            "io_threads": args.io_threads, "directory": args.dir, "write_return": written, "read_return": read,
+            "verified": ok, "sides": {"deepspeed": {"name": "deepspeed aio_handle sync_pwrite/sync_pread",
+                                                    "write_gbps": elements * 4 / write_s / 1e9,
+                                                    "read_gbps": elements * 4 / read_s / 1e9}}}
+
+
+def ds_config(args):
+    zero = {"stage": 3, "stage3_param_persistence_threshold": 0,
+            "offload_optimizer": {"device": "cpu", "pin_memory": False},
+            "offload_param": {"device": "cpu", "pin_memory": False}}
+    if args.mode == "ds-nvme":
+        zero["offload_optimizer"] = {"device": "nvme", "nvme_path": args.nvme_path, "pin_memory": False}
+        zero["offload_param"] = {"device": "nvme", "nvme_path": args.nvme_path, "pin_memory": False}
+    return {"train_micro_batch_size_per_gpu": args.batch, "gradient_accumulation_steps": 1,
+            "train_batch_size": args.batch, "zero_optimization": zero,
+            "optimizer": {"type": "AdamW", "params": {"lr": args.lr, "betas": [args.beta1, args.beta2],
+                                                      "eps": args.eps, "weight_decay": args.weight_decay}},
+            "aio": {"block_size": 1048576, "queue_depth": 32, "single_submit": False, "overlap_events": True},
+            "steps_per_print": 1000000, "wall_clock_breakdown": False}
+
+
+def start_one_rank_group():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+
+
+def run_train(args):
+    import torch
+    import torch.utils.checkpoint as checkpoint
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from torch_gpt import TorchGPT  # scripts/torch_gpt.py, zinf's GPT twin
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    result = {"item": "train", "mode": args.mode, "threads": torch.get_num_threads(),
+              "config": {k: v for k, v in vars(args).items() if k != "item"}}
+
+    def build():
+        model = TorchGPT(args.layers, args.hidden, args.heads, args.vocab, args.seq)
+        if args.activation_checkpointing:
+            for block in model.blocks:
+                inner = block.forward
+                block.forward = (lambda f: lambda x: checkpoint.checkpoint(f, x, use_reentrant=False))(inner)
+        return model
+
+    if args.mode in ("ds-cpu", "ds-nvme"):
+        import deepspeed
+        start_one_rank_group()
+        deepspeed.init_distributed(dist_backend="gloo")
+        config = ds_config(args)
+        result["ds_config"] = config
+        # zero.Init partitions the parameters as they are created, as a ZeRO-3 run of a large model must.
+        with deepspeed.zero.Init(config_dict_or_path=config):
+            model = build()
+        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+        result["ds_optimizer"] = type(engine.optimizer).__name__ + " / " + type(engine.optimizer.optimizer).__name__
+
+        def step(tokens, targets):
+            loss = engine(tokens, targets)
+            engine.backward(loss)
+            engine.step()
+            return loss
+    else:
+        model = build()
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
+                                weight_decay=args.weight_decay, foreach=True)
+        forward = torch.compile(model) if args.mode == "compile" else model
+
+        def step(tokens, targets):
+            opt.zero_grad(set_to_none=True)
+            loss = forward(tokens, targets)
+            loss.backward()
+            opt.step()
+            return loss
+
+    data = torch.Generator().manual_seed(args.seed)
+    losses, seconds = [], []
+    for _ in range(args.warmup + args.steps):
+        batch = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=data, dtype=torch.int64)
+        start = time.perf_counter()
+        loss = step(batch[:, :-1], batch[:, 1:])
+        seconds.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    timed = seconds[args.warmup:]
+    result.update({"tokens_per_s": args.batch * args.seq / statistics.median(timed),
+                   "step_ms": [s * 1e3 for s in timed], "warmup_step_ms": [s * 1e3 for s in seconds[:args.warmup]],
+                   "losses": losses, "peak_rss_bytes": peak_rss_bytes(),
+                   "params": sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel()
+                                 for p in (engine.module if args.mode.startswith("ds") else model).parameters())})
+    return result
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="item", required=True)
+    o = sub.add_parser("optimizer")
+    o.add_argument("--elements", type=positive_int, required=True)
+    o.add_argument("--steps", type=positive_int, default=5)
+    o.add_argument("--threads", type=positive_int, required=True)
+    i = sub.add_parser("io")
+    i.add_argument("--dir", required=True)
+    i.add_argument("--bytes", type=positive_int, required=True)
+    i.add_argument("--block", type=positive_int, default=1 << 20)
+    i.add_argument("--queue-depth", type=positive_int, default=32)
+    i.add_argument("--io-threads", type=positive_int, default=1)
+    t = sub.add_parser("train")
+    t.add_argument("--mode", choices=["eager", "compile", "ds-cpu", "ds-nvme"], required=True)
+    for name, default in (("layers", 2), ("hidden", 128), ("heads", 4), ("vocab", 256), ("seq", 64), ("batch", 4),
+                          ("steps", 3), ("threads", 2)):
+        t.add_argument(f"--{name}", type=positive_int, default=default)
+    t.add_argument("--warmup", type=int, default=1)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--lr", type=float, default=3e-4)
+    t.add_argument("--beta1", type=float, default=0.9)
+    t.add_argument("--beta2", type=float, default=0.999)
+    t.add_argument("--eps", type=float, default=1e-8)
+    t.add_argument("--weight-decay", type=float, default=0.01)
+    t.add_argument("--activation-checkpointing", action="store_true")
+    t.add_argument("--nvme-path", default="")
+    args = parser.parse_args(argv)
+    if args.item == "train" and args.mode == "ds-nvme" and not args.nvme_path:
+        parser.error("--nvme-path: required with --mode ds-nvme")
+    if args.item == "io" and args.bytes % args.block != 0:
+        parser.error(f"--bytes: {args.bytes} is not a multiple of --block {args.block}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # DeepSpeed prints to stdout; only our JSON line goes there
+    try:
+        result = {"optimizer": run_optimizer, "io": run_io, "train": run_train}[args.item](args)
+        code = 0
+    except Exception as e:  # noqa: BLE001 - the exact error is the record's content
+        traceback.print_exc()
+        result = {"item": args.item, "error": f"{type(e).__name__}: {e}"}
+        code = EXIT_PEER_FAILED
+    result["versions"] = versions()
+    real_stdout.write(json.dumps(result) + "\n")
+    real_stdout.flush()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
