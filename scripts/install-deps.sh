@@ -100,15 +100,33 @@ PY
 }
 if pins_installed; then
   log "project venv $venv: all $(grep -c '==' "$requirements") pins installed"
-  exit 0
+else
+  log "project venv $venv: installing scripts/requirements-peers.txt (several GB: torch bundles CUDA)"
+  [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv" || die "/usr/bin/python3 -m venv $venv failed"
+  pip=("$venv/bin/python" -m pip install --no-input --disable-pip-version-check)
+  "${pip[@]}" -r <(grep -v '^deepspeed==' "$requirements") || die "pip install -r $requirements failed (exit $?)"
+  # DeepSpeed's setup.py imports torch, so it builds against the venv's torch (no build isolation).
+  # DS_BUILD_OPS=0: no op is compiled now; DeepSpeed JIT-builds each one the first time it is used.
+  DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation --no-deps "$(grep '^deepspeed==' "$requirements")" \
+    || die "pip install deepspeed failed (exit $?)"
+  pins_installed || die "$venv does not hold the pins of $requirements after installing them"
+  log "project venv $venv: installed"
 fi
-log "project venv $venv: installing scripts/requirements-peers.txt (several GB: torch bundles CUDA)"
-[[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv" || die "/usr/bin/python3 -m venv $venv failed"
-pip=("$venv/bin/python" -m pip install --no-input --disable-pip-version-check)
-"${pip[@]}" -r <(grep -v '^deepspeed==' "$requirements") || die "pip install -r $requirements failed (exit $?)"
-# DeepSpeed's setup.py imports torch, so it builds against the venv's torch (no build isolation).
-# DS_BUILD_OPS=0: no op is compiled now; DeepSpeed JIT-builds each one the first time it is used.
-DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation --no-deps "$(grep '^deepspeed==' "$requirements")" \
-  || die "pip install deepspeed failed (exit $?)"
-pins_installed || die "$venv does not hold the pins of $requirements after installing them"
-log "project venv $venv: installed"
+
+# DeepSpeed JIT-builds its C++ ops the first time a process loads them (minutes each on 2 cores), and
+# every other process that wants the op waits silently on the build's lock meanwhile. Build the two the
+# peer benches use (cpu_adam: DeepSpeedCPUAdam and its offload engine; async_io: its NVMe handle) here,
+# once, so a test or a bench never pays for it. Idempotent: skipped when both libraries are built.
+ext_dir="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/torch_extensions}"
+if compgen -G "$ext_dir/py*/cpu_adam/cpu_adam.so" >/dev/null && compgen -G "$ext_dir/py*/async_io/async_io.so" >/dev/null; then
+  log "DeepSpeed ops cpu_adam and async_io: built ($ext_dir)"
+else
+  log "DeepSpeed ops cpu_adam and async_io: building into $ext_dir (a few minutes, once)"
+  started=$SECONDS
+  DS_ACCELERATOR=cpu "$venv/bin/python" -c '
+from deepspeed.ops.op_builder import AsyncIOBuilder, CPUAdamBuilder
+CPUAdamBuilder().load(verbose=False)
+AsyncIOBuilder().load(verbose=False)
+' || die "building DeepSpeed's cpu_adam/async_io ops failed (exit $?); ninja, python3-dev and libaio-dev are needed"
+  log "DeepSpeed ops built in $((SECONDS - started)) s"
+fi
