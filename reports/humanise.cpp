@@ -47,6 +47,7 @@ std::string humane_number(double value) {
     const int exponent = static_cast<int>(std::floor(std::log10(a)));
     return fmt::format("{:.3g}{}", value / std::pow(10.0, exponent), power_of_ten(exponent));
   }
+  if (a >= 1e4) return fmt::format("{:.0f}", value);  // {:.4g} would write 1.457e+04
   return fmt::format("{:.4g}", value);
 }
 
