@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "libengine/core/units.h"
+#include "reports/humanise.h"
 #include "reports/report_parts.h"
 
 namespace zinf::reports::detail {
@@ -38,7 +39,8 @@ std::vector<Section> bench_io_sections(const json& record, const std::string& he
   chart.title = "GB/s per test: zinf next to fio (median)";
   chart.kind = ChartKind::kBar;
   chart.x_label = "test";
-  chart.y_label = "GB/s (1e9 B/s)";
+  chart.y_label = "throughput (1 GB/s = 1e9 B/s)";
+  chart.y_quantity = Quantity::kGBps;
   Series zinf{"zinf", {}, {}, false};
   Series fio{"fio", {}, {}, false};
   Series zinf_min{"zinf min", {}, {}, false};
@@ -75,10 +77,11 @@ std::vector<Section> bench_train_sections(const json& record, const std::string&
   out.back().fields.emplace_back("scenario", string_at(record, "scenario_path", "-"));
   Section sides = titled(heading, "zinf next to its baseline");
   Chart chart;
-  chart.title = "Step time per repetition (ms)";
+  chart.title = "Step time per repetition";
   chart.kind = ChartKind::kBar;
   chart.x_label = "repetition";
-  chart.y_label = "ms";
+  chart.y_label = "step time";
+  chart.y_quantity = Quantity::kMilliseconds;
   sides.table.columns = {{"side"},
                          {"tokens/s median", Align::kRight},
                          {"step ms median", Align::kRight},

@@ -11,7 +11,29 @@ namespace zinf::reports {
 std::string format_figure(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  // Fixed notation from 1e-4 to 1e15 (a plain "123500" reads better than "1.235e+05" and reads back
+  // the same to 4 digits); e-notation only beyond.
+  const double a = std::abs(value);
+  if (a >= 1e4 && a < 1e15) return fmt::format("{:.0f}", std::stod(fmt::format("{:.4g}", value)));
   return fmt::format("{:.4g}", value);
+}
+
+bool chart_has_data(const Chart& chart) {
+  for (const Series& s : chart.series) {
+    for (const double y : s.y) {
+      if (std::isfinite(y) && y != 0) return true;
+    }
+  }
+  return false;
+}
+
+std::string chart_absence(const Chart& chart) {
+  bool any_finite = false;
+  for (const Series& s : chart.series) {
+    for (const double y : s.y) any_finite = any_finite || std::isfinite(y);
+  }
+  return fmt::format("{}: not drawn, {}.", chart.title,
+                     any_finite ? "every value is zero" : "the record holds no value for it");
 }
 
 Table chart_table(const Chart& chart) {

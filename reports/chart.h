@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "reports/humanise.h"
+
 namespace zinf::reports {
 
 enum class ChartKind { kLine, kBar, kStackedBar };
@@ -40,9 +42,24 @@ struct Chart {
   std::vector<ReferenceLine> references;
   bool log_x = false;  // kLine only; non-positive values are left out
   bool log_y = false;
+  // What the axes measure, in the units of the values (humanise.h): the SVG scales each axis to
+  // the unit that reads (MiB or GiB, ms or s) and writes every tick, reference and point with it.
+  // x_label and y_label name the quantity without its unit.
+  Quantity x_quantity = Quantity::kNone;
+  Quantity y_quantity = Quantity::kNone;
 };
 
-// Shortest text that reads back as `value` to 4 significant digits ("1250", "0.0031", "2.5e+12");
+// True when the chart has at least one finite value that is not zero: a chart without one (all links
+// idle, nothing recorded) is not worth drawing; the HTML writer leaves it out and says why in one
+// line (chart_absence).
+bool chart_has_data(const Chart& chart);
+
+// The one line the HTML writer prints in place of a chart without data: "<title>: not drawn, every
+// value is zero" or "...: not drawn, the record holds no value for it".
+std::string chart_absence(const Chart& chart);
+
+// Shortest text that reads back as `value` to 4 significant digits ("1250", "0.0031", "123500"; fixed
+// notation up to 1e15, e-notation beyond);
 // "nan"/"inf" for non-finite values. Shared by chart tables and axis labels.
 std::string format_figure(double value);
 

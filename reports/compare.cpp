@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/humanise.h"
 #include "reports/mann_whitney.h"
 #include "reports/record_fields.h"
 
@@ -412,21 +413,23 @@ Document comparison_document(const Comparison& c, const CompareOptions& options,
                            {"p-value", Align::kRight},
                            {"verdict"}};
   Chart chart;
-  chart.title = "Median change of each sampled metric (%)";
+  chart.title = "Median change of each sampled metric";
   chart.kind = ChartKind::kBar;
   chart.x_label = "metric";
-  chart.y_label = "% change, new vs base";
+  chart.y_label = "change, new vs base";
+  chart.y_quantity = Quantity::kPercent;
   Series changes{"change %", {}, {}, false};
   for (const MetricComparison& m : c.metrics) {
     const Emphasis e = m.regression || m.missing                          ? Emphasis::kBad
                        : (m.verdict == "faster" || m.verdict == "better") ? Emphasis::kGood
                        : m.verdict == "no change"                         ? Emphasis::kNone
                                                                           : Emphasis::kMuted;
-    metrics.table.rows.push_back(
-        {m.name, std::to_string(m.base_count), std::to_string(m.new_count),
-         m.new_only ? std::string("-") : format_figure(m.base_median),
-         m.missing ? std::string("-") : format_figure(m.new_median), m.change ? percent(*m.change) : std::string("-"),
-         m.p_value ? fmt::format("{:.4f}", *m.p_value) : std::string("-"), Cell(m.verdict, e)});
+    metrics.table.rows.push_back({m.name, std::to_string(m.base_count), std::to_string(m.new_count),
+                                  m.new_only ? std::string("-") : humane(m.base_median, quantity_of_key(m.name)),
+                                  m.missing ? std::string("-") : humane(m.new_median, quantity_of_key(m.name)),
+                                  m.change ? percent(*m.change) : std::string("-"),
+                                  m.p_value ? fmt::format("{:.4f}", *m.p_value) : std::string("-"),
+                                  Cell(m.verdict, e)});
     if (m.sampled && !m.missing && !m.new_only) {
       chart.categories.push_back(m.name);
       changes.y.push_back(m.change ? *m.change * 100.0 : std::nan(""));

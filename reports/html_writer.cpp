@@ -1,5 +1,8 @@
 #include "reports/html_writer.h"
 
+#include <string>
+#include <string_view>
+
 #include "libengine/core/check.h"
 #include "reports/svg_chart.h"
 
@@ -7,18 +10,20 @@ namespace zinf::reports {
 namespace {
 
 constexpr const char* kStyle = R"(
-body { font: 14px/1.45 system-ui, sans-serif; color: #1b1f24; margin: 2em auto; max-width: 980px; padding: 0 1em; }
+body { font: 14px/1.45 system-ui, sans-serif; color: #1b1f24; margin: 2em auto; max-width: 1560px; padding: 0 1em; }
 h1 { font-size: 1.6em; border-bottom: 2px solid #d0d7de; padding-bottom: .2em; }
 h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #d0d7de; }
 table { border-collapse: collapse; margin: .6em 0; }
 th, td { padding: .2em .7em; border-bottom: 1px solid #eaeef2; vertical-align: top; }
+td { overflow-wrap: anywhere; }
 th { text-align: left; background: #f6f8fa; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.fields td:first-child { color: #57606a; white-space: nowrap; }
 .strong { font-weight: 600; } .good { color: #1a7f37; } .warn { color: #9a6700; }
 .bad { color: #cf222e; font-weight: 600; } .muted { color: #6e7781; }
-figure { margin: 1em 0; } figcaption { color: #57606a; font-size: .9em; }
-svg.chart { max-width: 720px; display: block; border: 1px solid #eaeef2; }
+figure { display: inline-block; vertical-align: top; width: 740px; max-width: 100%; margin: 1em 1.5em 1em 0; }
+figcaption { color: #57606a; font-size: .9em; }
+svg.chart { display: block; border: 1px solid #eaeef2; }
 svg.chart text { font: 11px system-ui, sans-serif; fill: #1b1f24; }
 svg.chart text.chart-title { font-size: 13px; font-weight: 600; }
 svg.chart .grid { stroke: #eaeef2; } svg.chart .axis { stroke: #57606a; }
@@ -51,7 +56,14 @@ void cell(std::ostream& out, const char* tag, const Cell& c, bool numeric) {
   if (numeric) classes += classes.empty() ? "num" : " num";
   out << '<' << tag;
   if (!classes.empty()) out << " class=\"" << classes << '"';
-  out << '>' << xml_escape(c.text) << "</" << tag << '>';
+  std::string text = xml_escape(c.text);
+  // Column titles are often record keys ("fullest_tier_fraction"): a narrow column breaks them at an
+  // underscore, not in the middle of a word.
+  if (std::string_view(tag) == "th") {
+    for (std::size_t at = text.find('_'); at != std::string::npos; at = text.find('_', at + 7))
+      text.insert(at + 1, "<wbr/>");
+  }
+  out << '>' << text << "</" << tag << '>';
 }
 
 void table(std::ostream& out, const Table& t) {
@@ -87,7 +99,13 @@ void write_html(const Document& document, std::ostream& out) {
       out << "</tbody>\n</table>\n";
     }
     // Charts before the table: the table is the detail behind them (a sweep's rows, a step list).
+    // A chart without data is not drawn: an empty frame or a flat line at zero on a -1..1 axis says
+    // less than the line saying why it is absent.
     for (const Chart& chart : section.charts) {
+      if (!chart_has_data(chart)) {
+        out << "<p class=\"note muted\">" << xml_escape(chart_absence(chart)) << "</p>\n";
+        continue;
+      }
       out << "<figure>\n";
       write_svg(chart, out);
       out << "<figcaption>" << xml_escape(chart.title) << "</figcaption>\n</figure>\n";

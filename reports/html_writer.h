@@ -4,9 +4,11 @@
 //
 // The page is also well-formed XML (XHTML syntax: every element closed, attributes quoted, text
 // escaped), so both HTML5 and XML parsers accept it. Fields become a two-column table, tables a
-// <table> after the section's charts (numbers right-aligned, scrolling sideways when wide), each
-// chart a <figure> with its SVG and a caption, notes paragraphs. Emphasis becomes a CSS class (strong, good, warn, bad,
-// muted).
+// <table> after the section's charts (numbers right-aligned, long cells wrapped so a table fits the
+// page, which is up to 1560 px wide), each chart a <figure> with its SVG and a caption (figures sit
+// side by side where the page is wide enough), notes paragraphs. A chart without data
+// (chart_has_data) is left out and one line says why. Emphasis becomes a CSS class (strong, good,
+// warn, bad, muted).
 #pragma once
 
 #include <ostream>

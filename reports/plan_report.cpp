@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "libengine/core/units.h"
+#include "reports/humanise.h"
 #include "reports/report_parts.h"
 
 namespace zinf::reports::detail {
@@ -39,17 +40,17 @@ std::vector<Section> plan_sections(const json& record, const std::string& headin
       chart.title = fmt::format("{} ({}): states against capacity", name, string_at(tier, "unit"));
       chart.kind = ChartKind::kStackedBar;
       chart.x_label = "tier";
-      chart.y_label = "GiB";
+      chart.y_label = "memory";
+      chart.y_quantity = Quantity::kBytes;
       chart.categories = {name};
       const json* items = find_path(tier, "items");
       if (items != nullptr && items->is_array()) {
         for (const json& item : *items) {
-          chart.series.push_back(
-              {string_at(item, "what", "?"), {}, {gib(number_at(item, "bytes").value_or(0))}, false});
+          chart.series.push_back({string_at(item, "what", "?"), {}, {number_at(item, "bytes").value_or(0)}, false});
         }
       }
       if (const std::optional<double> cap = number_at(tier, "capacity_bytes"))
-        chart.references.push_back({"capacity", gib(*cap)});
+        chart.references.push_back({"capacity", *cap});
       if (!chart.series.empty()) memory.charts.push_back(std::move(chart));
     }
   }
@@ -60,14 +61,15 @@ std::vector<Section> plan_sections(const json& record, const std::string& headin
   const std::string why = string_at(record, "bottleneck.explanation");
   if (!why.empty()) bottleneck.notes.push_back(why);
   if (const json* prediction = find_path(record, "prediction"); prediction != nullptr && prediction->is_object()) {
-    for (const auto& [key, value] : prediction->items()) bottleneck.fields.emplace_back(key, value_text(value));
+    for (const auto& [key, value] : prediction->items()) bottleneck.fields.emplace_back(key, field_text(key, value));
   }
   if (const json* resources = find_path(record, "resources"); resources != nullptr && resources->is_array()) {
     Chart chart;
     chart.title = "Busy time per resource per step";
     chart.kind = ChartKind::kBar;
     chart.x_label = "resource";
-    chart.y_label = "ms per step";
+    chart.y_label = "busy per step";
+    chart.y_quantity = Quantity::kMilliseconds;
     Series busy{"busy", {}, {}, false};
     for (const json& r : *resources) {
       chart.categories.push_back(string_at(r, "resource", "?"));
@@ -99,6 +101,8 @@ Chart sweep_curves(const json& rows, const std::string& x_key, const std::string
   chart.title = title;
   chart.x_label = x_label;
   chart.y_label = "tokens/s (cluster)";
+  chart.y_quantity = Quantity::kCount;
+  chart.x_quantity = x_key == "params" ? Quantity::kCount : Quantity::kNone;
   chart.log_x = true;
   chart.log_y = true;
   std::map<double, Series> by_group;
@@ -130,6 +134,7 @@ std::vector<Section> plan_sweep_sections(const json& record, const std::string& 
   region.title = "Feasible region (parameters x nodes)";
   region.x_label = "parameters";
   region.y_label = "nodes";
+  region.x_quantity = Quantity::kCount;
   region.log_x = true;
   region.log_y = true;
   Series feasible{"feasible", {}, {}, true};

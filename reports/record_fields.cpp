@@ -5,11 +5,29 @@
 #include <fmt/format.h>
 
 #include "reports/chart.h"
+#include "reports/humanise.h"
 
 namespace zinf::reports {
 namespace {
 
 using nlohmann::json;
+
+}  // namespace
+
+std::string field_text(std::string_view path, const json& value) {
+  const Quantity q = quantity_of_key(path);
+  if (q == Quantity::kNone) return value_text(value);
+  if (value.is_number()) return humane(value.get<double>(), q);
+  if (value.is_array()) {
+    std::string out;
+    for (const json& e : value)
+      out += (out.empty() ? "" : ", ") + (e.is_number() ? humane(e.get<double>(), q) : value_text(e));
+    return out.size() > 200 ? out.substr(0, 197) + "..." : out;
+  }
+  return value_text(value);
+}
+
+namespace {
 
 void collect(const json& value, const std::string& path, int depth,
              std::vector<std::pair<std::string, std::string>>& out) {
@@ -28,13 +46,13 @@ void collect(const json& value, const std::string& path, int depth,
     for (const json& e : value) scalars = scalars && !e.is_structured();
     if (value.size() > 16) return;
     if (scalars || depth > 8) {
-      out.emplace_back(path, value_text(value));
+      out.emplace_back(path, field_text(path, value));
       return;
     }
     for (std::size_t i = 0; i < value.size(); ++i) collect(value[i], fmt::format("{}[{}]", path, i), depth + 1, out);
     return;
   }
-  out.emplace_back(path, value_text(value));
+  out.emplace_back(path, field_text(path, value));
 }
 
 }  // namespace
@@ -90,7 +108,7 @@ std::string value_text(const json& value) {
   if (value.is_null()) return "-";
   if (value.is_boolean()) return value.get<bool>() ? "yes" : "no";
   if (value.is_number_integer()) return value.dump();
-  if (value.is_number()) return format_figure(value.get<double>());
+  if (value.is_number()) return humane_number(value.get<double>());
   if (value.is_string()) return value.get<std::string>();
   if (value.is_array()) {
     bool scalars = true;

@@ -31,14 +31,18 @@ std::vector<double> numbers_at(const nlohmann::json& value, std::string_view pat
 // no string schema of the form "zinf.<kind>/<version>".
 std::string record_kind(const nlohmann::json& record);
 
-// A scalar as text: numbers to 4 significant digits (integers in full), booleans yes/no, null "-",
-// strings as they are; arrays of scalars joined with ", "; other arrays and objects as compact JSON
-// cut at 200 characters.
+// A scalar as text: integers in full, other numbers without e-notation (humane_number: 4 significant
+// digits, K/M/B/T when large), booleans yes/no, null "-", strings as they are; arrays of scalars
+// joined with ", "; other arrays and objects as compact JSON cut at 200 characters.
 std::string value_text(const nlohmann::json& value);
+
+// A field's value with the unit its name implies (humanise.h: quantity_of_key on the last path
+// segment): "peak_bytes" 52.8 MiB, "probe_seconds" 1.45 s, "hit_rate" 100%; value_text otherwise.
+std::string field_text(std::string_view path, const nlohmann::json& value);
 
 // Every scalar leaf under `value` as (dotted path, text), depth first in document order, skipping
 // keys in `skip` at the top level and arrays longer than 16 elements (those are series, drawn or
-// tabled elsewhere). `prefix` is prepended to every path.
+// tabled elsewhere), each as field_text. `prefix` is prepended to every path.
 std::vector<std::pair<std::string, std::string>> scalar_leaves(const nlohmann::json& value,
                                                                const std::vector<std::string>& skip,
                                                                const std::string& prefix = "");

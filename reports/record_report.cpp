@@ -128,6 +128,8 @@ Chart scaling_chart(const std::vector<SourcedRecord>& records, const std::vector
   chart.title = fmt::format("Throughput against {}", x_label);
   chart.x_label = x_label;
   chart.y_label = "tokens/s";
+  chart.y_quantity = Quantity::kCount;
+  chart.x_quantity = quantity_of_key(x_path);
   chart.log_x = log_x;
   Series series{"tokens/s", {}, {}, false};
   // Points in x order so the line reads left to right.

@@ -44,10 +44,18 @@ Section envelope_section(const json& record, const std::string& heading) {
 
 Section other_fields_section(const json& record, const std::vector<std::string>& used, const std::string& heading) {
   Section s = titled(heading, "Other fields");
-  std::vector<std::string> skip = used;
-  skip.insert(skip.end(), kEnvelopeKeys.begin(), kEnvelopeKeys.end());
+  const auto is_used = [&used](const std::string& path) {
+    for (const std::string& u : used) {
+      if (path.compare(0, u.size(), u) == 0 &&
+          (path.size() == u.size() || path[u.size()] == '.' || path[u.size()] == '['))
+        return true;
+    }
+    return false;
+  };
   s.table.columns = {{"field"}, {"value"}};
-  for (auto& [path, text] : scalar_leaves(record, skip)) s.table.rows.push_back({path, text});
+  for (auto& [path, text] : scalar_leaves(record, kEnvelopeKeys)) {
+    if (!is_used(path)) s.table.rows.push_back({path, text});
+  }
   if (s.table.rows.empty()) s.table.columns.clear();
   return s;
 }
@@ -100,7 +108,7 @@ Table objects_table(const json& array) {
   for (const json& e : array) {
     if (!e.is_object()) continue;
     std::vector<Cell> row;
-    for (const std::string& key : keys) row.emplace_back(e.contains(key) ? value_text(e.at(key)) : std::string());
+    for (const std::string& key : keys) row.emplace_back(e.contains(key) ? field_text(key, e.at(key)) : std::string());
     t.rows.push_back(std::move(row));
   }
   return t;

@@ -17,8 +17,9 @@ namespace zinf::reports::detail {
 // The record section: schema, created_at, generator version/SHA, host.
 Section envelope_section(const nlohmann::json& record, const std::string& heading);
 
-// "Other fields": every scalar leaf of `record` outside `used` top-level keys (and the envelope).
-// Empty (no fields) when there is nothing left.
+// "Other fields": every scalar leaf of `record` outside `used` (dotted paths: "summary" hides the
+// whole object, "engine.links" one member; the envelope is always hidden). Numbers are written with
+// the unit their key names (humanise.h: quantity_of_key). Empty (no fields) when nothing is left.
 Section other_fields_section(const nlohmann::json& record, const std::vector<std::string>& used,
                              const std::string& heading);
 
@@ -44,6 +45,13 @@ Cell ratio_cell(const nlohmann::json& ratio, const nlohmann::json* spread);
 // The record's consistency flags ({"consistent": false, "issues": [...]}) as a section of kBad
 // fields; no section when absent or consistent.
 std::optional<Section> consistency_section(const nlohmann::json& record, const std::string& heading);
+
+// The plan-vs-measured sections of a train record (its "plan" object: the rows as a table, then the
+// hardware, settings and memory items the plan assumed; none without rows), and its engine counters
+// (engine.* objects except links); each appends the paths it shows to `used`.
+std::vector<Section> train_plan_sections(const nlohmann::json& record, const std::string& heading,
+                                         std::vector<std::string>& used);
+Section train_engine_section(const nlohmann::json& record, const std::string& heading, std::vector<std::string>& used);
 
 std::vector<Section> train_sections(const nlohmann::json& record, const std::string& heading);
 std::vector<Section> bench_io_sections(const nlohmann::json& record, const std::string& heading);

@@ -36,6 +36,7 @@ std::vector<Section> bench_scaling_sections(const json& record, const std::strin
   chart.title = "Throughput against ranks";
   chart.x_label = "ranks";
   chart.y_label = "tokens/s";
+  chart.y_quantity = Quantity::kCount;
   Series measured{"measured", {}, {}, false};
   Series ideal{"ideal (linear from the smallest world size)", {}, {}, false};
   Series planned{"plan", {}, {}, true};

@@ -25,7 +25,7 @@ packages=(
   libopenmpi-dev      # MPI launch and CPU collectives (also pulls in mpirun)
   fio                 # NVMe baseline for benchmarks
   clang-format        # scripts/check-format.sh (Debian bookworm: 14), run by .ci/run
-  chromium-headless-shell  # tests/cli: zinf report pages rendered and screenshotted headless
+  chromium-headless-shell  # Debian's Chromium, headless only: tests/cli report_render_test.py lays out every report kind
   python3             # CLI end-to-end tests
   python3-torch       # PyTorch baselines: scripts/bench/torch_adam.py, scripts/fixtures/make_adam_fixture.py
   python3-venv        # the project venv below

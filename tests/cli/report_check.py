@@ -20,8 +20,9 @@ import sys
 import xml.etree.ElementTree as ElementTree
 import zlib
 
+# train.json is a ZeRO-0 run: no byte crosses a link, so its two link charts are left out (a line says why).
 KINDS = {  # fixture -> least number of <svg> charts its report holds
-    "train.json": 6, "bench-io.json": 1, "bench-train.json": 1, "plan.json": 2, "plan-sweep.json": 3,
+    "train.json": 4, "bench-io.json": 1, "bench-train.json": 1, "plan.json": 2, "plan-sweep.json": 3,
     "max-params.json": 1, "bench-suite.json": 1, "hardware.json": 0, "compare.json": 1, "small-train.json": 6, "small-bench-io.json": 1, "small-bench-scaling.json": 1, "unknown-kind.json": 1,
 }
 VOID = {"meta", "br", "hr", "img", "input", "link"}
@@ -152,7 +153,7 @@ def check_browser(zinf, fixtures, out):
     boxes = re.search(r'data-boxes="([^"]*)"', dom)
     assert boxes, "the probe found no charts"
     sizes = [tuple(float(v) for v in b.split("x")) for b in boxes.group(1).split()]
-    assert len(sizes) >= 6 and all(w > 100 and h > 50 for w, h in sizes), f"chart sizes {sizes}"
+    assert len(sizes) >= 4 and all(w > 100 and h > 50 for w, h in sizes), f"chart sizes {sizes}"
     print(f"screenshot {shot}: {width}x{height}, {distinct} colours; {len(sizes)} charts, first {sizes[0]}")
 
 

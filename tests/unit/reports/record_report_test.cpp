@@ -83,15 +83,16 @@ TEST_CASE("train report: step time, phases, memory against budget, links", "[rep
   for (const Series& s : phases->series) names.push_back(s.name);
   CHECK(names == std::vector<std::string>{"data", "forward", "backward", "optimizer"});
   CHECK(phases->series[2].y == std::vector<double>{20.0, 16.0, 17.0});
-  CHECK(field(*time, "median") == "31.00 ms");
+  CHECK(field(*time, "median") == "31 ms");
 
   const Section* memory = find_section(doc, "Memory per tier");
   REQUIRE(memory != nullptr);
   const Chart* tiers = find_chart(*memory, "Peak memory per tier against its budget");
   REQUIRE(tiers != nullptr);
   CHECK(tiers->categories == std::vector<std::string>{"device", "host"});
-  CHECK(tiers->series[0].y == std::vector<double>{2.0, 0.5});  // GiB
-  CHECK(tiers->series[1].y[0] == 4.0);
+  CHECK(tiers->y_quantity == Quantity::kBytes);  // the SVG scales the axis (GiB here)
+  CHECK(tiers->series[0].y == std::vector<double>{2.0 * 1073741824.0, 0.5 * 1073741824.0});
+  CHECK(tiers->series[1].y[0] == 4.0 * 1073741824.0);
   CHECK(std::isnan(tiers->series[1].y[1]));  // no host budget
 
   const Section* links = find_section(doc, "Links: bytes and GB/s");
@@ -100,6 +101,44 @@ TEST_CASE("train report: step time, phases, memory against budget, links", "[rep
   REQUIRE(gbps != nullptr);
   CHECK(gbps->categories == std::vector<std::string>{"host_to_device", "nvme_read"});
   CHECK(gbps->series[0].y == std::vector<double>{10.0, 2.5});
+}
+
+TEST_CASE("train report: the plan next to what was measured, per phase, tier and link", "[report]") {
+  json record = fixture("small-train.json");
+  record["plan"] = {
+      {"schedule", "zinf"},
+      {"rows",
+       {{{"figure", "step"}, {"unit", "ms"}, {"predicted", 237.0}, {"measured", 318.1}, {"error_percent", -25.5}},
+        {{"figure", "nvme peak"},
+         {"unit", "bytes"},
+         {"predicted", 46298112.0},
+         {"measured", 46298112.0},
+         {"error_percent", 0.0}},
+        {{"figure", "nvme_read"},
+         {"unit", "bytes/step"},
+         {"predicted", 0.0},
+         {"measured", 0.0},
+         {"error_percent", nullptr}}}},
+      {"hardware", {{"memory_bandwidth", 1e10}, {"source", {{"from", "measured in this run"}}}}}};
+  const Document doc = report_of_records({{"p.json", record}});
+  const Section* plan = find_section(doc, "Plan vs measured (zinf schedule)");
+  REQUIRE(plan != nullptr);
+  REQUIRE(plan->table.rows.size() == 3);
+  const std::vector<std::string> step = {"step", "phase", "237 ms", "318 ms", "-25.5%"};
+  for (std::size_t c = 0; c < step.size(); ++c) CHECK(plan->table.rows[0][c].text == step[c]);
+  CHECK(plan->table.rows[0][4].emphasis == Emphasis::kWarn);  // 20% or more off
+  CHECK(plan->table.rows[1][1].text == "tier peak");
+  CHECK(plan->table.rows[1][2].text == "44.2 MiB");  // 46298112 / 2^20 = 44.15
+  CHECK(plan->table.rows[2][1].text == "link");
+  CHECK(plan->table.rows[2][3].text == "0 B/step");
+  CHECK(plan->table.rows[2][4].text == "-");
+  const Section* assumed = find_section(doc, "What the plan assumed");
+  REQUIRE(assumed != nullptr);
+  CHECK(field(*assumed, "hardware") == "measured in this run");
+  CHECK(field(*assumed, "hardware figures") == "memory bandwidth 10.0 GB/s");
+  const Section* other = find_section(doc, "Other fields");
+  REQUIRE(other != nullptr);
+  for (const auto& row : other->table.rows) CHECK(row[0].text.rfind("plan.", 0) != 0);
 }
 
 TEST_CASE("a field no renderer knows still appears", "[report]") {
@@ -156,7 +195,7 @@ TEST_CASE("an unknown record kind renders its arrays as a table and a chart", "[
   REQUIRE(s != nullptr);
   CHECK(s->table.columns.size() == 3);
   CHECK(s->table.rows.size() == 3);
-  CHECK(s->table.rows[1][0].text == "8.25");  // columns in key order: busbw_gbps, bytes, time_us
+  CHECK(s->table.rows[1][0].text == "8.25 GB/s");  // columns in key order: busbw_gbps, bytes, time_us
   REQUIRE(s->charts.size() == 1);
   const Section* other = find_section(doc, "Other fields");
   REQUIRE(other != nullptr);
@@ -168,11 +207,12 @@ TEST_CASE("every record kind the project writes renders to HTML, Markdown and CS
     const char* file;
     std::size_t min_charts;
   };
-  // train: loss, step time, phases, memory, link bytes, link GB/s; bench io: 1; bench train: 1;
+  // train (ZeRO-0: no byte crosses a link, so no link charts): loss, step time, phases, memory; bench io: 1;
+  // bench train: 1;
   // plan: one per tier that holds states (7B on dgx-h100: the GPU) + resources; sweep: two curves + the feasible
   // region.
   const Expect kinds[] = {
-      {"train.json", 6},      {"bench-io.json", 1},   {"bench-train.json", 1},        {"plan.json", 2},
+      {"train.json", 4},      {"bench-io.json", 1},   {"bench-train.json", 1},        {"plan.json", 2},
       {"plan-sweep.json", 3}, {"max-params.json", 1}, {"small-bench-scaling.json", 1}};
   for (const Expect& e : kinds) {
     INFO(e.file);
@@ -231,18 +271,19 @@ TEST_CASE("document CSV keys generic table rows by number, or by a name that ide
                          {{"op", "broadcast"}}}}};
   const std::vector<std::pair<std::string, std::string>> cells =
       csv_cells(report_of_records({{"widget.json", record}}), "rows");
-  const std::vector<std::pair<std::string, std::string>> expected = {{"1", "busbw_gbps=1.5"}, {"1", "op=all_reduce"},
-                                                                     {"2", "busbw_gbps=1.5"}, {"2", "op=all_gather"},
-                                                                     {"3", "busbw_gbps="},    {"3", "op=broadcast"}};
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"1", "busbw_gbps=1.5 GB/s"}, {"1", "op=all_reduce"}, {"2", "busbw_gbps=1.5 GB/s"},
+      {"2", "op=all_gather"},       {"3", "busbw_gbps="},   {"3", "op=broadcast"}};
   CHECK(cells == expected);
 
-  // A "name" that tells every element apart keys the rows, wherever it stood.
+  // A "name" that tells every element apart keys the rows, wherever it stood. Values carry the unit
+  // their key names (gbps: GB/s).
   const json named = {{"schema", "zinf.widget/1"},
                       {"tests", {{{"gbps", 2.0}, {"name", "seq-read"}}, {{"gbps", 1.0}, {"name", "seq-write"}}}}};
   const std::vector<std::pair<std::string, std::string>> by_name =
       csv_cells(report_of_records({{"widget.json", named}}), "tests");
-  const std::vector<std::pair<std::string, std::string>> expected_names = {{"seq-read", "gbps=2"},
-                                                                           {"seq-write", "gbps=1"}};
+  const std::vector<std::pair<std::string, std::string>> expected_names = {{"seq-read", "gbps=2 GB/s"},
+                                                                           {"seq-write", "gbps=1 GB/s"}};
   CHECK(by_name == expected_names);
 }
 
