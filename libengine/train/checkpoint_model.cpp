@@ -13,6 +13,7 @@ using nlohmann::json;
 constexpr const char* kNorms[] = {"layernorm", "rmsnorm"};
 constexpr const char* kMlps[] = {"gelu", "gated"};
 constexpr const char* kPositions[] = {"learned", "rotary"};
+constexpr const char* kRopeScalings[] = {"none", "linear", "llama3"};
 
 template <std::size_t N>
 std::optional<int> index_of(const char* const (&names)[N], const json& value) {
@@ -47,7 +48,17 @@ json checkpoint_model_json(const spec::ModelShape& s, const model::ParamTable& t
                       {"qkv_bias", s.qkv_bias},
                       {"attn_out_bias", s.attn_out_bias},
                       {"mlp_bias", s.mlp_bias},
-                      {"tied_embeddings", s.tied_embeddings}};
+                      {"tied_embeddings", s.tied_embeddings},
+                      {"norm_bias", s.norm_bias},
+                      {"norm_eps", s.norm_eps},
+                      {"rope",
+                       {{"theta", s.rope.theta},
+                        {"scaling", kRopeScalings[static_cast<int>(s.rope.scaling)]},
+                        {"factor", s.rope.factor},
+                        {"low_freq_factor", s.rope.low_freq_factor},
+                        {"high_freq_factor", s.rope.high_freq_factor},
+                        {"original_max_positions", s.rope.original_max_positions},
+                        {"partial_rotary_factor", s.rope.partial_rotary_factor}}}};
   return {{"shape", shape}, {"params", std::move(params)}};
 }
 
@@ -99,6 +110,39 @@ Result<CheckpointModel> read_checkpoint_model(const json& extra, const std::stri
   ZINF_RETURN_IF_ERROR(flag("attn_out_bias", shape.attn_out_bias));
   ZINF_RETURN_IF_ERROR(flag("mlp_bias", shape.mlp_bias));
   ZINF_RETURN_IF_ERROR(flag("tied_embeddings", shape.tied_embeddings));
+  // norm_bias, norm_eps and rope are recorded since the Llama-family options. A checkpoint without
+  // them was written either before those options (GPT-2 shapes only: LayerNorm with bias, eps 1e-5,
+  // learned positions — the ModelShape defaults) or by the first zinf that had them, whose record
+  // of an RMSNorm or rotary model lacks what its config.json needs; the latter is refused.
+  if (!s.contains("norm_eps")) {
+    if (shape.norm != spec::NormKind::kLayerNorm || shape.position != spec::PositionKind::kLearned) {
+      return bad(
+          "records no model.shape.norm_eps / rope (written by a zinf that did not record them for rmsnorm or "
+          "rotary models); resume it with this zinf and save again to export it");
+    }
+    shape.norm_bias = true;
+  } else {
+    const auto number = [&](const json& object, const char* key, double& into) -> Status {
+      if (!object.contains(key) || !object[key].is_number()) {
+        return bad(fmt::format("model.shape.{} is missing or not a number", key));
+      }
+      into = object[key].get<double>();
+      return Status::ok();
+    };
+    ZINF_RETURN_IF_ERROR(flag("norm_bias", shape.norm_bias));
+    ZINF_RETURN_IF_ERROR(number(s, "norm_eps", shape.norm_eps));
+    if (!s.contains("rope") || !s["rope"].is_object()) return bad("model.shape.rope is missing or not an object");
+    const json& rope = s["rope"];
+    const std::optional<int> scaling = index_of(kRopeScalings, rope.value("scaling", json()));
+    if (!scaling) return bad("model.shape.rope.scaling is not none, linear or llama3");
+    shape.rope.scaling = static_cast<spec::RopeScalingKind>(*scaling);
+    ZINF_RETURN_IF_ERROR(number(rope, "theta", shape.rope.theta));
+    ZINF_RETURN_IF_ERROR(number(rope, "factor", shape.rope.factor));
+    ZINF_RETURN_IF_ERROR(number(rope, "low_freq_factor", shape.rope.low_freq_factor));
+    ZINF_RETURN_IF_ERROR(number(rope, "high_freq_factor", shape.rope.high_freq_factor));
+    ZINF_RETURN_IF_ERROR(number(rope, "original_max_positions", shape.rope.original_max_positions));
+    ZINF_RETURN_IF_ERROR(number(rope, "partial_rotary_factor", shape.rope.partial_rotary_factor));
+  }
   if (const Status valid = spec::validate(shape); !valid.is_ok()) return bad(valid.message());
   for (const json& param : model["params"]) {
     if (!param.is_array() || param.size() != 2 || !param[0].is_string() || !param[1].is_array() ||

@@ -3,7 +3,8 @@
 // parameter table's names and shapes in table order (which fixes the checkpoint's array layout,
 // the partition of every set and the tiles of each tiled parameter).
 //
-//   "model": {"shape": {"name", "layers", "hidden", ..., "tied_embeddings"},
+//   "model": {"shape": {"name", "layers", "hidden", ..., "tied_embeddings", "norm_bias", "norm_eps",
+//                       "rope": {"theta", "scaling", "factor", ..., "partial_rotary_factor"}},
 //             "params": [["wte", [50257, 768]], ["wpe", [1024, 768]], ...]}
 #pragma once
 

@@ -178,5 +178,47 @@ TEST_CASE("weights_source: the scenario's init section parses, round-trips and r
              Catch::Contains("scenario.init.weights: unknown field"));
 }
 
+TEST_CASE("checkpoint_model: a Llama-family record keeps norm eps and rope settings", "[weights_source]") {
+  // What `zinf export` writes into config.json: eps and rope must survive the checkpoint.
+  spec::ModelShape s;
+  s.name = "tiny-llama";
+  s.layers = 1, s.hidden = 16, s.heads = 4, s.kv_heads = 2, s.head_dim = 4, s.ffn_hidden = 20, s.vocab = 23;
+  s.max_positions = 32;
+  s.norm = spec::NormKind::kRmsNorm, s.norm_bias = false, s.norm_eps = 1e-6;
+  s.mlp = spec::MlpKind::kGated;
+  s.position = spec::PositionKind::kRotary;
+  s.qkv_bias = s.attn_out_bias = s.mlp_bias = false;
+  s.tied_embeddings = false;
+  s.rope.theta = 500000.0;
+  s.rope.scaling = spec::RopeScalingKind::kLlama3;
+  s.rope.factor = 8.0, s.rope.low_freq_factor = 1.5, s.rope.high_freq_factor = 4.5;
+  s.rope.original_max_positions = 16.0;
+  model::GptConfig config;
+  config.shape = s;
+  config.seq = 1;
+  auto device = device::make_cpu_device({});
+  auto gpt = model::Gpt::create(config, *device).value();
+  nlohmann::json extra = {{"model", checkpoint_model_json(s, gpt->params())}};
+  auto back = read_checkpoint_model(extra, "ckpt");
+  REQUIRE(back.is_ok());
+  CHECK(back.value().shape.norm_eps == 1e-6);
+  CHECK_FALSE(back.value().shape.norm_bias);
+  CHECK(back.value().shape.rope == s.rope);
+  // A record without them: a GPT-2 shape reads with GPT-2's defaults, a rotary/RMSNorm one is refused.
+  extra["model"]["shape"].erase("norm_eps");
+  CHECK_THAT(read_checkpoint_model(extra, "ckpt").status().message(),
+             Catch::Contains("checkpoint ckpt: records no model.shape.norm_eps"));
+  model::GptConfig gpt2;
+  gpt2.shape = shape_of(true);
+  gpt2.seq = 1;
+  auto g2 = model::Gpt::create(gpt2, *device).value();
+  nlohmann::json old = {{"model", checkpoint_model_json(gpt2.shape, g2->params())}};
+  for (const char* key : {"norm_bias", "norm_eps", "rope"}) old["model"]["shape"].erase(key);
+  auto old_back = read_checkpoint_model(old, "ckpt");
+  REQUIRE(old_back.is_ok());
+  CHECK(old_back.value().shape.norm_eps == 1e-5);
+  CHECK(old_back.value().shape.norm_bias);
+}
+
 }  // namespace
 }  // namespace zinf::train
