@@ -1,4 +1,4 @@
-// The optimizer pipeline of PartitionedStates (partitioned_states.h) for optimizer states in host
+// The sub-group pipeline of OptimizerPipeline (optimizer_pipeline.h) for optimizer states in host
 // memory or on NVMe. Every sub-group of whole parameters goes, in the pipeline's order:
 //   waiting → reading (NVMe → one of the host pipeline sets) → stepping (CPU Adam on the
 //   optimizer thread) → writing (new parameters published to their tier, states written behind to
@@ -22,11 +22,11 @@
 #include <fmt/format.h>
 
 #include "libengine/core/check.h"
-#include "libengine/zero/partitioned_states.h"
+#include "libengine/zero/optimizer_pipeline.h"
 
 namespace zinf::zero {
 
-void PartitionedStates::adopt_groups(const std::vector<spec::SubGroupRange>& ranges) {
+void OptimizerPipeline::adopt_groups(const std::vector<spec::SubGroupRange>& ranges) {
   for (const spec::SubGroupRange& r : ranges) groups_.push_back(SubGroup{r.first, r.last, r.flat_begin, r.flat_end, 0});
   group_first_.assign(static_cast<std::size_t>(table_.size()), 0);
   group_last_.assign(static_cast<std::size_t>(table_.size()), 0);
@@ -45,7 +45,7 @@ void PartitionedStates::adopt_groups(const std::vector<spec::SubGroupRange>& ran
   }
 }
 
-PartitionedStates::Piece PartitionedStates::piece_of(std::size_t group, model::ParamId id) const {
+OptimizerPipeline::Piece OptimizerPipeline::piece_of(std::size_t group, model::ParamId id) const {
   const SubGroup& g = groups_[group];
   const ParamSlice& slice = partition_[id];
   const std::int64_t begin = std::max(g.flat_begin, slice.flat_offset) - slice.flat_offset;
@@ -53,7 +53,7 @@ PartitionedStates::Piece PartitionedStates::piece_of(std::size_t group, model::P
   return {begin, std::max<std::int64_t>(0, end - begin)};
 }
 
-void PartitionedStates::start_pipeline(const std::vector<std::size_t>& order, bool overlapped) {
+void OptimizerPipeline::start_pipeline(const std::vector<std::size_t>& order, bool overlapped) {
   ZINF_CHECK(!worker_busy_, "optimizer pipeline: started while the optimizer thread is busy");
   pipeline_order_ = &order;
   overlapped_ = overlapped;
@@ -78,7 +78,7 @@ void PartitionedStates::start_pipeline(const std::vector<std::size_t>& order, bo
   split_out_param_ = -1;
 }
 
-bool PartitionedStates::set_settled(PipelineSet& set) {
+bool OptimizerPipeline::set_settled(PipelineSet& set) {
   if (set.group < 0) return true;
   const SubGroup& g = groups_[static_cast<std::size_t>(set.group)];
   if (!set.copies_done->query() || !nvme_->done(g.extent)) return false;
@@ -88,7 +88,7 @@ bool PartitionedStates::set_settled(PipelineSet& set) {
   return true;
 }
 
-bool PartitionedStates::grads_final(std::size_t group, bool block) {
+bool OptimizerPipeline::grads_final(std::size_t group, bool block) {
   // After the backward pass optimizer_step() has waited for every gradient copy.
   if (backward_done_) return true;
   GroupRun& run = runs_[group];
@@ -98,7 +98,7 @@ bool PartitionedStates::grads_final(std::size_t group, bool block) {
   return run.grads_ready->query();
 }
 
-Status PartitionedStates::note_committed(model::ParamId id) {
+Status OptimizerPipeline::note_committed(model::ParamId id) {
   if (pipeline_order_ == nullptr || !overlapped_) return Status::ok();
   const auto index = static_cast<std::size_t>(id);
   for (std::size_t g = group_first_[index]; g <= group_last_[index]; ++g) {
@@ -110,7 +110,7 @@ Status PartitionedStates::note_committed(model::ParamId id) {
   return advance_pipeline(false);
 }
 
-Status PartitionedStates::check_not_stepped(model::ParamId id, std::string_view what) const {
+Status OptimizerPipeline::check_not_stepped(model::ParamId id, std::string_view what) const {
   if (pipeline_order_ == nullptr || !overlapped_) return Status::ok();
   const auto index = static_cast<std::size_t>(id);
   for (std::size_t g = group_first_[index]; g <= group_last_[index]; ++g) {
@@ -124,10 +124,18 @@ Status PartitionedStates::check_not_stepped(model::ParamId id, std::string_view 
   return Status::ok();
 }
 
-Status PartitionedStates::submit_group(std::size_t position) {
+Status OptimizerPipeline::before_acquire(model::ParamId id) {
+  ZINF_RETURN_IF_ERROR(check_not_stepped(id, "acquire"));
+  // Another point to move the optimizer pipeline along: sub-groups whose gradients have reached
+  // the host since the last commit go to the optimizer thread now rather than at the next commit.
+  if (pipeline_order_ != nullptr && overlapped_) ZINF_RETURN_IF_ERROR(advance_pipeline(false));
+  return Status::ok();
+}
+
+Status OptimizerPipeline::submit_group(std::size_t position) {
   const std::size_t g = (*pipeline_order_)[position];
   const SubGroup& group = groups_[g];
-  const bool streamed = zero_.optimizer == spec::Tier::kNvme;
+  const bool streamed = states_on_nvme();
   const PipelineSet* set = streamed ? &sets_[position % sets_.size()] : nullptr;
   const std::size_t half = dtype_size_bytes(precision_);
   struct Slice {
@@ -224,7 +232,7 @@ Status PartitionedStates::submit_group(std::size_t position) {
   return Status::ok();
 }
 
-Status PartitionedStates::finish_group(std::size_t position) {
+Status OptimizerPipeline::finish_group(std::size_t position) {
   worker_busy_ = false;
   const double worker_seconds = worker_->busy_seconds();
   if (job_overlapped_) overlapped_worker_seconds_ += worker_seconds - worker_seconds_seen_;
@@ -235,13 +243,13 @@ Status PartitionedStates::finish_group(std::size_t position) {
   // params_out when no later sub-group of this step reuses the set (if one does, they are copied),
   // params_out_ / the host master weights always. Copied: a split parameter's split_out_, and fp32
   // values in a set's states, which the read ahead of the next step overwrites first.
-  const bool streamed = zero_.optimizer == spec::Tier::kNvme;
+  const bool streamed = states_on_nvme();
   PipelineSet* lender = streamed ? &sets_[position % sets_.size()] : nullptr;
   const bool set_kept = lender != nullptr && mixed() && position + sets_.size() >= pipeline_order_->size();
   for (const PublishItem& item : publishing_) {
     const bool split_source = !split_out_.empty() && item.source == split_out_.data();
     const bool lend = !split_source && (!streamed || set_kept);
-    ZINF_RETURN_IF_ERROR(publish(item.id, item.source, gathering(), lend));
+    ZINF_RETURN_IF_ERROR(publish(item.id, item.source, gathering_, lend));
     if (lend && lender != nullptr) lender->lent.push_back(item.id);
     if (split_source) device_.stream(device::StreamRole::kHostToDevice).record(*split_out_copied_);
   }
@@ -259,11 +267,11 @@ Status PartitionedStates::finish_group(std::size_t position) {
                             std::span<const std::byte>(static_cast<const std::byte*>(set.states.data()), bytes));
 }
 
-Status PartitionedStates::advance_pipeline(bool block) {
+Status OptimizerPipeline::advance_pipeline(bool block) {
   if (pipeline_order_ == nullptr) return Status::ok();
   const std::vector<std::size_t>& order = *pipeline_order_;
   const std::size_t count = order.size();
-  const bool streamed = zero_.optimizer == spec::Tier::kNvme;
+  const bool streamed = states_on_nvme();
   for (;;) {
     bool moved = false;
     if (worker_busy_ && worker_->idle()) {
@@ -330,7 +338,7 @@ Status PartitionedStates::advance_pipeline(bool block) {
   return Status::ok();
 }
 
-Status PartitionedStates::finish_sets() {
+Status OptimizerPipeline::finish_sets() {
   Status first;
   for (PipelineSet& set : sets_) {
     Status status = finish_set(set);
@@ -339,7 +347,7 @@ Status PartitionedStates::finish_sets() {
   return first;
 }
 
-Status PartitionedStates::abort_pipeline(Status status) {
+Status OptimizerPipeline::abort_pipeline(Status status) {
   if (worker_busy_) {
     worker_->wait();
     worker_busy_ = false;

@@ -15,9 +15,6 @@ namespace zinf::zero {
 namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
-// Host memory the pipeline leaves for what else the engine allocates on the host tier later
-// (checkpoint and staging buffers): a sixteenth of the budget, at most 64 MiB.
-std::uint64_t host_slack_bytes(std::uint64_t capacity) { return std::min<std::uint64_t>(64 * kMiB, capacity / 16); }
 
 std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
 
@@ -40,7 +37,7 @@ PartitionedStates::PartitionedStates(const model::ParamTable& table, device::Dev
 PartitionedStates::~PartitionedStates() {
   // Transfers in flight and the optimizer thread's job read or write buffers owned here: let them
   // finish first.
-  if (worker_) worker_->wait();
+  if (optimizer_) optimizer_->wait_for_worker();
   (void)device_.synchronize();
   if (nvme_) nvme_->drain();
 }
@@ -106,73 +103,10 @@ Status PartitionedStates::plan_and_allocate() {
   }
 
   ZINF_ASSIGN_OR_RETURN(grads_, make_store(zero_.grads, precision_, storage_name + " grads"));
-  if (zero_.optimizer != Tier::kNvme) {
-    ZINF_ASSIGN_OR_RETURN(master_, make_store(zero_.optimizer, DType::kF32, "fp32 master params"));
-    ZINF_ASSIGN_OR_RETURN(adam_m_, make_store(zero_.optimizer, DType::kF32, "Adam m"));
-    ZINF_ASSIGN_OR_RETURN(adam_v_, make_store(zero_.optimizer, DType::kF32, "Adam v"));
-  }
-  if (master_ != nullptr && master_->in_host_memory() && mixed() && !params_->in_host_memory()) {
-    ZINF_ASSIGN_OR_RETURN(params_out_,
-                          allocate_host_buffer(device_, static_cast<std::size_t>(partition_.flat_numel()) * half,
-                                               "new params after the step"));
-  }
-
-  if (host_optimizer()) {
-    // Sub-groups and pipeline buffers: spec/optimizer_pipeline_shape.h (the planner uses the same).
-    std::vector<std::int64_t> slices;
-    for (model::ParamId id = 0; id < table_.size(); ++id) slices.push_back(partition_[id].slice_numel);
-    spec::OptimizerPipelineInput input{slices, zero_.optimizer, mixed() ? half : 0};
-    input.sub_group_size = zero_.sub_group_size;
-    const memory::TierUsage host = device_.host_memory().usage();
-    const std::uint64_t slack = host_slack_bytes(host.capacity_bytes);
-    const std::uint64_t reserved = host.current_bytes + zero_.prefetch_bytes + slack;
-    input.budgeted = host.capacity_bytes > 0;
-    input.host_left_bytes = host.capacity_bytes > reserved ? host.capacity_bytes - reserved : 0;
-    const spec::OptimizerPipelineShape shape = spec::shape_optimizer_pipeline(input);
-    if (!shape.fits()) {
-      return Status::invalid_argument(fmt::format(
-          "scenario.zero.host_memory: {} leaves {} for the optimizer's NVMe pipeline after {} of host-resident "
-          "states, {} of prefetch staging and {} of slack; its 3 buffers of sub-groups of {} elements and the "
-          "new values of the largest parameter ({} elements) need {}; raise host_memory to at least {}",
-          bytes_text(host.capacity_bytes), bytes_text(input.host_left_bytes), bytes_text(host.current_bytes),
-          bytes_text(zero_.prefetch_bytes), bytes_text(slack), shape.smallest, largest_slice,
-          bytes_text(shape.needed_bytes),
-          bytes_text(host.capacity_bytes + shape.needed_bytes - input.host_left_bytes)));
-    }
-    adopt_groups(shape.groups);
-    if (zero_.optimizer == Tier::kNvme) {
-      // Adam is elementwise, so the sub-groups may be stepped in any order: the widest one goes to
-      // the middle, so the exposed first read and last write are small ones. The pieces of a split
-      // parameter stay consecutive: the order starts at a parameter's first.
-      const std::size_t count = groups_.size();
-      const std::size_t start =
-          group_first_[static_cast<std::size_t>(groups_[(shape.widest_group + count - count / 2) % count].first)];
-      for (std::size_t i = 0; i < count; ++i) group_order_.push_back((start + i) % count);
-      sets_.resize(shape.buffers);
-      for (PipelineSet& set : sets_) {
-        ZINF_ASSIGN_OR_RETURN(set.states, allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * 12,
-                                                               "optimizer pipeline buffer (master, m, v)"));
-        if (mixed()) {
-          ZINF_ASSIGN_OR_RETURN(set.params_out,
-                                allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * half,
-                                                     "optimizer pipeline buffer (new params)"));
-        }
-        set.copies_done = device_.create_event();
-      }
-      split_out_copied_ = device_.create_event();
-      if (shape.split_out_bytes > 0) {
-        ZINF_ASSIGN_OR_RETURN(split_out_,
-                              allocate_host_buffer(device_, static_cast<std::size_t>(shape.split_out_bytes),
-                                                   "optimizer pipeline buffer (new values of a split parameter)"));
-      }
-    }
-  }
-  // On the CPU backend CPU Adam runs on the training thread, in the compute's OpenMP team (optimizer_worker.h).
-  if (host_optimizer()) {
-    worker_ = std::make_unique<OptimizerWorker>(device_.kind() == device::DeviceKind::kCpu
-                                                    ? OptimizerWorker::Placement::kOnCaller
-                                                    : OptimizerWorker::Placement::kThread);
-  }
+  // The optimizer states, their sub-groups and pipeline buffers, sized by what the host budget has
+  // left after the stores above.
+  ZINF_ASSIGN_OR_RETURN(optimizer_, OptimizerPipeline::create(table_, partition_, device_, zero_, precision_, *params_,
+                                                              *grads_, gathering()));
 
   if (zero_.uses_nvme()) {
     NvmeStateStoreOptions nvme;
@@ -180,17 +114,14 @@ Status PartitionedStates::plan_and_allocate() {
     std::uint64_t largest_transfer = 0;
     nvme.planned_bytes = params_->planned_nvme_bytes();
     if (nvme.planned_bytes > 0) largest_transfer = largest_storage;
-    for (const SubGroup& g : groups_) {
-      const auto bytes = static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 12;
-      nvme.planned_bytes += bytes;
-      largest_transfer = std::max(largest_transfer, bytes);
-    }
+    nvme.planned_bytes += optimizer_->planned_nvme_bytes();
+    largest_transfer = std::max(largest_transfer, optimizer_->largest_nvme_transfer_bytes());
     nvme.largest_transfer_bytes = largest_transfer;
     nvme.engine = std::move(io_engine_);
     nvme.on_warning = on_warning_;
     ZINF_ASSIGN_OR_RETURN(nvme_, NvmeStateStore::open(std::move(nvme)));
     params_->attach(nvme_.get());
-    register_transfer_buffers();
+    optimizer_->register_transfer_buffers(*nvme_, on_warning_);
   }
 
   std::vector<ParamHome> homes(static_cast<std::size_t>(table_.size()));
@@ -238,83 +169,23 @@ Status PartitionedStates::plan_and_allocate() {
     }
   }
   reducer_ = std::make_unique<GradientReducer>(table_, partition_, device_, *grads_, comm_, zero_, precision_);
-  computed_ = device_.create_event();
+  optimizer_->connect(nvme_.get(), *coordinator_, *reducer_);
   return Status::ok();
 }
 
-void PartitionedStates::register_transfer_buffers() {
-  std::vector<device::DeviceBuffer*> buffers;
-  for (PipelineSet& set : sets_) {
-    buffers.push_back(&set.states);
-    buffers.push_back(&set.params_out);
-  }
-  buffers.push_back(&split_out_);
-  std::vector<std::span<std::byte>> regions;
-  for (device::DeviceBuffer* buffer : buffers) {
-    regions.emplace_back(static_cast<std::byte*>(buffer->data()), buffer->bytes());
-  }
-  // The optimizer on the cpu tier with parameters on NVMe (the only host optimizer beside an NVMe
-  // store that has master weights in host memory): the sources of the parameters' NVMe writes, the
-  // new half values or the fp32 master weights.
-  if (mixed()) {
-    regions.emplace_back(static_cast<std::byte*>(params_out_.data()), params_out_.bytes());
-  } else if (master_ != nullptr) {
-    regions.push_back(master_->host_region());
-  }
-  for (std::span<std::byte> region : regions) {
-    if (region.empty()) continue;
-    const Status status = nvme_->register_memory(region);
-    if (!status.is_ok()) {
-      if (on_warning_) on_warning_(status.message());  // it says what then happens
-      return;
-    }
-  }
-}
-
 Status PartitionedStates::initialise() {
-  using spec::Tier;
   device::Stream& compute = device_.stream(device::StreamRole::kCompute);
   grads_->zero(compute);
   if (nvme_) nvme_->set_phase(TrafficPhase::kOther);
   std::vector<float> values;
   std::vector<std::byte> stored;
-  PipelineSet* set = sets_.empty() ? nullptr : &sets_[0];
   for (model::ParamId id = 0; id < table_.size(); ++id) {
     const ParamSlice& slice = partition_[id];
     values.assign(static_cast<std::size_t>(slice.owned), 0.0f);
     table_.init_values(seed_, id, slice.begin, std::span<float>(values));
     const Tensor fp32(values.data(), DType::kF32, Shape{slice.owned});
     // The master weights.
-    if (zero_.optimizer == Tier::kNvme) {
-      // Into each of its sub-groups (several: a split parameter); a sub-group complete with this
-      // parameter goes to NVMe.
-      const auto index = static_cast<std::size_t>(id);
-      for (std::size_t group = group_first_[index]; group <= group_last_[index]; ++group) {
-        if (set->group != static_cast<int>(group)) {
-          std::memset(set->states.data(), 0, set->states.bytes());
-          set->group = static_cast<int>(group);
-        }
-        const Piece piece = piece_of(group, id);
-        std::memcpy(set_states(*set, id).master.data(), values.data() + piece.begin,
-                    static_cast<std::size_t>(piece.count) * sizeof(float));
-        if (id != groups_[group].last) continue;
-        const SubGroup& g = groups_[group];
-        ZINF_ASSIGN_OR_RETURN(
-            groups_[group].extent,
-            nvme_->create(split(id) ? fmt::format("optimizer states of sub-group {} ({} elements {}..{})", group,
-                                                  table_[id].name, piece.begin, piece.begin + piece.count)
-                                    : fmt::format("optimizer states of sub-group {} ({}..{})", group,
-                                                  table_[g.first].name, table_[g.last].name),
-                          std::span<const std::byte>(static_cast<const std::byte*>(set->states.data()),
-                                                     static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12)));
-      }
-    } else if (zero_.optimizer == Tier::kDevice) {
-      device_.copy(master_->slice(id).data(), values.data(), fp32.bytes(), device::CopyKind::kHostToDevice, compute);
-      device_.zero(adam_m_->slice(id).data(), fp32.bytes(), compute);
-      device_.zero(adam_v_->slice(id).data(), fp32.bytes(), compute);
-    } else {
-      std::memcpy(host_states(id).master.data(), values.data(), fp32.bytes());
-    }
+    ZINF_RETURN_IF_ERROR(optimizer_->put_initial_states(id, values.data(), compute));
     // The parameters in storage precision, where they live.
     const void* source = values.data();
     if (mixed()) {
@@ -329,25 +200,9 @@ Status PartitionedStates::initialise() {
     ZINF_RETURN_IF_ERROR(compute.synchronize());
     ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
   }
-  if (set != nullptr) set->group = -1;
+  optimizer_->finish_initial_states();
   if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
   return device_.synchronize();
-}
-
-PartitionedStates::HostStates PartitionedStates::set_states(const PipelineSet& set, model::ParamId id) const {
-  const auto g = static_cast<std::size_t>(set.group < 0 ? 0 : set.group);
-  const SubGroup& group = groups_[g];
-  const Piece piece = piece_of(g, id);
-  const std::int64_t width = group.flat_end - group.flat_begin;
-  const std::int64_t at = partition_[id].flat_offset + piece.begin - group.flat_begin;
-  auto* base = static_cast<float*>(set.states.data());
-  const Shape shape{piece.count};
-  return {Tensor(base + at, DType::kF32, shape), Tensor(base + width + at, DType::kF32, shape),
-          Tensor(base + 2 * width + at, DType::kF32, shape)};
-}
-
-PartitionedStates::HostStates PartitionedStates::host_states(model::ParamId id) const {
-  return {master_->slice(id), adam_m_->slice(id), adam_v_->slice(id)};
 }
 
 void PartitionedStates::begin_phase(model::Phase phase) {
@@ -356,16 +211,13 @@ void PartitionedStates::begin_phase(model::Phase phase) {
 }
 
 Result<Tensor> PartitionedStates::acquire(model::ParamId id) {
-  ZINF_RETURN_IF_ERROR(check_not_stepped(id, "acquire"));
-  // Another point to move the optimizer pipeline along: sub-groups whose gradients have reached
-  // the host since the last commit go to the optimizer thread now rather than at the next commit.
-  if (pipeline_order_ != nullptr && overlapped_) ZINF_RETURN_IF_ERROR(advance_pipeline(false));
+  ZINF_RETURN_IF_ERROR(optimizer_->before_acquire(id));
   return coordinator_->acquire(id);
 }
 
 Result<Tensor> PartitionedStates::grad_buffer(model::ParamId id) {
   ZINF_CHECK(id >= 0 && id < table_.size(), "grad_buffer: parameter id out of range");
-  ZINF_RETURN_IF_ERROR(check_not_stepped(id, "a gradient"));
+  ZINF_RETURN_IF_ERROR(optimizer_->check_not_stepped(id, "a gradient"));
   return reducer_->grad_buffer(id);
 }
 
@@ -373,25 +225,33 @@ Status PartitionedStates::zero_grads() { return reducer_->zero_grads(); }
 
 Status PartitionedStates::commit(model::ParamId id) {
   ZINF_RETURN_IF_ERROR(reducer_->commit(id));
-  return note_committed(id);
+  return optimizer_->note_committed(id);
 }
+
+Status PartitionedStates::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
+                                       const optim::LossScaler& scaler) {
+  return optimizer_->prepare_step(optimizer, lr, scaler);
+}
+
+Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+                                                            optim::LossScaler& scaler) {
+  return optimizer_->optimizer_step(optimizer, lr, scaler);
+}
+
+std::vector<CheckpointArrayInfo> PartitionedStates::checkpoint_layout() const {
+  return partitioned_checkpoint_layout(table_, partition_);
+}
+
+Status PartitionedStates::save_checkpoint(CheckpointSink& sink) { return optimizer_->save_checkpoint(sink); }
+
+Status PartitionedStates::load_checkpoint(CheckpointSource& source) { return optimizer_->load_checkpoint(source); }
 
 std::vector<StateBytes> PartitionedStates::state_bytes() const {
   using spec::Tier;
   std::vector<StateBytes> out;
   out.push_back({"params", params_->tier(), params_->bytes()});
   out.push_back({"grads", grads_->tier(), grads_->bytes()});
-  std::uint64_t optimizer_nvme = 0;
-  for (const SubGroup& g : groups_) optimizer_nvme += static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 4;
-  for (const auto& [name, buffer] :
-       {std::pair{"master_params", &master_}, std::pair{"adam_m", &adam_m_}, std::pair{"adam_v", &adam_v_}}) {
-    out.push_back({name, zero_.optimizer, *buffer != nullptr ? (*buffer)->bytes() : optimizer_nvme});
-  }
-  if (!params_out_.empty()) out.push_back({"params_staging", Tier::kCpu, params_out_.bytes()});
-  std::uint64_t pipeline = 0;
-  for (const PipelineSet& set : sets_) pipeline += set.states.bytes() + set.params_out.bytes();
-  pipeline += split_out_.bytes();
-  if (pipeline > 0) out.push_back({"optimizer_pipeline", Tier::kCpu, pipeline});
+  optimizer_->add_state_bytes(out);
   if (coordinator_->persistent_bytes() > 0)
     out.push_back({"persistent_params", Tier::kDevice, coordinator_->persistent_bytes()});
   if (!params_->on_device()) out.push_back({"gathered_params_peak", Tier::kDevice, coordinator_->live_peak_bytes()});
@@ -405,12 +265,7 @@ EngineStats PartitionedStates::stats() const {
   EngineStats stats;
   coordinator_->add_stats(stats);
   stats.device_to_host = reducer_->device_to_host();
-  stats.host_to_device.optimizer += host_to_device_.optimizer;
-  stats.host_to_device.other += host_to_device_.other;
-  stats.optimizer_elements = elements_stepped_;
-  stats.optimizer_elements_overlapped = elements_overlapped_;
-  stats.optimizer_worker_seconds = worker_seconds_seen_;
-  stats.optimizer_overlapped_seconds = overlapped_worker_seconds_;
+  optimizer_->add_stats(stats);
   if (nvme_) {
     stats.nvme_read = nvme_->bytes_read();
     stats.nvme_write = nvme_->bytes_written();
@@ -429,16 +284,7 @@ std::string PartitionedStates::describe() const {
                         zero_.persistence_threshold, bytes_text(coordinator_->persistent_bytes()));
   }
   if (params_->on_nvme()) line += fmt::format(", prefetch {}", bytes_text(zero_.prefetch_bytes));
-  if (!sets_.empty()) {
-    line += fmt::format("; optimizer in {} sub-groups through {} host buffers of {}", groups_.size(), sets_.size(),
-                        bytes_text(sets_[0].states.bytes() + sets_[0].params_out.bytes()));
-  } else if (!groups_.empty()) {
-    line += fmt::format("; optimizer in {} sub-groups", groups_.size());
-  }
-  if (host_optimizer()) {
-    line += zero_.overlap_optimizer ? "; optimizer overlapped with the backward pass"
-                                    : "; optimizer after the backward pass";
-  }
+  line += optimizer_->describe();
   if (nvme_) line += "; " + nvme_->describe();
   return line;
 }

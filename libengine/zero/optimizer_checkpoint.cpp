@@ -1,165 +1,18 @@
-// The optimizer step and checkpoint streaming of PartitionedStates (partitioned_states.h): the step
-// runs where the optimizer states live — device Ops, CPU Adam over host arrays, or CPU Adam over
-// NVMe-resident sub-groups streamed through three host buffers (read ahead, step, write behind) —
-// and the new parameter values go back to their tier.
-#include <algorithm>
+// Checkpoint streaming of OptimizerPipeline (optimizer_pipeline.h): the master weights and Adam
+// moments go to and come from the checkpoint array by array, parameter by parameter, from where
+// they live — device memory through one host buffer, host memory directly, or NVMe sub-group by
+// sub-group through one pipeline set.
 #include <array>
-#include <cmath>
 #include <cstring>
 #include <span>
-#include <utility>
-
-#include <fmt/format.h>
+#include <vector>
 
 #include "libengine/core/check.h"
-#include "libengine/zero/partitioned_states.h"
+#include "libengine/zero/optimizer_pipeline.h"
 
 namespace zinf::zero {
 
-Status PartitionedStates::publish(model::ParamId id, const void* source, bool defer_gather, bool lend) {
-  device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
-  ZINF_ASSIGN_OR_RETURN(const std::size_t to_device, params_->publish(id, source, h2d));
-  host_to_device_.optimizer += to_device;
-  if (params_->on_nvme()) coordinator_->stage_published(id, source, lend);
-  if (coordinator_->persistent(id)) {
-    host_to_device_.optimizer += coordinator_->publish_persistent(id, source, !defer_gather);
-    if (defer_gather) deferred_gathers_.push_back(id);
-  }
-  return Status::ok();
-}
-
-void PartitionedStates::republish_device_slice(model::ParamId id) {
-  if (!coordinator_->persistent(id)) return;
-  // The slice was written on the compute stream; the copy into the persistent copy follows it.
-  device_.stream(device::StreamRole::kCompute).record(*computed_);
-  device_.stream(device::StreamRole::kHostToDevice).wait(*computed_);
-  coordinator_->publish_persistent_from_device(id, params_->slice(id).data());
-}
-
-Status PartitionedStates::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
-                                       const optim::LossScaler& scaler) {
-  if (!host_optimizer() || !zero_.overlap_optimizer) return Status::ok();
-  // Stepping sub-groups while the backward pass commits gradients needs the plan now; without it
-  // (clipping, dynamic loss scaling) only the reads of the optimizer states run ahead.
-  start_pipeline(overlap_order_, true);
-  plan_ = optimizer.plan_without_norm(lr, scaler);
-  step_optimizer_ = &optimizer;
-  prepared_lr_ = lr;
-  return advance_pipeline(false);
-}
-
-Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
-                                                            optim::LossScaler& scaler) {
-  const device::ProfilerRange range(device_, "optimizer");
-  ZINF_CHECK(pipeline_order_ == nullptr || (step_optimizer_ == &optimizer && prepared_lr_ == lr),
-             "optimizer_step: not the optimizer and learning rate prepare_step() was given");
-  // Every gradient must have been reduced and reached its tier, and no gathered copy may outlive
-  // the old values.
-  const auto fail = [&](Status status) { return abort_pipeline(std::move(status)); };
-  if (Status s = reducer_->finish_backward(); !s.is_ok()) return fail(s);
-  coordinator_->invalidate();
-  if (host_optimizer()) {
-    if (pipeline_order_ == nullptr) {
-      // DeepSpeed's order: the whole step after the backward pass. The first sub-groups' reads do
-      // not depend on the gradient norm: they overlap it.
-      start_pipeline(zero_.optimizer == spec::Tier::kNvme ? group_order_ : overlap_order_, false);
-      step_optimizer_ = &optimizer;
-      if (nvme_) nvme_->set_phase(TrafficPhase::kOptimizer);
-      Status reading = advance_pipeline(false);
-      if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
-      if (!reading.is_ok()) return fail(reading);
-    }
-    backward_done_ = true;
-  }
-  Result<double> summed = reducer_->sum_squares(host_ops_);
-  if (!summed.is_ok()) return fail(summed.status());
-  const double sum_squares = summed.value();
-  // A failed kernel also reads as NaN (Ops' contract): report that, not a gradient overflow.
-  if (!std::isfinite(sum_squares)) {
-    if (Status s = device_.synchronize(); !s.is_ok()) return fail(s);
-  }
-  Result<optim::StepPlan> planned = optimizer.begin_step(lr, sum_squares, scaler);
-  if (!planned.is_ok()) return fail(planned.status());
-  const optim::StepPlan plan = planned.value();
-  if (!plan.apply) {
-    // No step: the reads issued ahead are drained (their buffers are reused next step).
-    ZINF_CHECK(!plan_, "optimizer_step: a step planned without the norm was skipped");
-    ZINF_RETURN_IF_ERROR(abort_pipeline(Status::ok()));
-    ZINF_RETURN_IF_ERROR(after_step());
-    return plan.report;
-  }
-  if (plan_) {
-    // The sub-groups stepped during the backward pass used this plan: the same bits.
-    const kernels::AdamHyper& a = plan_->hyper;
-    const kernels::AdamHyper& b = plan.hyper;
-    ZINF_CHECK(a.lr == b.lr && a.step == b.step && a.grad_scale == b.grad_scale && a.beta1 == b.beta1 &&
-                   a.beta2 == b.beta2 && a.eps == b.eps && a.decoupled_weight_decay == b.decoupled_weight_decay,
-               "optimizer_step: the plan made before the gradient norm differs from begin_step()'s");
-  }
-  plan_ = plan;
-  if (nvme_) nvme_->set_phase(TrafficPhase::kOptimizer);
-  Status stepped = host_optimizer() ? advance_pipeline(true) : step_on_device(optimizer, plan);
-  if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
-  plan_.reset();
-  if (!stepped.is_ok()) return fail(stepped);
-  optim::AdamOptimizer::end_step(plan, scaler);
-  ZINF_RETURN_IF_ERROR(after_step());
-  return plan.report;
-}
-
-Status PartitionedStates::after_step() {
-  // Copies out of host buffers and the gathers of persistent copies finish before those buffers
-  // change again; the next forward pass's first transfers start now. The parameters' NVMe writes go
-  // on into the forward pass: a read of a parameter is issued behind its write and sees the new
-  // bytes (the store keeps each extent's order and serves the writes reads wait for first), and
-  // whoever next fills a write's source buffer waits for that write (finish_set, submit_group).
-  ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
-  return coordinator_->prefetch_next_forward();
-}
-
-Status PartitionedStates::step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan) {
-  device::Ops& ops = device_.ops();
-  for (model::ParamId id = 0; id < table_.size(); ++id) {
-    const Tensor params = params_->slice(id);
-    const Tensor grad = grads_->slice(id);
-    const Tensor master = master_->slice(id);
-    optimizer.step_slice(ops, plan, table_[id].weight_decay, master, adam_m_->slice(id), adam_v_->slice(id), grad,
-                         mixed() ? &params : nullptr);
-    if (!mixed()) ops.copy(params, master);
-    republish_device_slice(id);
-  }
-  return Status::ok();
-}
-
-Status PartitionedStates::read_group(std::size_t group, PipelineSet& set) {
-  // The set's previous contents must be on their way out first: its writes (the sub-group's states,
-  // parameter rewrites) and the copies that read it.
-  ZINF_RETURN_IF_ERROR(finish_set(set));
-  const SubGroup& g = groups_[group];
-  set.group = static_cast<int>(group);
-  return nvme_->start_read(g.extent, std::span<std::byte>(static_cast<std::byte*>(set.states.data()),
-                                                          static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12));
-}
-
-Status PartitionedStates::finish_set(PipelineSet& set) {
-  if (set.group < 0) return Status::ok();
-  const SubGroup& g = groups_[static_cast<std::size_t>(set.group)];
-  ZINF_RETURN_IF_ERROR(set.copies_done->synchronize());
-  Status status = nvme_->wait(g.extent);
-  for (model::ParamId id = g.first; id <= g.last; ++id) {
-    Status written = params_->wait(id);
-    if (status.is_ok()) status = std::move(written);
-  }
-  set.group = -1;
-  set.carried = false;
-  return status;
-}
-
-std::vector<CheckpointArrayInfo> PartitionedStates::checkpoint_layout() const {
-  return partitioned_checkpoint_layout(table_, partition_);
-}
-
-std::array<PartitionedStates::CheckpointRange, 3> PartitionedStates::checkpoint_arrays_of(model::ParamId id,
+std::array<OptimizerPipeline::CheckpointRange, 3> OptimizerPipeline::checkpoint_arrays_of(model::ParamId id,
                                                                                           const HostStates& s,
                                                                                           std::int64_t offset) const {
   // standard_checkpoint_layout(): every master, then every m, then every v.
@@ -172,7 +25,7 @@ std::array<PartitionedStates::CheckpointRange, 3> PartitionedStates::checkpoint_
            {2 * count + index, at, span_of(s.exp_avg_sq)}}};
 }
 
-Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
+Status OptimizerPipeline::save_checkpoint(CheckpointSink& sink) {
   const auto write_param = [&](model::ParamId id, const HostStates& s, std::int64_t offset = 0) -> Status {
     for (const CheckpointRange& range : checkpoint_arrays_of(id, s, offset)) {
       ZINF_RETURN_IF_ERROR(sink.write(range.index, range.offset, range.values));
@@ -225,7 +78,7 @@ Status PartitionedStates::save_checkpoint(CheckpointSink& sink) {
   return Status::ok();
 }
 
-Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
+Status OptimizerPipeline::load_checkpoint(CheckpointSource& source) {
   const auto read_param = [&](model::ParamId id, const HostStates& s, std::int64_t offset = 0) -> Status {
     for (const CheckpointRange& range : checkpoint_arrays_of(id, s, offset)) {
       ZINF_RETURN_IF_ERROR(source.read(range.index, range.offset, range.values));
