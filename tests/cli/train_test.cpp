@@ -421,7 +421,7 @@ TEST_CASE("train record: an MFU above 1 is flagged as inconsistent and not print
   CHECK(fine["consistency"]["consistent"].get<bool>());
 }
 
-TEST_CASE("train: --hf-config trains a Llama config with chosen defaults, said in one line; bad input exits 2") {
+TEST_CASE("train: --hf-config trains a Llama config with chosen defaults (said in one line) and bad input exits 2") {
   TempDir dir;
   const json config = {{"model_type", "llama"},    {"hidden_size", 32},
                        {"intermediate_size", 70},  {"num_hidden_layers", 2},
