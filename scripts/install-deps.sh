@@ -116,9 +116,17 @@ fi
 # DeepSpeed JIT-builds its C++ ops the first time a process loads them (minutes each on 2 cores), and
 # every other process that wants the op waits silently on the build's lock meanwhile. Build the two the
 # peer benches use (cpu_adam: DeepSpeedCPUAdam and its offload engine; async_io: its NVMe handle) here,
-# once, so a test or a bench never pays for it. Idempotent: skipped when both libraries are built.
+# once, so a test or a bench never pays for it. Idempotent: skipped when both are built from THIS venv's
+# sources — torch rebuilds an op whose build.ninja names other source paths (another clone's venv).
 ext_dir="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/torch_extensions}"
-if compgen -G "$ext_dir/py*/cpu_adam/cpu_adam.so" >/dev/null && compgen -G "$ext_dir/py*/async_io/async_io.so" >/dev/null; then
+built_here() {  # $1: op name
+  local ninja
+  for ninja in "$ext_dir"/py*/"$1"/build.ninja; do
+    [[ -f "$ninja" && -f "${ninja%/build.ninja}/$1.so" ]] && grep -qF "$venv/lib/" "$ninja" && return 0
+  done
+  return 1
+}
+if built_here cpu_adam && built_here async_io; then
   log "DeepSpeed ops cpu_adam and async_io: built ($ext_dir)"
 else
   log "DeepSpeed ops cpu_adam and async_io: building into $ext_dir (a few minutes, once)"
