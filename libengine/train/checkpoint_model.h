@@ -1,11 +1,15 @@
 // The model a checkpoint is of, recorded in its meta.extra["model"] so that tools that have no
-// scenario (`zinf export`) can read the parameters by name and shape: the ModelShape and the
-// parameter table's names and shapes in table order (which fixes the checkpoint's array layout,
-// the partition of every set and the tiles of each tiled parameter).
+// scenario (`zinf export`) can read the parameters by name and shape: the ModelShape in the
+// scenario's arch form (spec::decoder_model_json, read back by spec::parse_decoder_model — one
+// serialisation of a shape for scenarios and checkpoints) and the parameter table's names and
+// shapes in table order (which fixes the checkpoint's array layout, the partition of every set and
+// the tiles of each tiled parameter).
 //
-//   "model": {"shape": {"name", "layers", "hidden", ..., "tied_embeddings", "norm_bias", "norm_eps",
-//                       "rope": {"theta", "scaling", "factor", ..., "partial_rotary_factor"}},
+//   "model": {"shape": {"arch": "llama", "name", "layers", "hidden", ..., "norm", "norm_eps", "mlp",
+//                       "position", "rope_theta", "rope_scaling", "partial_rotary_factor", ...},
 //             "params": [["wte", [50257, 768]], ["wpe", [1024, 768]], ...]}
+//
+// Records written by earlier zinf versions ({"norm", "mlp": "gated", "rope": {...}}) still read.
 #pragma once
 
 #include <string>

@@ -11,6 +11,7 @@
 #include "libengine/device/cpu_device.h"
 #include "libengine/model/gpt.h"
 #include "libengine/spec/scenario.h"
+#include "libengine/spec/scenario_model.h"
 #include "libengine/train/checkpoint_model.h"
 #include "libengine/train/safetensors_writer.h"
 #include "tests/catch.h"
@@ -21,6 +22,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using zinf::testing::TempDir;
+
+// Every field of two shapes (ModelShape has no operator==; its arch form writes all but the
+// derived norm_bias and the rope fields a scaling type does not use).
+bool same_shape(const spec::ModelShape& a, const spec::ModelShape& b) {
+  return spec::decoder_model_json(a) == spec::decoder_model_json(b) && a.rope == b.rope && a.norm_bias == b.norm_bias;
+}
 
 spec::ModelShape shape_of(bool tied) {
   spec::ModelShape s = spec::gpt_like_shape(2, 8, 2, 11, 5);
@@ -204,20 +211,88 @@ TEST_CASE("checkpoint_model: a Llama-family record keeps norm eps and rope setti
   CHECK(back.value().shape.norm_eps == 1e-6);
   CHECK_FALSE(back.value().shape.norm_bias);
   CHECK(back.value().shape.rope == s.rope);
-  // A record without them: a GPT-2 shape reads with GPT-2's defaults, a rotary/RMSNorm one is refused.
-  extra["model"]["shape"].erase("norm_eps");
+  // The shape is the scenario's arch form, so the record is what a scenario could say.
+  CHECK(extra["model"]["shape"]["arch"] == "llama");
+  CHECK(same_shape(back.value().shape, s));
+  CHECK_THAT(read_checkpoint_model({{"model", {{"shape", {{"hf_config", "c.json"}}}, {"params", nlohmann::json::array()}}}},
+                                   "ckpt")
+                 .status()
+                 .message(),
+             Catch::Contains("checkpoint ckpt: model.shape.hf_config"));
+  extra["model"]["shape"]["layers"] = 0;
   CHECK_THAT(read_checkpoint_model(extra, "ckpt").status().message(),
+             Catch::Contains("checkpoint ckpt: model.shape.layers"));
+}
+
+// The record as zinf wrote it before checkpoints used the arch form: still read, to the same shape.
+nlohmann::json legacy_shape_record(const spec::ModelShape& s, bool with_eps_and_rope) {
+  nlohmann::json shape = {{"name", s.name},
+                          {"layers", s.layers},
+                          {"hidden", s.hidden},
+                          {"heads", s.heads},
+                          {"kv_heads", s.kv_heads},
+                          {"head_dim", s.head_dim},
+                          {"ffn_hidden", s.ffn_hidden},
+                          {"vocab", s.vocab},
+                          {"max_positions", s.max_positions},
+                          {"norm", s.norm == spec::NormKind::kLayerNorm ? "layernorm" : "rmsnorm"},
+                          {"mlp", s.mlp == spec::MlpKind::kGelu ? "gelu" : "gated"},
+                          {"position", s.position == spec::PositionKind::kLearned ? "learned" : "rotary"},
+                          {"qkv_bias", s.qkv_bias},
+                          {"attn_out_bias", s.attn_out_bias},
+                          {"mlp_bias", s.mlp_bias},
+                          {"tied_embeddings", s.tied_embeddings}};
+  if (with_eps_and_rope) {
+    const char* scaling = s.rope.scaling == spec::RopeScalingKind::kNone     ? "none"
+                          : s.rope.scaling == spec::RopeScalingKind::kLinear ? "linear"
+                                                                             : "llama3";
+    shape["norm_bias"] = s.norm_bias;
+    shape["norm_eps"] = s.norm_eps;
+    shape["rope"] = {{"theta", s.rope.theta},
+                     {"scaling", scaling},
+                     {"factor", s.rope.factor},
+                     {"low_freq_factor", s.rope.low_freq_factor},
+                     {"high_freq_factor", s.rope.high_freq_factor},
+                     {"original_max_positions", s.rope.original_max_positions},
+                     {"partial_rotary_factor", s.rope.partial_rotary_factor}};
+  }
+  return {{"model", {{"shape", shape}, {"params", nlohmann::json::array({{"wte", {23, 16}}})}}}};
+}
+
+TEST_CASE("checkpoint_model: records written before the arch form still read, to the same shape",
+          "[weights_source]") {
+  spec::ModelShape llama;
+  llama.name = "tiny-llama";
+  llama.layers = 1, llama.hidden = 16, llama.heads = 4, llama.kv_heads = 2, llama.head_dim = 4;
+  llama.ffn_hidden = 20, llama.vocab = 23, llama.max_positions = 32;
+  llama.norm = spec::NormKind::kRmsNorm, llama.norm_bias = false, llama.norm_eps = 1e-6;
+  llama.mlp = spec::MlpKind::kGated;
+  llama.position = spec::PositionKind::kRotary;
+  llama.qkv_bias = llama.attn_out_bias = llama.mlp_bias = false;
+  llama.tied_embeddings = false;
+  llama.rope.theta = 500000.0;
+  llama.rope.scaling = spec::RopeScalingKind::kLlama3;
+  llama.rope.factor = 8.0, llama.rope.low_freq_factor = 1.5, llama.rope.high_freq_factor = 4.5;
+  llama.rope.original_max_positions = 16.0;
+  auto back = read_checkpoint_model(legacy_shape_record(llama, true), "ckpt");
+  REQUIRE(back.is_ok());
+  CHECK(same_shape(back.value().shape, llama));
+  REQUIRE(back.value().table.size() == 1);
+  CHECK(back.value().table[0].name == "wte");
+  // Without eps and rope: a GPT-2 shape reads with GPT-2's defaults, a rotary/RMSNorm one is refused.
+  CHECK_THAT(read_checkpoint_model(legacy_shape_record(llama, false), "ckpt").status().message(),
              Catch::Contains("checkpoint ckpt: records no model.shape.norm_eps"));
-  model::GptConfig gpt2;
-  gpt2.shape = shape_of(true);
-  gpt2.seq = 1;
-  auto g2 = model::Gpt::create(gpt2, *device).value();
-  nlohmann::json old = {{"model", checkpoint_model_json(gpt2.shape, g2->params())}};
-  for (const char* key : {"norm_bias", "norm_eps", "rope"}) old["model"]["shape"].erase(key);
-  auto old_back = read_checkpoint_model(old, "ckpt");
+  spec::ModelShape gpt2 = shape_of(true);
+  auto old_back = read_checkpoint_model(legacy_shape_record(gpt2, false), "ckpt");
   REQUIRE(old_back.is_ok());
   CHECK(old_back.value().shape.norm_eps == 1e-5);
   CHECK(old_back.value().shape.norm_bias);
+  CHECK(same_shape(old_back.value().shape, gpt2));
+  // A LayerNorm without its bias cannot be built: refused naming the field.
+  nlohmann::json no_bias = legacy_shape_record(gpt2, true);
+  no_bias["model"]["shape"]["norm_bias"] = false;
+  CHECK_THAT(read_checkpoint_model(no_bias, "ckpt").status().message(),
+             Catch::Contains("checkpoint ckpt: model.shape.norm_bias"));
 }
 
 }  // namespace
