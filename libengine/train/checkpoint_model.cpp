@@ -21,9 +21,9 @@ using nlohmann::json;
 // the latter is refused.
 Result<json> arch_form_of_legacy_record(const json& s, const std::function<Status(std::string)>& bad) {
   json out{{"arch", "gpt2"}};
-  for (const char* key : {"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab",
-                          "max_positions", "norm", "position", "qkv_bias", "attn_out_bias", "mlp_bias",
-                          "tied_embeddings", "norm_eps"}) {
+  for (const char* key :
+       {"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "max_positions", "norm",
+        "position", "qkv_bias", "attn_out_bias", "mlp_bias", "tied_embeddings", "norm_eps"}) {
     if (s.contains(key)) out[key] = s[key];
   }
   if (s.contains("mlp")) out["mlp"] = s["mlp"] == "gated" ? json("swiglu") : s["mlp"];
@@ -58,8 +58,8 @@ Result<json> arch_form_of_legacy_record(const json& s, const std::function<Statu
 }
 
 Result<Shape> param_dims(const json& param, const std::function<Status(std::string)>& bad) {
-  if (!param.is_array() || param.size() != 2 || !param[0].is_string() || !param[1].is_array() ||
-      param[1].size() < 1 || param[1].size() > 4) {
+  if (!param.is_array() || param.size() != 2 || !param[0].is_string() || !param[1].is_array() || param[1].size() < 1 ||
+      param[1].size() > 4) {
     return bad(fmt::format("model.params entry {} is not [name, [dims]]", param.dump()));
   }
   std::int64_t d[4] = {0, 0, 0, 0};

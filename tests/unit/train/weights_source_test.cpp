@@ -214,8 +214,8 @@ TEST_CASE("checkpoint_model: a Llama-family record keeps norm eps and rope setti
   // The shape is the scenario's arch form, so the record is what a scenario could say.
   CHECK(extra["model"]["shape"]["arch"] == "llama");
   CHECK(same_shape(back.value().shape, s));
-  CHECK_THAT(read_checkpoint_model({{"model", {{"shape", {{"hf_config", "c.json"}}}, {"params", nlohmann::json::array()}}}},
-                                   "ckpt")
+  CHECK_THAT(read_checkpoint_model(
+                 {{"model", {{"shape", {{"hf_config", "c.json"}}}, {"params", nlohmann::json::array()}}}}, "ckpt")
                  .status()
                  .message(),
              Catch::Contains("checkpoint ckpt: model.shape.hf_config"));
@@ -259,8 +259,7 @@ nlohmann::json legacy_shape_record(const spec::ModelShape& s, bool with_eps_and_
   return {{"model", {{"shape", shape}, {"params", nlohmann::json::array({{"wte", {23, 16}}})}}}};
 }
 
-TEST_CASE("checkpoint_model: records written before the arch form still read, to the same shape",
-          "[weights_source]") {
+TEST_CASE("checkpoint_model: records written before the arch form still read, to the same shape", "[weights_source]") {
   spec::ModelShape llama;
   llama.name = "tiny-llama";
   llama.layers = 1, llama.hidden = 16, llama.heads = 4, llama.kv_heads = 2, llama.head_dim = 4;
