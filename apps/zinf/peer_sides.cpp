@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <system_error>
 
@@ -166,6 +168,8 @@ json peer_scenario(const TrainShape& shape, const std::string& tier, const std::
                    {"threads", shape.threads},
                    {"activation_checkpointing", shape.activation_checkpointing},
                    {"output", {{"log_every", 1}}}};
+  if (!shape.tokens.empty()) scenario["data"] = {{"source", "file"}, {"path", shape.tokens}};
+  if (!shape.init_weights.empty()) scenario["init"] = {{"safetensors", shape.init_weights}};
   if (tier != "device") {
     json zero = {{"stage", 3}, {"params", tier}, {"optimizer", tier}};
     if (tier == "nvme") zero["nvme_paths"] = json::array({nvme_dir});
@@ -210,11 +214,46 @@ std::vector<std::string> peer_train_args(const TrainShape& shape, const std::str
                                    "--weight-decay",
                                    fmt::format("{}", shape.weight_decay)};
   if (shape.activation_checkpointing) args.emplace_back("--activation-checkpointing");
+  if (!shape.init_weights.empty()) args.insert(args.end(), {"--init", shape.init_weights});
+  if (!shape.tokens.empty()) args.insert(args.end(), {"--tokens", shape.tokens});
   if (mode == "ds-nvme") {
     args.emplace_back("--nvme-path");
     args.push_back(nvme_dir);
   }
   return args;
+}
+
+std::vector<std::string> peer_init_args(const TrainShape& shape, const std::string& dir) {
+  return {"init",
+          "--layers",
+          std::to_string(shape.layers),
+          "--hidden",
+          std::to_string(shape.hidden),
+          "--heads",
+          std::to_string(shape.heads),
+          "--vocab",
+          std::to_string(shape.vocab),
+          "--seq",
+          std::to_string(shape.seq),
+          "--batch",
+          std::to_string(shape.batch),
+          "--batches",
+          std::to_string(shape.warmup + shape.steps),
+          "--seed",
+          std::to_string(shape.seed),
+          "--out",
+          dir};
+}
+
+json loss_max_rel_diff(const json& zinf_losses, const json& peer_losses) {
+  const std::size_t n = std::min<std::size_t>({3, zinf_losses.size(), peer_losses.size()});
+  if (n == 0) return nullptr;
+  double worst = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double z = zinf_losses.at(i).get<double>(), p = peer_losses.at(i).get<double>();
+    worst = std::max(worst, std::abs(z - p) / std::abs(p));
+  }
+  return worst;
 }
 
 Result<json> run_zinf_train(const json& scenario, const std::filesystem::path& work, const std::string& tag) {
@@ -242,14 +281,15 @@ Result<json> run_zinf_train(const json& scenario, const std::filesystem::path& w
   ZINF_ASSIGN_OR_RETURN(const json record, spec::read_json_file(record_path.string()));
   json result = {{"argv", argv}, {"scenario", scenario}};
   std::vector<double> losses, step_ms;
-  double moved = 0, nvme = 0;
+  double moved = 0, nvme_read = 0, nvme_write = 0;
   std::size_t measured = 0;
   for (const json& step : record.at("steps")) {
     losses.push_back(step.at("loss").get<double>());
     if (step.value("warmup", false)) continue;
     step_ms.push_back(step.at("step_ms").get<double>());
     const json& e = step.at("engine");
-    nvme += e.value("nvme_read_bytes", 0.0) + e.value("nvme_write_bytes", 0.0);
+    nvme_read += e.value("nvme_read_bytes", 0.0);
+    nvme_write += e.value("nvme_write_bytes", 0.0);
     moved += e.value("host_to_device_bytes", 0.0) + e.value("device_to_host_bytes", 0.0);
     ++measured;
   }
@@ -258,7 +298,9 @@ Result<json> run_zinf_train(const json& scenario, const std::filesystem::path& w
   result["step_ms"] = step_ms;
   result["losses"] = losses;
   result["peak_rss_bytes"] = record.at("memory").at("host").at("peak_rss_bytes");
-  result["nvme_bytes_per_step"] = nvme / static_cast<double>(measured);
+  result["nvme_read_bytes_per_step"] = nvme_read / static_cast<double>(measured);
+  result["nvme_write_bytes_per_step"] = nvme_write / static_cast<double>(measured);
+  result["nvme_bytes_per_step"] = (nvme_read + nvme_write) / static_cast<double>(measured);
   result["host_device_bytes_per_step"] = moved / static_cast<double>(measured);
   result["params"] = record.at("memory").at("model_states_bytes").value("params", 0.0);
   return result;
