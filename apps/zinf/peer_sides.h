@@ -37,7 +37,8 @@ Result<nlohmann::json> run_peer(const PeerScript& peers, const std::vector<std::
 
 // One step of zinf's CPU AdamW (kernels::cpu::adam_step, decoupled weight decay 0.01, lr 1e-3) over
 // `elements` fp32 parameters with an fp32 gradient, on compute_threads() threads: 2 untimed steps,
-// then `steps` timed. Returns {"step_seconds": [...], "params_per_s", "gbps"} (28 bytes per element,
+// then `steps` timed. Returns {"step_seconds": [...], "step_cpu_seconds": [...] (the process's CPU
+// time over each step, all threads), "params_per_s", "gbps"} (28 bytes per element,
 // the count the peers' side uses). The buffers live only during the call.
 nlohmann::json zinf_adam_sample(std::size_t elements, int steps);
 
