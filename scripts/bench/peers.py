@@ -228,15 +228,19 @@ def run_init(args):
             "params": sum(p.numel() for p in model.parameters())}
 
 
-def load_init(model, path):
-    """Copies the HF-named safetensors weights of `init` into torch_gpt.py's parameters (every one)."""
+def load_init(model, path, gathered=None):
+    """Copies the HF-named safetensors weights of `init` into torch_gpt.py's parameters (every one).
+    `gathered(param)`: a context manager that makes one partitioned parameter whole for the copy
+    (DeepSpeed ZeRO-3); one at a time, since its NVMe swapper holds only a few parameters in memory."""
+    import contextlib
     import torch
     from safetensors.torch import load_file
     state = load_file(path)
     with torch.no_grad():
         for name, p in model.named_parameters():
             t = state.pop(hf_gpt2_name(name))
-            p.copy_(t.t() if is_conv1d(name) else t)
+            with (gathered(p) if gathered else contextlib.nullcontext()):
+                p.copy_(t.t() if is_conv1d(name) else t)
     if state:
         raise ValueError(f"--init {path}: tensors the model does not have: {sorted(state)}")
 
@@ -303,9 +307,9 @@ def run_train(args):
         with deepspeed.zero.Init(config_dict_or_path=config):
             model = build()
         if args.init:
-            # The partitioned parameters, gathered whole for the copy and re-partitioned on exit.
-            with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=0):
-                load_init(model, args.init)
+            # Each partitioned parameter gathered whole for its copy and re-partitioned on exit. All
+            # at once fails on NVMe: "Not enough buffers 5 for swapping 17" (its swap buffers).
+            load_init(model, args.init, lambda p: deepspeed.zero.GatheredParameters([p], modifier_rank=0))
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
         result["ds_optimizer"] = type(engine.optimizer).__name__ + " / " + type(engine.optimizer.optimizer).__name__
 
