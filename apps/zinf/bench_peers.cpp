@@ -19,6 +19,7 @@
 #include "apps/zinf/latency_stats.h"
 #include "apps/zinf/machine_probes.h"
 #include "apps/zinf/output.h"
+#include "apps/zinf/peer_rows.h"
 #include "apps/zinf/peer_sides.h"
 #include "apps/zinf/peers_render.h"
 #include "apps/zinf/process.h"
@@ -36,77 +37,6 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kItems = {"optimizer", "nvme", "offload-cpu", "offload-nvme", "no-offload"};
-
-// The samples of one row, side by side, as they accumulate over the rounds.
-struct Row {
-  std::string item, unit, what;
-  bool higher_is_better = true;
-  std::map<std::string, json> sides;  // "zinf", "deepspeed", "pytorch", "reference": {"name", "samples"|"error"}
-};
-
-class Rows {
- public:
-  // Adds one sample (or the side's error) to the row `name`, creating it on first use.
-  void add(const std::string& name, const std::string& item, const std::string& unit, const std::string& what,
-           bool higher, const std::string& side, const std::string& side_name, const json& value) {
-    auto [it, inserted] = rows_.try_emplace(name);
-    if (inserted) {
-      order_.push_back(name);
-      it->second = Row{item, unit, what, higher, {}};
-    }
-    json& s = it->second.sides[side];
-    if (s.is_null()) s = {{"name", side_name}, {"samples", json::array()}};
-    if (value.is_string()) {
-      s["error"] = value;
-    } else {
-      s["samples"].push_back(value);
-    }
-  }
-  json to_json() const;
-
- private:
-  std::map<std::string, Row> rows_;
-  std::vector<std::string> order_;
-};
-
-json Rows::to_json() const {
-  json out = json::array();
-  for (const std::string& name : order_) {
-    const Row& row = rows_.at(name);
-    json r = {{"name", name},
-              {"item", row.item},
-              {"unit", row.unit},
-              {"what", row.what},
-              {"higher_is_better", row.higher_is_better}};
-    std::vector<double> zinf;
-    for (const char* side : {"zinf", "deepspeed", "pytorch", "reference"}) {
-      const auto found = row.sides.find(side);
-      if (found == row.sides.end()) {
-        r[side] = nullptr;
-        continue;
-      }
-      json s = found->second;
-      std::vector<double> samples = s.at("samples").get<std::vector<double>>();
-      if (!samples.empty()) {
-        const SampleSpread spread = spread_of(samples);
-        s["median"] = spread.median;
-        s["min"] = spread.min;
-        s["max"] = spread.max;
-      }
-      if (std::string(side) == "zinf") zinf = samples;
-      r[side] = std::move(s);
-    }
-    json ratios = json::object();
-    for (const char* peer : {"deepspeed", "pytorch"}) {
-      if (r[peer].is_null() || r[peer].contains("error") || zinf.empty()) continue;
-      const std::vector<double> samples = r[peer].at("samples").get<std::vector<double>>();
-      if (!samples.empty()) ratios[fmt::format("zinf/{}", peer)] = ratio_with_spread(zinf, samples);
-    }
-    r["ratios"] = std::move(ratios);
-    out.push_back(std::move(r));
-  }
-  return out;
-}
 
 // A figure of a peer's output, or its error text (which Rows::add records as the side's error).
 json peer_value(const json& output, const char* side, const char* key) {
@@ -165,6 +95,8 @@ class BenchPeersCommand final : public Subcommand {
   Status nvme_round(io::SwapStore& store, const PeerScript& peers, const std::string& fio, bool zinf_first, json& raw);
   Status train_round(const std::string& item, const PeerScript& peers, const std::filesystem::path& work,
                      bool zinf_first, json& raw);
+  // The bytes each side read from and wrote to storage per measured step of an NVMe-offloaded run.
+  void add_storage_rows(const std::string& item, const std::string& what, const json& zinf, const json& ds);
 
   CLI::App* cmd_ = nullptr;
   std::string items_text_ = "optimizer,nvme,offload-cpu,offload-nvme,no-offload";
@@ -372,6 +304,12 @@ Status BenchPeersCommand::train_round(const std::string& item, const PeerScript&
       shape_.layers, shape_.hidden, shape_.heads, shape_.vocab, shape_.batch, shape_.seq,
       shape_.activation_checkpointing ? "on" : "off", shape_.threads,
       tier == "device" ? ", no offload" : fmt::format(", ZeRO-3, params + optimizer on {}", tier));
+  raw = {{"zinf", zinf}, {"peers", peer}, {"loss_max_rel_diff", json::object()}};
+  for (const std::string& mode : modes) {
+    const json& out = peer.at(mode);
+    if (out.contains("losses")) raw["loss_max_rel_diff"][mode] = loss_max_rel_diff(zinf.at("losses"), out.at("losses"));
+  }
+  if (tier == "nvme") add_storage_rows(item, what, zinf, peer.at("ds-nvme"));
   for (const std::string& mode : modes) {
     const bool ds = mode.rfind("ds-", 0) == 0;
     const std::string side = ds ? "deepspeed" : "pytorch";
@@ -389,8 +327,24 @@ Status BenchPeersCommand::train_round(const std::string& item, const PeerScript&
     rows_.add(rss, item, "MiB (lower is better)", what, false, side, side_name,
               out.contains("error") ? out.at("error") : json(out.at("peak_rss_bytes").get<double>() / 1048576.0));
   }
-  raw = {{"zinf", zinf}, {"peers", peer}};
   return Status::ok();
+}
+
+void BenchPeersCommand::add_storage_rows(const std::string& item, const std::string& what, const json& zinf,
+                                         const json& ds) {
+  const std::string note =
+      what + "; zinf: its swap store's counters; DeepSpeed: /proc/self/io read_bytes / write_bytes of its process";
+  for (const char* dir : {"read", "write"}) {
+    const std::string name = fmt::format("{} storage {} MB/step", item, dir);
+    const std::string unit = "MB/step (lower is better)";
+    rows_.add(name, item, unit, note, false, "zinf", "zinf train (swap counters)",
+              zinf.at(fmt::format("nvme_{}_bytes_per_step", dir)).get<double>() / 1e6);
+    const std::string key = fmt::format("storage_{}_bytes_per_step", dir);
+    json v = ds.contains("error") ? ds.at("error")
+             : ds.contains(key)   ? json(ds.at(key).get<double>() / 1e6)
+                                  : json("not measured: /proc/self/io was not readable in the DeepSpeed process");
+    rows_.add(name, item, unit, note, false, "deepspeed", "deepspeed.initialize (/proc/self/io)", v);
+  }
 }
 
 Status BenchPeersCommand::run(const Io& io) {
@@ -403,6 +357,19 @@ Status BenchPeersCommand::run(const Io& io) {
   json record = reports::make_record_envelope("bench-peers", 1, io.started);
   json rounds = json::array();
   std::optional<json> versions;
+  json init = nullptr;
+  if (std::any_of(items_.begin(), items_.end(), [](const std::string& i) { return i != "optimizer" && i != "nvme"; })) {
+    // One set of initial weights and one token stream for every side of every training row.
+    io.err << "bench peers: writing the shared initial weights and tokens (peers.py init)\n";
+    ZINF_ASSIGN_OR_RETURN(init,
+                          run_peer(peers, peer_init_args(shape_, (work.path() / "init").string()), peer_timeout_));
+    if (init.contains("error")) {
+      return Status::internal(
+          fmt::format("bench peers: peers.py init failed: {}", init.at("error").get<std::string>()));
+    }
+    shape_.init_weights = init.at("weights").get<std::string>();
+    shape_.tokens = init.at("tokens").get<std::string>();
+  }
   for (const std::string& item : items_) {
     std::unique_ptr<io::SwapStore> store;
     std::string fio;
@@ -465,6 +432,7 @@ Status BenchPeersCommand::run(const Io& io) {
                        {"activation_checkpointing", shape_.activation_checkpointing}}},
                      {"python", peers.python},
                      {"peers_script", peers.script}};
+  record["init"] = init;
   record["peer_versions"] = versions.value_or(json(nullptr));
   record["spread_rule"] = kSpreadRule;
   record["rows"] = rows_.to_json();

@@ -1,8 +1,11 @@
 #include "apps/zinf/peer_sides.h"
 
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <system_error>
 
@@ -40,6 +43,14 @@ std::string last_line(const std::string& text) {
   const std::size_t begin = text.rfind('\n', end);
   const std::size_t from = begin == std::string::npos ? 0 : begin + 1;
   return text.substr(from, end + 1 - from);
+}
+
+// CPU seconds of every thread of this process so far (the peers' side reads time.process_time, the
+// same clock): on a shared machine it shows the work of a step whose wall time includes waiting.
+double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 }  // namespace
@@ -123,18 +134,23 @@ json zinf_adam_sample(std::size_t elements, int steps) {
   slice.exp_avg = m.data();
   slice.exp_avg_sq = v.data();
   slice.n = elements;
-  std::vector<double> seconds;
+  std::vector<double> seconds, cpu_seconds;
   for (int i = 0; i < 2 + steps; ++i) {
     hyper.step = i + 1;
+    const double start_cpu = process_cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     kernels::cpu::adam_step(hyper, slice, g.data());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (i >= 2) seconds.push_back(s);
+    if (i >= 2) {
+      seconds.push_back(s);
+      cpu_seconds.push_back(process_cpu_seconds() - start_cpu);
+    }
   }
   const double median = spread_of(seconds).median;
   const double n = static_cast<double>(elements);
   return {{"name", "kernels::cpu::adam_step (AdamW)"},
           {"step_seconds", seconds},
+          {"step_cpu_seconds", cpu_seconds},
           {"params_per_s", n / median},
           {"gbps", kAdamBytesPerParam * n / median / 1e9}};
 }
@@ -166,6 +182,8 @@ json peer_scenario(const TrainShape& shape, const std::string& tier, const std::
                    {"threads", shape.threads},
                    {"activation_checkpointing", shape.activation_checkpointing},
                    {"output", {{"log_every", 1}}}};
+  if (!shape.tokens.empty()) scenario["data"] = {{"source", "file"}, {"path", shape.tokens}};
+  if (!shape.init_weights.empty()) scenario["init"] = {{"safetensors", shape.init_weights}};
   if (tier != "device") {
     json zero = {{"stage", 3}, {"params", tier}, {"optimizer", tier}};
     if (tier == "nvme") zero["nvme_paths"] = json::array({nvme_dir});
@@ -210,11 +228,46 @@ std::vector<std::string> peer_train_args(const TrainShape& shape, const std::str
                                    "--weight-decay",
                                    fmt::format("{}", shape.weight_decay)};
   if (shape.activation_checkpointing) args.emplace_back("--activation-checkpointing");
+  if (!shape.init_weights.empty()) args.insert(args.end(), {"--init", shape.init_weights});
+  if (!shape.tokens.empty()) args.insert(args.end(), {"--tokens", shape.tokens});
   if (mode == "ds-nvme") {
     args.emplace_back("--nvme-path");
     args.push_back(nvme_dir);
   }
   return args;
+}
+
+std::vector<std::string> peer_init_args(const TrainShape& shape, const std::string& dir) {
+  return {"init",
+          "--layers",
+          std::to_string(shape.layers),
+          "--hidden",
+          std::to_string(shape.hidden),
+          "--heads",
+          std::to_string(shape.heads),
+          "--vocab",
+          std::to_string(shape.vocab),
+          "--seq",
+          std::to_string(shape.seq),
+          "--batch",
+          std::to_string(shape.batch),
+          "--batches",
+          std::to_string(shape.warmup + shape.steps),
+          "--seed",
+          std::to_string(shape.seed),
+          "--out",
+          dir};
+}
+
+json loss_max_rel_diff(const json& zinf_losses, const json& peer_losses) {
+  const std::size_t n = std::min<std::size_t>({3, zinf_losses.size(), peer_losses.size()});
+  if (n == 0) return nullptr;
+  double worst = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double z = zinf_losses.at(i).get<double>(), p = peer_losses.at(i).get<double>();
+    worst = std::max(worst, std::abs(z - p) / std::abs(p));
+  }
+  return worst;
 }
 
 Result<json> run_zinf_train(const json& scenario, const std::filesystem::path& work, const std::string& tag) {
@@ -242,14 +295,15 @@ Result<json> run_zinf_train(const json& scenario, const std::filesystem::path& w
   ZINF_ASSIGN_OR_RETURN(const json record, spec::read_json_file(record_path.string()));
   json result = {{"argv", argv}, {"scenario", scenario}};
   std::vector<double> losses, step_ms;
-  double moved = 0, nvme = 0;
+  double moved = 0, nvme_read = 0, nvme_write = 0;
   std::size_t measured = 0;
   for (const json& step : record.at("steps")) {
     losses.push_back(step.at("loss").get<double>());
     if (step.value("warmup", false)) continue;
     step_ms.push_back(step.at("step_ms").get<double>());
     const json& e = step.at("engine");
-    nvme += e.value("nvme_read_bytes", 0.0) + e.value("nvme_write_bytes", 0.0);
+    nvme_read += e.value("nvme_read_bytes", 0.0);
+    nvme_write += e.value("nvme_write_bytes", 0.0);
     moved += e.value("host_to_device_bytes", 0.0) + e.value("device_to_host_bytes", 0.0);
     ++measured;
   }
@@ -258,7 +312,9 @@ Result<json> run_zinf_train(const json& scenario, const std::filesystem::path& w
   result["step_ms"] = step_ms;
   result["losses"] = losses;
   result["peak_rss_bytes"] = record.at("memory").at("host").at("peak_rss_bytes");
-  result["nvme_bytes_per_step"] = nvme / static_cast<double>(measured);
+  result["nvme_read_bytes_per_step"] = nvme_read / static_cast<double>(measured);
+  result["nvme_write_bytes_per_step"] = nvme_write / static_cast<double>(measured);
+  result["nvme_bytes_per_step"] = (nvme_read + nvme_write) / static_cast<double>(measured);
   result["host_device_bytes_per_step"] = moved / static_cast<double>(measured);
   result["params"] = record.at("memory").at("model_states_bytes").value("params", 0.0);
   return result;

@@ -37,7 +37,8 @@ Result<nlohmann::json> run_peer(const PeerScript& peers, const std::vector<std::
 
 // One step of zinf's CPU AdamW (kernels::cpu::adam_step, decoupled weight decay 0.01, lr 1e-3) over
 // `elements` fp32 parameters with an fp32 gradient, on compute_threads() threads: 2 untimed steps,
-// then `steps` timed. Returns {"step_seconds": [...], "params_per_s", "gbps"} (28 bytes per element,
+// then `steps` timed. Returns {"step_seconds": [...], "step_cpu_seconds": [...] (the process's CPU
+// time over each step, all threads), "params_per_s", "gbps"} (28 bytes per element,
 // the count the peers' side uses). The buffers live only during the call.
 nlohmann::json zinf_adam_sample(std::size_t elements, int steps);
 
@@ -49,7 +50,18 @@ struct TrainShape {
   double lr = 3e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
   bool activation_checkpointing = true;
   std::int64_t seed = 1234;
+  // The shared initial weights (HF GPT-2 safetensors) and token file that peers.py `init` wrote; every
+  // side of every training row starts from these and trains batch n at step n. Empty: each side uses
+  // its own initialisation and data (zinf: its ParamTable and Markov source; the peers: random tokens).
+  std::string init_weights, tokens;
 };
+
+// The peers' script's arguments that write those files for `shape` into `dir` (peers.py init):
+// warmup + steps windows of batch * seq + 1 tokens, weights from the shape's seed.
+std::vector<std::string> peer_init_args(const TrainShape& shape, const std::string& dir);
+
+// max over the first min(3, both sizes) steps of |zinf - peer| / |peer|; null when either is empty.
+nlohmann::json loss_max_rel_diff(const nlohmann::json& zinf_losses, const nlohmann::json& peer_losses);
 
 // The zinf scenario of `shape` with parameters and optimizer states on `tier` ("device": no ZeRO
 // offload at all; "cpu"; "nvme" with swap under `nvme_dir`). fp32, constant learning rate, no
@@ -62,7 +74,9 @@ std::vector<std::string> peer_train_args(const TrainShape& shape, const std::str
 
 // Runs `zinf train SCENARIO --format json` as a child (this executable) with `scenario` written into
 // `work` and returns {"tokens_per_s", "step_ms" (measured steps), "losses" (every step),
-// "peak_rss_bytes", "nvme_bytes_per_step" (read + written over the run / steps, null without NVMe)}.
+// "peak_rss_bytes", "nvme_read_bytes_per_step" / "nvme_write_bytes_per_step" (the engine's swap
+// counters over the measured steps / their count), "nvme_bytes_per_step" (their sum),
+// "host_device_bytes_per_step"}.
 // A failed run is Internal with the child's last error line.
 Result<nlohmann::json> run_zinf_train(const nlohmann::json& scenario, const std::filesystem::path& work,
                                       const std::string& tag);

@@ -15,6 +15,15 @@ DeepSpeed's logging included, goes to stderr):
              the library its NVMe swappers use) writing then reading --bytes through one pinned CPU
              tensor to a file in --dir (sync_pwrite / sync_pread of the whole tensor, O_DIRECT, block
              --block, queue depth --queue-depth, --io-threads threads); GB/s of each, the file removed.
+             The timed write goes into a file posix_fallocate'd to its size first, as zinf's swap store
+             writes into fallocated space; "write_gbps_new_file" is the same write into a new empty
+             file (every request extends it), reported beside it.
+  init       The initial weights and the token stream every training run of `zinf bench peers` shares:
+             scripts/torch_gpt.py's TorchGPT built from --seed, saved as --out/model.safetensors under
+             Hugging Face GPT-2 names (the names `zinf train`'s "init": {"safetensors": ...} reads,
+             Conv1D weights transposed), and --out/tokens.bin, a flat uint16 token file (zinf's "data":
+             {"source": "file"}) of --batches windows of batch * seq + 1 uniform random tokens in llm.c's
+             DataLoader order (batch n starts at token n * batch * seq). Prints the two paths.
   train      One training run of scripts/torch_gpt.py's TorchGPT (zinf's GPT twin) on random tokens:
              --mode eager: plain PyTorch, torch.optim.AdamW(foreach=True);
              --mode compile: the same with torch.compile(model) (inductor on the CPU);
@@ -24,8 +33,14 @@ DeepSpeed's logging included, goes to stderr):
              which DeepSpeed picks for an offloaded optimizer). The config is written here from the
              arguments and returned in the output ("ds_config").
              --activation-checkpointing wraps every block in torch.utils.checkpoint (non-reentrant).
+             --init DIR / --tokens FILE (from `init`): start from those weights and train batch n of that
+             token file at step n, as zinf does with the same files; without them, torch_gpt.py's
+             initialisation from --seed and uniform random tokens.
              Reports tokens/s (batch * seq / median timed step), step times, the loss of every step,
-             and the process's peak RSS (getrusage ru_maxrss).
+             the process's peak RSS (getrusage ru_maxrss) and the bytes it read from and wrote to
+             storage per timed step (/proc/self/io read_bytes / write_bytes over the timed steps: the
+             block-layer bytes of every thread, DeepSpeed's aio threads included; buffered writes count
+             when they are dirtied, O_DIRECT ones when they are submitted).
 
 Failure: a peer that cannot run prints {"error": "<exact exception text>"} and exits 3, so the caller
 records the error instead of a figure. Bad arguments exit 2 (argparse).
@@ -59,28 +74,34 @@ def peak_rss_bytes():
 def versions():
     import torch
     out = {"python": sys.version.split()[0], "torch": torch.__version__}
+    # The installed distribution's version, without importing deepspeed: the import alone takes many
+    # seconds on a small machine, which every PyTorch-only run (and the CI test) would pay for nothing.
+    from importlib import metadata
     try:
-        import deepspeed
-        out["deepspeed"] = deepspeed.__version__
-    except Exception as e:  # noqa: BLE001 - the version line must not hide the figures
-        out["deepspeed"] = f"not importable: {e}"
+        out["deepspeed"] = metadata.version("deepspeed")
+    except metadata.PackageNotFoundError as e:
+        out["deepspeed"] = f"not installed: {e}"
     return out
 
 
 def time_optimizer(opt, param, steps):
+    """Wall seconds and process CPU seconds (every thread) of each timed step. On a shared machine the
+    CPU seconds show the work a step did when the wall time also holds waiting for a core."""
     for _ in range(2):
         opt.step()
-    seconds = []
+    seconds, cpu = [], []
     for _ in range(steps):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         opt.step()
         seconds.append(time.perf_counter() - start)
-    return seconds
+        cpu.append(time.process_time() - start_cpu)
+    return seconds, cpu
 
 
-def optimizer_side(name, seconds, elements):
+def optimizer_side(name, timed, elements):
+    seconds, cpu = timed
     median = statistics.median(seconds)
-    return {"name": name, "step_seconds": seconds, "params_per_s": elements / median,
+    return {"name": name, "step_seconds": seconds, "step_cpu_seconds": cpu, "params_per_s": elements / median,
             "gbps": BYTES_PER_PARAM * elements / median / 1e9}
 
 
@@ -122,7 +143,22 @@ def run_io(args):
     buffer.copy_(torch.arange(elements, dtype=torch.float32))
     fd, path = tempfile.mkstemp(prefix="zinf-peers-aio-", suffix=".bin", dir=args.dir)
     os.close(fd)
+    fd, fresh_path = tempfile.mkstemp(prefix="zinf-peers-aio-new-", suffix=".bin", dir=args.dir)
     try:
+        # DeepSpeed's handle opens O_WRONLY | O_CREAT | O_DIRECT (no O_TRUNC) and writes in place. An
+        # empty file makes every request extend the file, which ext4 serialises; zinf's swap store
+        # writes into space it fallocated. The timed write is into the same kind of file: this one
+        # posix_fallocate'd to the full size first (as its swappers' files are after their first swap).
+        start = time.perf_counter()
+        handle.sync_pwrite(buffer, fresh_path)
+        fresh_write_s = time.perf_counter() - start
+        os.close(fd)
+        os.unlink(fresh_path)
+        fd = os.open(path, os.O_WRONLY)
+        os.posix_fallocate(fd, 0, elements * 4)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
         start = time.perf_counter()
         written = handle.sync_pwrite(buffer, path)
         write_s = time.perf_counter() - start
@@ -133,13 +169,89 @@ def run_io(args):
         # The bytes came back: a wrong read would make the figure meaningless.
         ok = bool(buffer[-1].item() == float(elements - 1) and buffer[elements // 2].item() == float(elements // 2))
     finally:
-        os.unlink(path)
+        if fd >= 0:
+            os.close(fd)
+        for leftover in (path, fresh_path):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
         handle.free_cpu_locked_tensor(buffer)
     return {"item": "io", "bytes": elements * 4, "block": args.block, "queue_depth": args.queue_depth,
             "io_threads": args.io_threads, "directory": args.dir, "write_return": written, "read_return": read,
             "verified": ok, "sides": {"deepspeed": {"name": "deepspeed aio_handle sync_pwrite/sync_pread",
                                                     "write_gbps": elements * 4 / write_s / 1e9,
+                                                    "write_gbps_new_file": elements * 4 / fresh_write_s / 1e9,
                                                     "read_gbps": elements * 4 / read_s / 1e9}}}
+
+
+GPT2_CONV1D = ("attn.qkv.weight", "attn.proj.weight", "mlp.fc.weight", "mlp.proj.weight")
+GPT2_NAMES = {"wte": "transformer.wte.weight", "wpe": "transformer.wpe.weight", "lnf.weight": "transformer.ln_f.weight",
+              "lnf.bias": "transformer.ln_f.bias", "head.weight": "lm_head.weight"}
+GPT2_BLOCK = {"ln1": "ln_1", "ln2": "ln_2", "attn.qkv": "attn.c_attn", "attn.proj": "attn.c_proj", "mlp.fc": "mlp.c_fc",
+              "mlp.proj": "mlp.c_proj"}
+
+
+def hf_gpt2_name(name):
+    """torch_gpt.py's parameter name -> GPT2LMHeadModel's (libengine/model/hf_names.cpp's table)."""
+    if name in GPT2_NAMES:
+        return GPT2_NAMES[name]
+    _, layer, rest = name.split(".", 2)  # blocks.{i}.{module}.{weight|bias}
+    module, kind = rest.rsplit(".", 1)
+    return f"transformer.h.{layer}.{GPT2_BLOCK[module]}.{kind}"
+
+
+def is_conv1d(name):
+    return any(name.endswith(suffix) for suffix in GPT2_CONV1D)
+
+
+def run_init(args):
+    import torch
+    from safetensors.torch import save_file
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from torch_gpt import TorchGPT
+
+    torch.manual_seed(args.seed)
+    model = TorchGPT(args.layers, args.hidden, args.heads, args.vocab, args.seq)
+    tensors = {hf_gpt2_name(n): (p.detach().t() if is_conv1d(n) else p.detach()).contiguous()
+               for n, p in model.named_parameters()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    weights = out / "model.safetensors"
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    if args.vocab > 65536:
+        raise ValueError(f"--vocab {args.vocab}: a uint16 token file holds ids up to 65535")
+    count = args.batches * args.batch * args.seq + 1
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    tokens = torch.randint(0, args.vocab, (count,), generator=gen, dtype=torch.int64).to(torch.int32)
+    path = out / "tokens.bin"
+    path.write_bytes(tokens.numpy().astype("<u2").tobytes())
+    return {"item": "init", "weights": str(weights), "tokens": str(path), "token_count": count,
+            "params": sum(p.numel() for p in model.parameters())}
+
+
+def load_init(model, path, gathered=None):
+    """Copies the HF-named safetensors weights of `init` into torch_gpt.py's parameters (every one).
+    `gathered(param)`: a context manager that makes one partitioned parameter whole for the copy
+    (DeepSpeed ZeRO-3); one at a time, since its NVMe swapper holds only a few parameters in memory."""
+    import contextlib
+    import torch
+    from safetensors.torch import load_file
+    state = load_file(path)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            t = state.pop(hf_gpt2_name(name))
+            with (gathered(p) if gathered else contextlib.nullcontext()):
+                p.copy_(t.t() if is_conv1d(name) else t)
+    if state:
+        raise ValueError(f"--init {path}: tensors the model does not have: {sorted(state)}")
+
+
+def storage_io_bytes():
+    """(read_bytes, write_bytes) of this process so far, from /proc/self/io; None where it is not readable."""
+    try:
+        fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+        return int(fields["read_bytes"]), int(fields["write_bytes"])
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def ds_config(args):
@@ -194,6 +306,10 @@ def run_train(args):
         # zero.Init partitions the parameters as they are created, as a ZeRO-3 run of a large model must.
         with deepspeed.zero.Init(config_dict_or_path=config):
             model = build()
+        if args.init:
+            # Each partitioned parameter gathered whole for its copy and re-partitioned on exit. All
+            # at once fails on NVMe: "Not enough buffers 5 for swapping 17" (its swap buffers).
+            load_init(model, args.init, lambda p: deepspeed.zero.GatheredParameters([p], modifier_rank=0))
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
         result["ds_optimizer"] = type(engine.optimizer).__name__ + " / " + type(engine.optimizer.optimizer).__name__
 
@@ -204,6 +320,8 @@ def run_train(args):
             return loss
     else:
         model = build()
+        if args.init:
+            load_init(model, args.init)
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
                                 weight_decay=args.weight_decay, foreach=True)
         forward = torch.compile(model) if args.mode == "compile" else model
@@ -216,14 +334,35 @@ def run_train(args):
             return loss
 
     data = torch.Generator().manual_seed(args.seed)
+    stream = None
+    if args.tokens:
+        import numpy
+        stream = torch.from_numpy(numpy.fromfile(args.tokens, dtype="<u2").astype("int64"))
+    window = args.batch * args.seq
     losses, seconds = [], []
-    for _ in range(args.warmup + args.steps):
-        batch = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=data, dtype=torch.int64)
+    io_before = None
+    for index in range(args.warmup + args.steps):
+        if stream is not None:
+            start = index * window  # llm.c's order, as zinf's token file source reads it
+            if start + window + 1 > stream.numel():
+                raise ValueError(f"--tokens {args.tokens}: {stream.numel()} tokens, step {index} needs {start + window + 1}")
+            rows = stream[start:start + window + 1]
+            batch = torch.stack([rows[r * args.seq:r * args.seq + args.seq + 1] for r in range(args.batch)])
+        else:
+            batch = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=data, dtype=torch.int64)
+        if index == args.warmup:
+            io_before = storage_io_bytes()
         start = time.perf_counter()
         loss = step(batch[:, :-1], batch[:, 1:])
         seconds.append(time.perf_counter() - start)
         losses.append(loss.item())
     timed = seconds[args.warmup:]
+    io_after = storage_io_bytes()
+    if io_before is not None and io_after is not None:
+        result["storage_read_bytes_per_step"] = (io_after[0] - io_before[0]) / args.steps
+        result["storage_write_bytes_per_step"] = (io_after[1] - io_before[1]) / args.steps
+    result["init"] = args.init or None
+    result["tokens"] = args.tokens or None
     result.update({"tokens_per_s": args.batch * args.seq / statistics.median(timed),
                    "step_ms": [s * 1e3 for s in timed], "warmup_step_ms": [s * 1e3 for s in seconds[:args.warmup]],
                    "losses": losses, "peak_rss_bytes": peak_rss_bytes(),
@@ -245,6 +384,12 @@ def parse_args(argv):
     i.add_argument("--block", type=positive_int, default=1 << 20)
     i.add_argument("--queue-depth", type=positive_int, default=32)
     i.add_argument("--io-threads", type=positive_int, default=1)
+    n = sub.add_parser("init")
+    for name, default in (("layers", 2), ("hidden", 128), ("heads", 4), ("vocab", 256), ("seq", 64), ("batch", 4),
+                          ("batches", 4)):
+        n.add_argument(f"--{name}", type=positive_int, default=default)
+    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--out", required=True)
     t = sub.add_parser("train")
     t.add_argument("--mode", choices=["eager", "compile", "ds-cpu", "ds-nvme"], required=True)
     for name, default in (("layers", 2), ("hidden", 128), ("heads", 4), ("vocab", 256), ("seq", 64), ("batch", 4),
@@ -259,6 +404,8 @@ def parse_args(argv):
     t.add_argument("--weight-decay", type=float, default=0.01)
     t.add_argument("--activation-checkpointing", action="store_true")
     t.add_argument("--nvme-path", default="")
+    t.add_argument("--init", default="", help="model.safetensors written by `init`")
+    t.add_argument("--tokens", default="", help="tokens.bin written by `init`")
     args = parser.parse_args(argv)
     if args.item == "train" and args.mode == "ds-nvme" and not args.nvme_path:
         parser.error("--nvme-path: required with --mode ds-nvme")
@@ -272,7 +419,7 @@ def main(argv=None):
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # DeepSpeed prints to stdout; only our JSON line goes there
     try:
-        result = {"optimizer": run_optimizer, "io": run_io, "train": run_train}[args.item](args)
+        result = {"optimizer": run_optimizer, "io": run_io, "init": run_init, "train": run_train}[args.item](args)
         code = 0
     except Exception as e:  # noqa: BLE001 - the exact error is the record's content
         traceback.print_exc()

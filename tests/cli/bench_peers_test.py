@@ -16,7 +16,14 @@ What it checks:
     median(step seconds) for each optimizer; tokens/s = batch * seq / median(step ms) for the peers'
     training runs; zinf's tokens/s and peak RSS are those of its `zinf train` child record;
   - the rounds alternate who goes first, and the peers' versions are recorded;
-  - each ratio is zinf's median over the peer's.
+  - each ratio is zinf's median over the peer's;
+  - same initial weights and tokens: the record's "init" (peers.py init) is what zinf's scenario loads
+    ("init" safetensors, "data" file) and what every peer training run was given (--init, --tokens);
+    each round's loss_max_rel_diff is recomputed from the two loss lists, and zinf's losses over the
+    first 3 steps agree with DeepSpeed's and PyTorch's to 1e-4 relative (fp32 on both sides; the
+    measured difference is about 1e-7 at step 1 and 1e-6 by step 3: a different computation, a
+    wrong weight name or a shifted token window moves it by 1e-2 or more);
+  - the DeepSpeed aio sample also reports its write into a new (not preallocated) file.
 Exit 0 pass, 1 fail, 77 skipped (only when VENV_PYTHON, the project venv, is absent).
 """
 import json
@@ -145,11 +152,28 @@ def main():
             check("DeepSpeedCPUAdam" in ds["ds_optimizer"], f"DeepSpeed optimizer {ds['ds_optimizer']}")
             check(mine[0]["zinf"]["scenario"]["zero"] == {"stage": 3, "params": "cpu", "optimizer": "cpu"},
                   f"zinf placement {mine[0]['zinf']['scenario'].get('zero')}")
+    init = record.get("init") or {}
+    check(init.get("weights", "").endswith("model.safetensors") and init.get("tokens", "").endswith("tokens.bin"),
+          f"record init {init}")
+    check(init.get("token_count") == 3 * 2 * 16 + 1, f"init token count {init.get('token_count')}: 3 windows of 2x16+1")
+    for item, mode in (("offload-cpu", "ds-cpu"), ("no-offload", "eager")):
+        for r in (r for r in rounds if r["item"] == item):
+            scenario = r["zinf"]["scenario"]
+            check(scenario.get("init") == {"safetensors": init["weights"]} and
+                  scenario.get("data") == {"source": "file", "path": init["tokens"]}, f"{item}: zinf scenario {scenario}")
+            argv = r["peers"][mode]["argv"]
+            check(argv[argv.index("--init") + 1] == init["weights"] and argv[argv.index("--tokens") + 1] == init["tokens"],
+                  f"{item}: peer argv {argv}")
+            z, p = r["zinf"]["losses"][:3], r["peers"][mode]["losses"][:3]
+            worst = max(abs(a - b) / abs(b) for a, b in zip(z, p))
+            check(close(r["loss_max_rel_diff"][mode], worst), f"{item}: loss_max_rel_diff is not that of the losses")
+            check(worst < 1e-4, f"{item} round {r['round']}: zinf {z} vs {mode} {p}: max relative difference {worst}")
     nv = [r for r in rounds if r["item"] == "nvme"]
     for i, r in enumerate(nv):
         check(r["peers"]["verified"] is True and r["zinf"].get("verified") is True, f"nvme round {i + 1}: not verified")
         check(close(rows["nvme seq write GB/s"]["deepspeed"]["samples"][i], r["peers"]["sides"]["deepspeed"]["write_gbps"]),
               f"nvme round {i + 1}: DeepSpeed write")
+        check(r["peers"]["sides"]["deepspeed"]["write_gbps_new_file"] > 0, f"nvme round {i + 1}: no new-file write")
     print("PASS")
     return 0
 

@@ -5,8 +5,10 @@
 
 The inputs are made by the real binary in OUT_DIR on small scenarios: a quickstart train record (twice,
 for compare), an offload-nvme train record (ZeRO-3, parameters and optimizer on NVMe), a 1T plan, a
-parameter x nodes sweep and a bench io record. Each page (train x2, two train records side by side,
-plan, sweep, bench io, compare) is copied with a probe script appended — never part of the product —
+parameter x nodes sweep and a bench io record; the bench peers page renders tests/fixtures/reports/
+bench-peers.json, a record of a real tiny `zinf bench peers` run (making one here would start DeepSpeed
+several times: minutes of CI for a page). Each page (train x2, two train records side by side,
+plan, sweep, bench io, bench peers, compare) is copied with a probe script appended — never part of the product —
 that measures the rendered page with getBoundingClientRect and writes a verdict into the DOM, which
 `--dump-dom` prints. The test fails when, on a 1600 x 1200 window:
   - a chart is empty: it says "no data", or draws no bar at least 1 px tall, no point and no line;
@@ -121,8 +123,9 @@ def make_inputs(zinf, source, out):
     io = [zinf, "bench", "io", "--path", os.path.join(out, "io"), "--size", "64MiB", "--tensor", "4MiB", "--repeat",
           "2", "--buffered-ok", "--format", "json", "--out", "bench-io.json"]
     run(io + (["--fio"] if shutil.which("fio") else []), out)
+    shutil.copy(os.path.join(source, "tests", "fixtures", "reports", "bench-peers.json"), out)
     pages = {}
-    for name in ("quickstart", "offload-nvme", "plan", "sweep", "bench-io"):
+    for name in ("quickstart", "offload-nvme", "plan", "sweep", "bench-io", "bench-peers"):
         pages[name] = name + ".html"
         run([zinf, "report", name + ".json", "--out", pages[name]], out)
     pages["side-by-side"] = "side-by-side.html"
