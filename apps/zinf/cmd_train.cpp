@@ -31,10 +31,10 @@
 #include "libengine/comm/launch_info.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/scenario.h"
-#include "libengine/train/compute_peak.h"
 #include "libengine/train/train_session.h"
 #include "planner/engine_model.h"
 #include "planner/shape_rule.h"
+#include "probes/compute_peak.h"
 
 namespace zinf::cli {
 namespace {
@@ -370,7 +370,7 @@ Status TrainCommand::run(const Io& io) {
   run.params = static_cast<std::uint64_t>(model.params().total_numel());
   run.flops_per_step = model.flops_per_step();
   run.activation_bytes = model.activation_bytes();
-  ZINF_ASSIGN_OR_RETURN(run.peak, train::measure_matmul_peak(device, model.config().compute_dtype));
+  ZINF_ASSIGN_OR_RETURN(run.peak, probes::measure_matmul_peak(device, model.config().compute_dtype));
   // The plan's hardware figures are measured now, before step 1 (the probes cannot disturb steps
   // that have not started, and a probe that cannot run — no room for its 128 MiB next to the run's
   // swap files — is recorded as unmeasured here rather than costing a finished run its record).
@@ -483,8 +483,8 @@ Status TrainCommand::run(const Io& io) {
   // The best probe is the peak; an MFU above 1 even then is flagged in the record, not printed.
   run.peak_probes_flops_per_s.push_back(run.peak.flops_per_s);
   {
-    ZINF_ASSIGN_OR_RETURN(const train::ComputePeak after,
-                          train::measure_matmul_peak(device, model.config().compute_dtype));
+    ZINF_ASSIGN_OR_RETURN(const probes::ComputePeak after,
+                          probes::measure_matmul_peak(device, model.config().compute_dtype));
     run.peak_probes_flops_per_s.push_back(after.flops_per_s);
     if (after.flops_per_s > run.peak.flops_per_s) run.peak = after;
   }

@@ -5,12 +5,19 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/latency_stats.h"
 #include "apps/zinf/train_plan.h"
 #include "libengine/core/units.h"
+#include "probes/latency_stats.h"
 #include "reports/record_envelope.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::LatencySummary;
+using probes::percentile_of_sorted;
+using probes::spread_of;
+using probes::summarize_latencies;
+
 namespace {
 
 using nlohmann::json;

@@ -17,10 +17,10 @@
 #include "apps/zinf/engine_record.h"
 #include "apps/zinf/output.h"
 #include "libengine/memory/memory_tier.h"
-#include "libengine/train/compute_peak.h"
 #include "libengine/train/step_metrics.h"
 #include "libengine/train/trainer.h"
 #include "libengine/zero/model_states.h"
+#include "probes/compute_peak.h"
 #include "reports/run_conditions.h"
 
 namespace zinf::cli {
@@ -38,7 +38,7 @@ struct TrainRun {
   nlohmann::json model_shape;  // the resolved shape (a scenario may give only "params")
   std::uint64_t params = 0;
   double flops_per_step = 0;                    // model FLOPs of one forward+backward
-  train::ComputePeak peak;                      // the best of the probes
+  probes::ComputePeak peak;                     // the best of the probes
   std::vector<double> peak_probes_flops_per_s;  // every probe: before and after the timed steps
   std::vector<train::StepMetrics> steps;
   std::vector<train::EvalMetrics> evals;
