@@ -62,16 +62,19 @@ bool reset_peak_rss() {
 }
 
 // Every rank's own figures (step times, memory peaks) from its record, gathered on every rank.
-Result<nlohmann::json> gather_rank_figures(comm::Communicator& comm, const nlohmann::json& record) {
-  const nlohmann::json& summary = record.at("summary");
-  const nlohmann::json& memory = record.at("memory");
+Result<nlohmann::json> gather_rank_figures(comm::Communicator& comm, const reports::TrainRecord& record) {
+  const reports::TrainSummary& summary = record.summary;
+  const reports::TrainMemory& memory = record.memory;
   const auto number = [](const nlohmann::json& value) { return value.is_number() ? value.get<double>() : 0.0; };
-  const nlohmann::json& comm_figures = record.at("engine").at("comm");
-  const std::array<double, 8> mine = {
-      number(summary.at("step_ms").at("median")), number(summary.at("forward_backward_ms_median")),
-      number(summary.at("optimizer_ms_median")),  number(memory.at("device").at("peak_bytes")),
-      number(memory.at("host").at("peak_bytes")), number(memory.at("host").at("peak_rss_bytes")),
-      number(comm_figures.at("busy_ms_median")),  number(comm_figures.at("wait_ms_median"))};
+  const nlohmann::json& comm_figures = record.engine.at("comm");
+  const std::array<double, 8> mine = {summary.step_ms.median,
+                                      summary.forward_backward_ms_median,
+                                      summary.optimizer_ms_median,
+                                      static_cast<double>(memory.device.peak_bytes),
+                                      static_cast<double>(memory.host.peak_bytes),
+                                      static_cast<double>(memory.host.peak_rss_bytes),
+                                      number(comm_figures.at("busy_ms_median")),
+                                      number(comm_figures.at("wait_ms_median"))};
   // Each rank fills its own block; the sum over ranks is everyone's figures.
   std::vector<double> all(mine.size() * static_cast<std::size_t>(comm.world_size()), 0.0);
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(mine.size()) * comm.rank());
@@ -495,7 +498,8 @@ Status TrainCommand::run(const Io& io) {
   run.host_peak_rss_bytes = peak_rss_bytes();
   run.state_bytes = session->states().state_bytes();
 
-  nlohmann::json record = make_train_record(run);
+  const reports::TrainRecord typed = train_record_of(run);
+  nlohmann::json record = typed;
   {
     // The run's own plan (its hardware measured before step 1) next to what it measured.
     record["plan"] = plan_vs_measured(planner::predict_engine(scenario, hardware.figures), hardware, record);
@@ -513,7 +517,7 @@ Status TrainCommand::run(const Io& io) {
     if (!note.empty()) record["plan"]["note"] = note;
   }
   if (comm.world_size() > 1) {
-    ZINF_ASSIGN_OR_RETURN(run.ranks, gather_rank_figures(comm, record));
+    ZINF_ASSIGN_OR_RETURN(run.ranks, gather_rank_figures(comm, typed));
     record["ranks"] = run.ranks;
   }
   if (!lead) return Status::ok();
@@ -523,7 +527,8 @@ Status TrainCommand::run(const Io& io) {
   if (!scenario.output.record.empty()) {
     record_written = write_record(scenario.output.record, record, record_field, quiet, io);
   }
-  const Status emitted = emit(output_, render_train_record(record), io);
+  Result<Rendered> rendered = render_train_record(record);
+  const Status emitted = rendered.is_ok() ? emit(output_, *rendered, io) : rendered.status();
   return record_written.is_ok() ? emitted : record_written;
 }
 

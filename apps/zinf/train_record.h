@@ -22,6 +22,7 @@
 #include "libengine/zero/model_states.h"
 #include "probes/compute_peak.h"
 #include "reports/run_conditions.h"
+#include "reports/train_record_data.h"
 
 namespace zinf::cli {
 
@@ -67,8 +68,11 @@ std::int64_t warmup_steps(std::size_t steps_run);
 // summary.mfu is the measured figure; when it exceeds 1 (a step faster than the best matmul probe:
 // the machine's load changed between them) summary.mfu_inconsistent says so, record.consistency
 // lists it, and the summary prints that instead of the number.
+reports::TrainRecord train_record_of(const TrainRun& run);
+// train_record_of as the JSON document that is written.
 nlohmann::json make_train_record(const TrainRun& run);
-// The table/markdown/csv views of a record made by make_train_record.
-Rendered render_train_record(const nlohmann::json& record);
+// The table/markdown/csv views of a train record (read with reports::read_train_record: a record
+// missing a required field is refused, InvalidArgument naming it).
+Result<Rendered> render_train_record(const nlohmann::json& record);
 
 }  // namespace zinf::cli
