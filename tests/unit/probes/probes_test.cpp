@@ -185,9 +185,11 @@ TEST_CASE("probes: fio's job runs on a file and reports the bytes it was asked f
     return;
   }
   testing::TempDir dir;
+  // fio_argv forbids fio to create files (it measures the swap store's own): the file exists first.
+  const std::string file = dir.write("fio-file", std::string(kMiB, 'x'));
   FioJob job;
   job.name = "probes-test";
-  job.filenames = {dir.path() + "/fio-file"};
+  job.filenames = {file};
   job.rw = "write";
   job.ioengine = "psync";
   job.direct = false;

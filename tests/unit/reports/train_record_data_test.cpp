@@ -210,9 +210,13 @@ TEST_CASE("train record data: every shipped train record loads and reads back to
     REQUIRE(read.is_ok());
     // Fixtures for compare carry one figure no writer knows; the typed record does not keep it.
     if (original.contains("summary")) original["summary"].erase("brand_new_figure");
-    // Every field the file has comes back with the same value and number kind; fields added after
-    // it was written are filled with their defaults (not compared here).
-    CHECK(restricted(json(*read), original).dump() == original.dump());
+    // Every field the file has comes back with the same value, and for records zinf wrote the same
+    // number kind (the text is identical); fields added after it was written are filled with their
+    // defaults (not compared here). small-train.json is written by hand (an integer compute peak
+    // where zinf writes a floating-point one), so only its values are compared.
+    const json back = restricted(json(*read), original);
+    CHECK(back == original);
+    if (std::string(path).find("small-train") == std::string::npos) CHECK(back.dump() == original.dump());
   }
 }
 
