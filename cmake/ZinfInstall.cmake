@@ -39,6 +39,7 @@ file(GLOB_RECURSE _zinf_public_headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_
   ${PROJECT_SOURCE_DIR}/kernels/*.h
   ${PROJECT_SOURCE_DIR}/libengine/*.h
   ${PROJECT_SOURCE_DIR}/planner/*.h
+  ${PROJECT_SOURCE_DIR}/probes/*.h
   ${PROJECT_SOURCE_DIR}/reports/*.h)
 foreach(_header IN LISTS _zinf_public_headers)
   get_filename_component(_header_dir ${_header} DIRECTORY)

@@ -23,20 +23,27 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/zinf/exit_codes.h"
-#include "apps/zinf/latency_stats.h"
 #include "apps/zinf/output.h"
-#include "apps/zinf/process.h"
-#include "apps/zinf/ratio_spread.h"
 #include "apps/zinf/scratch_dir.h"
 #include "apps/zinf/stop_signals.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/json_input.h"
 #include "libengine/spec/scenario.h"
+#include "probes/latency_stats.h"
+#include "probes/process.h"
+#include "probes/ratio_spread.h"
 #include "reports/chart.h"
 #include "reports/compare.h"
 #include "reports/record_envelope.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::ProcessOutput;
+using probes::relative_spread;
+using probes::run_process;
+using probes::spread_of;
+
 namespace {
 
 using nlohmann::json;

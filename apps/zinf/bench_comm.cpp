@@ -11,15 +11,27 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/comm_bench_runner.h"
-#include "apps/zinf/latency_stats.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/rank_spawner.h"
 #include "libengine/core/split.h"
 #include "libengine/core/units.h"
+#include "probes/comm_bench_runner.h"
+#include "probes/latency_stats.h"
 #include "reports/record_envelope.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::comm_op_name;
+using probes::CommBenchConfig;
+using probes::CommBenchResult;
+using probes::CommBenchRow;
+using probes::CommBenchSide;
+using probes::CommOp;
+using probes::run_comm_bench;
+using probes::SampleSpread;
+using probes::spread_of;
+
 namespace {
 
 using nlohmann::json;

@@ -14,24 +14,47 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/fio_runner.h"
-#include "apps/zinf/io_bench_runner.h"
-#include "apps/zinf/latency_stats.h"
-#include "apps/zinf/machine_probes.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/peer_rows.h"
 #include "apps/zinf/peer_sides.h"
 #include "apps/zinf/peers_render.h"
-#include "apps/zinf/process.h"
-#include "apps/zinf/ratio_spread.h"
 #include "apps/zinf/scratch_dir.h"
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/memory/staging_pool.h"
+#include "probes/fio_runner.h"
+#include "probes/io_bench_runner.h"
+#include "probes/latency_stats.h"
+#include "probes/machine_probes.h"
+#include "probes/process.h"
+#include "probes/ratio_spread.h"
 #include "reports/record_envelope.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::find_program;
+using probes::fio_argv;
+using probes::fio_direction;
+using probes::FioJob;
+using probes::FioMeasurement;
+using probes::io_test_name;
+using probes::IoBenchConfig;
+using probes::IoBenchResult;
+using probes::IoSample;
+using probes::IoTest;
+using probes::IoTestResult;
+using probes::kBenchIoStagingBytes;
+using probes::kSpreadRule;
+using probes::MachineProbes;
+using probes::ProbeSample;
+using probes::ratio_with_spread;
+using probes::run_fio;
+using probes::run_io_bench;
+using probes::SampleSpread;
+using probes::spread_of;
+
 namespace {
 
 using nlohmann::json;

@@ -8,23 +8,46 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/fio_runner.h"
-#include "apps/zinf/io_bench_runner.h"
-#include "apps/zinf/latency_stats.h"
-#include "apps/zinf/machine_probes.h"
-#include "apps/zinf/process.h"
-#include "apps/zinf/ratio_spread.h"
 #include "kernels/threads.h"
 #include "libengine/core/build_info.h"
 #include "libengine/core/units.h"
 #include "libengine/device/device_factory.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/memory/staging_pool.h"
-#include "libengine/train/compute_peak.h"
+#include "probes/compute_peak.h"
+#include "probes/fio_runner.h"
+#include "probes/io_bench_runner.h"
+#include "probes/latency_stats.h"
+#include "probes/machine_probes.h"
+#include "probes/process.h"
+#include "probes/ratio_spread.h"
 #include "reports/record_envelope.h"
 #include "reports/record_report.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::find_program;
+using probes::fio_argv;
+using probes::fio_direction;
+using probes::FioJob;
+using probes::FioMeasurement;
+using probes::io_test_name;
+using probes::IoBenchConfig;
+using probes::IoBenchResult;
+using probes::IoSample;
+using probes::IoTest;
+using probes::IoTestResult;
+using probes::kBenchIoStagingBytes;
+using probes::kSpreadRule;
+using probes::MachineProbes;
+using probes::ProbeSample;
+using probes::ratio_with_spread;
+using probes::run_fio;
+using probes::run_io_bench;
+using probes::SampleSpread;
+using probes::spread_of;
+
 namespace {
 
 using nlohmann::json;
@@ -187,7 +210,7 @@ Status device_figures(const std::string& kind_name, unsigned repeat,
   const DType dtype = device->kind() == device::DeviceKind::kCuda ? DType::kBF16 : DType::kF32;
   std::vector<double> gflops;
   for (unsigned i = 0; i < std::max(1u, repeat / 2); ++i) {
-    ZINF_ASSIGN_OR_RETURN(const train::ComputePeak peak, train::measure_matmul_peak(*device, dtype));
+    ZINF_ASSIGN_OR_RETURN(const probes::ComputePeak peak, probes::measure_matmul_peak(*device, dtype));
     gflops.push_back(peak.flops_per_s / 1e9);
     if (progress)
       progress(fmt::format("{} GEMM peak {}/{}: {:.1f} GFLOP/s", dtype_name(dtype), i + 1, std::max(1u, repeat / 2),
@@ -200,14 +223,6 @@ Status device_figures(const std::string& kind_name, unsigned repeat,
 }
 
 }  // namespace
-
-const json* suite_figure(const json& record, std::string_view name) {
-  if (!record.contains("figures")) return nullptr;
-  for (const json& f : record.at("figures")) {
-    if (f.value("name", std::string()) == name) return &f;
-  }
-  return nullptr;
-}
 
 Result<json> run_bench_suite(const SuiteOptions& options, const reports::ConditionsSnapshot& started,
                              const std::function<void(const std::string&)>& progress) {

@@ -33,9 +33,6 @@ struct SuiteOptions {
 Result<nlohmann::json> run_bench_suite(const SuiteOptions& options, const reports::ConditionsSnapshot& started,
                                        const std::function<void(const std::string&)>& progress);
 
-// The figure named `name` in a suite record, or nullptr.
-const nlohmann::json* suite_figure(const nlohmann::json& record, std::string_view name);
-
 // The table/markdown/csv views of a suite record.
 Rendered render_bench_suite(const nlohmann::json& record);
 

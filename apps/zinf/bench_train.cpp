@@ -11,22 +11,35 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/latency_stats.h"
-#include "apps/zinf/offload_bench.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/plan_flags.h"
-#include "apps/zinf/process.h"
-#include "apps/zinf/ratio_spread.h"
 #include "apps/zinf/schedule_fit.h"
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/scenario.h"
-#include "libengine/train/compute_peak.h"
 #include "libengine/train/train_session.h"
 #include "planner/shape_rule.h"
+#include "probes/compute_peak.h"
+#include "probes/latency_stats.h"
+#include "probes/offload_bench.h"
+#include "probes/process.h"
+#include "probes/ratio_spread.h"
 #include "reports/record_envelope.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::find_program;
+using probes::kSpreadRule;
+using probes::offload_side_json;
+using probes::OffloadBenchResult;
+using probes::OffloadSide;
+using probes::ProcessOutput;
+using probes::ratio_with_spread;
+using probes::run_offload_bench;
+using probes::run_process;
+using probes::spread_of;
+
 namespace {
 
 using nlohmann::json;
@@ -230,8 +243,8 @@ Status BenchTrainCommand::run(const Io& io) {
 
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session, train::TrainSession::create(scenario, false));
   const int threads = kernels::cpu::compute_threads();
-  ZINF_ASSIGN_OR_RETURN(const train::ComputePeak peak,
-                        train::measure_matmul_peak(session->device(), session->model().config().compute_dtype));
+  ZINF_ASSIGN_OR_RETURN(const probes::ComputePeak peak,
+                        probes::measure_matmul_peak(session->device(), session->model().config().compute_dtype));
   const double flops_per_step = session->model().flops_per_step();
   const double tokens_per_step = static_cast<double>(scenario.batch * scenario.seq);
 

@@ -22,20 +22,48 @@
 #include "apps/zinf/bench_scaling.h"
 #include "apps/zinf/bench_suite.h"
 #include "apps/zinf/bench_train.h"
-#include "apps/zinf/fio_runner.h"
-#include "apps/zinf/io_bench_runner.h"
-#include "apps/zinf/latency_stats.h"
 #include "apps/zinf/output.h"
-#include "apps/zinf/ratio_spread.h"
 #include "apps/zinf/subcommand.h"
 #include "libengine/core/units.h"
 #include "libengine/io/checksum.h"
 #include "libengine/io/io_engine.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/memory/staging_pool.h"
+#include "probes/fio_runner.h"
+#include "probes/io_bench_runner.h"
+#include "probes/latency_stats.h"
+#include "probes/ratio_spread.h"
 #include "reports/record_envelope.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::find_program;
+using probes::fio_argv;
+using probes::fio_direction;
+using probes::FioJob;
+using probes::FioMeasurement;
+using probes::io_test_name;
+using probes::IoBenchConfig;
+using probes::IoBenchLayout;
+using probes::IoBenchResult;
+using probes::IoSample;
+using probes::IoTest;
+using probes::IoTestResult;
+using probes::is_write_test;
+using probes::kBenchIoStagingBytes;
+using probes::kSpreadRule;
+using probes::LatencySummary;
+using probes::parse_io_tests;
+using probes::plan_io_bench;
+using probes::ratio_with_spread;
+using probes::run_fio;
+using probes::run_io_bench;
+using probes::SampleSpread;
+using probes::shell_command_line;
+using probes::spread_of;
+using probes::summarize_latencies;
+
 namespace {
 
 using reports::Align;

@@ -6,14 +6,18 @@
 #include <fmt/format.h>
 
 #include "apps/zinf/bench_suite.h"
-#include "apps/zinf/hw_profile_probe.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/subcommand.h"
 #include "libengine/core/units.h"
 #include "planner/hardware_profile.h"
+#include "probes/hw_profile_probe.h"
 #include "reports/record_envelope.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::profile_from_suite;
+
 namespace {
 
 using reports::Align;
@@ -153,7 +157,8 @@ class HwCommand final : public Subcommand {
       ZINF_RETURN_IF_ERROR(write_output_file(suite_out_, suite.dump(2) + "\n", "--suite-out", io));
       announce_written(suite_out_, io);
     }
-    ZINF_ASSIGN_OR_RETURN(const planner::HardwareProfile hw, profile_from_suite(suite, *base, options, probe_name_));
+    ZINF_ASSIGN_OR_RETURN(const planner::HardwareProfile hw,
+                          profile_from_suite(suite, *base, options.paths, probe_name_));
     Rendered out;
     out.record = planner::hardware_profile_to_json(hw);
     out.document.title = fmt::format("zinf hw probe: {}", hw.name);

@@ -31,10 +31,10 @@
 #include "libengine/comm/launch_info.h"
 #include "libengine/core/units.h"
 #include "libengine/spec/scenario.h"
-#include "libengine/train/compute_peak.h"
 #include "libengine/train/train_session.h"
 #include "planner/engine_model.h"
 #include "planner/shape_rule.h"
+#include "probes/compute_peak.h"
 
 namespace zinf::cli {
 namespace {
@@ -62,16 +62,19 @@ bool reset_peak_rss() {
 }
 
 // Every rank's own figures (step times, memory peaks) from its record, gathered on every rank.
-Result<nlohmann::json> gather_rank_figures(comm::Communicator& comm, const nlohmann::json& record) {
-  const nlohmann::json& summary = record.at("summary");
-  const nlohmann::json& memory = record.at("memory");
+Result<nlohmann::json> gather_rank_figures(comm::Communicator& comm, const reports::TrainRecord& record) {
+  const reports::TrainSummary& summary = record.summary;
+  const reports::TrainMemory& memory = record.memory;
   const auto number = [](const nlohmann::json& value) { return value.is_number() ? value.get<double>() : 0.0; };
-  const nlohmann::json& comm_figures = record.at("engine").at("comm");
-  const std::array<double, 8> mine = {
-      number(summary.at("step_ms").at("median")), number(summary.at("forward_backward_ms_median")),
-      number(summary.at("optimizer_ms_median")),  number(memory.at("device").at("peak_bytes")),
-      number(memory.at("host").at("peak_bytes")), number(memory.at("host").at("peak_rss_bytes")),
-      number(comm_figures.at("busy_ms_median")),  number(comm_figures.at("wait_ms_median"))};
+  const nlohmann::json& comm_figures = record.engine.at("comm");
+  const std::array<double, 8> mine = {summary.step_ms.median,
+                                      summary.forward_backward_ms_median,
+                                      summary.optimizer_ms_median,
+                                      static_cast<double>(memory.device.peak_bytes),
+                                      static_cast<double>(memory.host.peak_bytes),
+                                      static_cast<double>(memory.host.peak_rss_bytes),
+                                      number(comm_figures.at("busy_ms_median")),
+                                      number(comm_figures.at("wait_ms_median"))};
   // Each rank fills its own block; the sum over ranks is everyone's figures.
   std::vector<double> all(mine.size() * static_cast<std::size_t>(comm.world_size()), 0.0);
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(mine.size()) * comm.rank());
@@ -370,7 +373,7 @@ Status TrainCommand::run(const Io& io) {
   run.params = static_cast<std::uint64_t>(model.params().total_numel());
   run.flops_per_step = model.flops_per_step();
   run.activation_bytes = model.activation_bytes();
-  ZINF_ASSIGN_OR_RETURN(run.peak, train::measure_matmul_peak(device, model.config().compute_dtype));
+  ZINF_ASSIGN_OR_RETURN(run.peak, probes::measure_matmul_peak(device, model.config().compute_dtype));
   // The plan's hardware figures are measured now, before step 1 (the probes cannot disturb steps
   // that have not started, and a probe that cannot run — no room for its 128 MiB next to the run's
   // swap files — is recorded as unmeasured here rather than costing a finished run its record).
@@ -483,8 +486,8 @@ Status TrainCommand::run(const Io& io) {
   // The best probe is the peak; an MFU above 1 even then is flagged in the record, not printed.
   run.peak_probes_flops_per_s.push_back(run.peak.flops_per_s);
   {
-    ZINF_ASSIGN_OR_RETURN(const train::ComputePeak after,
-                          train::measure_matmul_peak(device, model.config().compute_dtype));
+    ZINF_ASSIGN_OR_RETURN(const probes::ComputePeak after,
+                          probes::measure_matmul_peak(device, model.config().compute_dtype));
     run.peak_probes_flops_per_s.push_back(after.flops_per_s);
     if (after.flops_per_s > run.peak.flops_per_s) run.peak = after;
   }
@@ -495,7 +498,8 @@ Status TrainCommand::run(const Io& io) {
   run.host_peak_rss_bytes = peak_rss_bytes();
   run.state_bytes = session->states().state_bytes();
 
-  nlohmann::json record = make_train_record(run);
+  const reports::TrainRecord typed = train_record_of(run);
+  nlohmann::json record = typed;
   {
     // The run's own plan (its hardware measured before step 1) next to what it measured.
     record["plan"] = plan_vs_measured(planner::predict_engine(scenario, hardware.figures), hardware, record);
@@ -513,7 +517,7 @@ Status TrainCommand::run(const Io& io) {
     if (!note.empty()) record["plan"]["note"] = note;
   }
   if (comm.world_size() > 1) {
-    ZINF_ASSIGN_OR_RETURN(run.ranks, gather_rank_figures(comm, record));
+    ZINF_ASSIGN_OR_RETURN(run.ranks, gather_rank_figures(comm, typed));
     record["ranks"] = run.ranks;
   }
   if (!lead) return Status::ok();
@@ -523,7 +527,8 @@ Status TrainCommand::run(const Io& io) {
   if (!scenario.output.record.empty()) {
     record_written = write_record(scenario.output.record, record, record_field, quiet, io);
   }
-  const Status emitted = emit(output_, render_train_record(record), io);
+  Result<Rendered> rendered = render_train_record(record);
+  const Status emitted = rendered.is_ok() ? emit(output_, *rendered, io) : rendered.status();
   return record_written.is_ok() ? emitted : record_written;
 }
 

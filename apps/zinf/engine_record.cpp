@@ -4,10 +4,15 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/latency_stats.h"
 #include "libengine/core/units.h"
+#include "probes/latency_stats.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::SampleSpread;
+using probes::spread_of;
+
 namespace {
 
 using nlohmann::json;

@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/latency_stats.h"
-#include "apps/zinf/ratio_spread.h"
+#include "probes/latency_stats.h"
+#include "probes/ratio_spread.h"
 
 namespace zinf::cli {
 
 using nlohmann::json;
+using probes::ratio_with_spread;
+using probes::spread_of;
 
 json Rows::to_json() const {
   json out = json::array();

@@ -11,12 +11,19 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/latency_stats.h"
-#include "apps/zinf/process.h"
 #include "kernels/adam.h"
 #include "libengine/spec/json_input.h"
+#include "probes/latency_stats.h"
+#include "probes/process.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::find_program;
+using probes::ProcessOutput;
+using probes::run_process;
+using probes::spread_of;
+
 namespace {
 
 using nlohmann::json;

@@ -16,17 +16,20 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/process.h"
 #include "apps/zinf/process_tree.h"
 #include "apps/zinf/stdout_terminal.h"
 #include "apps/zinf/stop_signals.h"
 #include "kernels/threads.h"
 #include "libengine/comm/launch_info.h"
 #include "libengine/core/units.h"
+#include "probes/process.h"
 
 extern char** environ;  // NOLINT: POSIX, for posix_spawn
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::find_program;
 
 Result<int> parse_ranks(std::string_view text) {
   ZINF_ASSIGN_OR_RETURN(const std::int64_t ranks, parse_positive_int(text, "--ranks", kMaxSpawnRanks));

@@ -8,13 +8,17 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/latency_stats.h"
 #include "apps/zinf/output.h"
 #include "apps/zinf/rank_spawner.h"
 #include "libengine/spec/json_input.h"
 #include "planner/planner.h"
+#include "probes/latency_stats.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::SampleSpread;
+using probes::spread_of;
 
 using nlohmann::json;
 

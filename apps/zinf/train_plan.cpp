@@ -10,9 +10,6 @@
 #include <optional>
 #include <vector>
 
-#include "apps/zinf/block_kernel_probe.h"
-#include "apps/zinf/io_bench_runner.h"
-#include "apps/zinf/machine_probes.h"
 #include "kernels/matmul.h"
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
@@ -20,8 +17,25 @@
 #include "libengine/memory/aligned_buffer.h"
 #include "libengine/memory/staging_pool.h"
 #include "planner/hardware_profile.h"
+#include "probes/block_kernel_probe.h"
+#include "probes/io_bench_runner.h"
+#include "probes/machine_probes.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::BlockKernelSeconds;
+using probes::IoBenchConfig;
+using probes::IoBenchResult;
+using probes::IoTest;
+using probes::IoTestResult;
+using probes::is_write_test;
+using probes::kBenchIoStagingBytes;
+using probes::MachineProbes;
+using probes::probe_block_kernels;
+using probes::ProbeSample;
+using probes::run_io_bench;
+
 namespace {
 
 using nlohmann::json;

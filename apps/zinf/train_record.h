@@ -17,11 +17,12 @@
 #include "apps/zinf/engine_record.h"
 #include "apps/zinf/output.h"
 #include "libengine/memory/memory_tier.h"
-#include "libengine/train/compute_peak.h"
 #include "libengine/train/step_metrics.h"
 #include "libengine/train/trainer.h"
 #include "libengine/zero/model_states.h"
+#include "probes/compute_peak.h"
 #include "reports/run_conditions.h"
+#include "reports/train_record_data.h"
 
 namespace zinf::cli {
 
@@ -38,7 +39,7 @@ struct TrainRun {
   nlohmann::json model_shape;  // the resolved shape (a scenario may give only "params")
   std::uint64_t params = 0;
   double flops_per_step = 0;                    // model FLOPs of one forward+backward
-  train::ComputePeak peak;                      // the best of the probes
+  probes::ComputePeak peak;                     // the best of the probes
   std::vector<double> peak_probes_flops_per_s;  // every probe: before and after the timed steps
   std::vector<train::StepMetrics> steps;
   std::vector<train::EvalMetrics> evals;
@@ -67,8 +68,11 @@ std::int64_t warmup_steps(std::size_t steps_run);
 // summary.mfu is the measured figure; when it exceeds 1 (a step faster than the best matmul probe:
 // the machine's load changed between them) summary.mfu_inconsistent says so, record.consistency
 // lists it, and the summary prints that instead of the number.
+reports::TrainRecord train_record_of(const TrainRun& run);
+// train_record_of as the JSON document that is written.
 nlohmann::json make_train_record(const TrainRun& run);
-// The table/markdown/csv views of a record made by make_train_record.
-Rendered render_train_record(const nlohmann::json& record);
+// The table/markdown/csv views of a train record (read with reports::read_train_record: a record
+// missing a required field is refused, InvalidArgument naming it).
+Result<Rendered> render_train_record(const nlohmann::json& record);
 
 }  // namespace zinf::cli

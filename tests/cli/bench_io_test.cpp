@@ -20,16 +20,39 @@
 #include <vector>
 
 #include "apps/zinf/cli.h"
-#include "apps/zinf/fio_runner.h"
-#include "apps/zinf/io_bench_runner.h"
-#include "apps/zinf/latency_stats.h"
 #include "libengine/io/swap_store.h"
+#include "probes/fio_runner.h"
+#include "probes/io_bench_runner.h"
+#include "probes/latency_stats.h"
 #include "tests/catch.h"
 #include "tests/cli/cli_test_support.h"
 #include "tests/ramfs_child.h"
 #include "tests/temp_dir.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::find_program;
+using probes::fio_argv;
+using probes::fio_direction;
+using probes::FioDirection;
+using probes::FioJob;
+using probes::IoBenchConfig;
+using probes::IoSample;
+using probes::IoTest;
+using probes::is_write_test;
+using probes::LatencySummary;
+using probes::parse_fio_json;
+using probes::parse_io_tests;
+using probes::percentile_of_sorted;
+using probes::plan_io_bench;
+using probes::run_io_bench;
+using probes::run_process;
+using probes::SampleSpread;
+using probes::shell_command_line;
+using probes::spread_of;
+using probes::summarize_latencies;
+
 namespace {
 
 using testing::TempDir;

@@ -10,11 +10,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/process.h"
+#include "probes/process.h"
 #include "tests/cli/cli_test_support.h"
 #include "tests/temp_dir.h"
 
 namespace zinf::cli {
+
+// The measuring harness (probes/) this file calls.
+using probes::ProcessOutput;
+using probes::run_process;
+
 namespace {
 
 using nlohmann::json;

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/ratio_spread.h"
+#include "probes/ratio_spread.h"
 #include "tests/catch.h"
 #include "tests/cli/cli_test_support.h"
 #include "tests/temp_dir.h"
@@ -19,7 +19,7 @@ using zinf::cli::test_support::run_zinf;
 
 TEST_CASE("ratio with spread: the medians' ratio, the extreme pairings, the 20% rule") {
   const std::vector<double> zinf{9, 10, 11}, base{4, 5, 6};
-  const json r = zinf::cli::ratio_with_spread(zinf, base);
+  const json r = zinf::probes::ratio_with_spread(zinf, base);
   CHECK(r["value"].get<double>() == Approx(2.0));        // 10 / 5
   CHECK(r["low"].get<double>() == Approx(1.5));          // 9 / 6
   CHECK(r["high"].get<double>() == Approx(11.0 / 4.0));  // 11 / 4
@@ -27,9 +27,9 @@ TEST_CASE("ratio with spread: the medians' ratio, the extreme pairings, the 20% 
   CHECK(r["baseline_spread"].get<double>() == Approx(0.4));
   CHECK(r["too_wide"].get<bool>());  // the baseline's 40% is
   const std::vector<double> tight{4.9, 5.0, 5.1};
-  CHECK_FALSE(zinf::cli::ratio_with_spread(zinf, tight)["too_wide"].get<bool>());
+  CHECK_FALSE(zinf::probes::ratio_with_spread(zinf, tight)["too_wide"].get<bool>());
   const std::vector<double> empty;
-  CHECK(zinf::cli::ratio_with_spread(zinf, empty)["value"].is_null());
+  CHECK(zinf::probes::ratio_with_spread(zinf, empty)["value"].is_null());
 }
 
 TEST_CASE("bench suite and hw probe: a record with every CPU figure and its baseline, a profile plan accepts") {

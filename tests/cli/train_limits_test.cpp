@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/process.h"
+#include "probes/process.h"
 #include "tests/catch.h"
 #include "tests/cli/cli_test_support.h"
 #include "tests/temp_dir.h"
@@ -16,8 +16,8 @@
 namespace {
 
 using nlohmann::json;
-using zinf::cli::ProcessOutput;
-using zinf::cli::run_process;
+using zinf::probes::ProcessOutput;
+using zinf::probes::run_process;
 using zinf::testing::TempDir;
 namespace fs = std::filesystem;
 

@@ -405,7 +405,9 @@ TEST_CASE("train record: an MFU above 1 is flagged as inconsistent and not print
   CHECK(record["summary"]["mfu_inconsistent"].get<std::string>().find("exceeds 1") != std::string::npos);
   CHECK_FALSE(record["consistency"]["consistent"].get<bool>());
   CHECK(record["compute_peak"]["probes_flops_per_s"].size() == 2);
-  const zinf::cli::Rendered rendered = zinf::cli::render_train_record(record);
+  const zinf::Result<zinf::cli::Rendered> rendered_or = zinf::cli::render_train_record(record);
+  REQUIRE(rendered_or.is_ok());
+  const zinf::cli::Rendered& rendered = rendered_or.value();
   std::string compute;
   for (const auto& section : rendered.document.sections) {
     for (const auto& [key, value] : section.fields) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/zinf/process.h"
+#include "probes/process.h"
 #include "tests/catch.h"
 
 namespace zinf::comm {
@@ -17,7 +17,7 @@ namespace {
 constexpr int kInlineCount = 1024;     // 4 KiB of fp32: run on the caller (CommOptions::inline_max_bytes)
 constexpr int kQueuedCount = 1 << 18;  // 1 MiB: enqueued on the collective stream
 
-cli::ProcessOutput run_job(const std::string& mode, int call, int count = kQueuedCount) {
+probes::ProcessOutput run_job(const std::string& mode, int call, int count = kQueuedCount) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   const std::vector<std::string> argv = {ZINF_MPIEXEC,
@@ -35,7 +35,7 @@ cli::ProcessOutput run_job(const std::string& mode, int call, int count = kQueue
                                          "2000",
                                          "--count",
                                          std::to_string(count)};
-  Result<cli::ProcessOutput> out = cli::run_process(argv);
+  Result<probes::ProcessOutput> out = probes::run_process(argv);
   REQUIRE(out.is_ok());
   INFO("stdout: " << out->out);
   INFO("stderr: " << out->err);
@@ -59,7 +59,7 @@ std::vector<std::string> error_lines(const std::string& text) {
 TEST_CASE("comm fault: a hung rank makes its peers fail after the timeout, naming it") {
   const bool small = GENERATE(false, true);
   CAPTURE(small);
-  const cli::ProcessOutput out = run_job("hang", 5, small ? kInlineCount : kQueuedCount);
+  const probes::ProcessOutput out = run_job("hang", 5, small ? kInlineCount : kQueuedCount);
   INFO(out.err);
   CHECK(out.exit_status != 0);
   const std::vector<std::string> errors = error_lines(out.err);
@@ -78,7 +78,7 @@ TEST_CASE("comm fault: a hung rank makes its peers fail after the timeout, namin
 TEST_CASE("comm fault: kill -9 of one rank ends the others with a line naming it") {
   const bool small = GENERATE(false, true);
   CAPTURE(small);
-  const cli::ProcessOutput out = run_job("kill", 4, small ? kInlineCount : kQueuedCount);
+  const probes::ProcessOutput out = run_job("kill", 4, small ? kInlineCount : kQueuedCount);
   INFO(out.err);
   CHECK(out.exit_status != 0);
   const std::vector<std::string> errors = error_lines(out.err);
@@ -91,7 +91,7 @@ TEST_CASE("comm fault: kill -9 of one rank ends the others with a line naming it
 }
 
 TEST_CASE("comm fault: a delay shorter than the timeout changes nothing") {
-  const cli::ProcessOutput out = run_job("delay", 3);
+  const probes::ProcessOutput out = run_job("delay", 3);
   INFO(out.err);
   CHECK(out.exit_status == 0);
   CHECK(error_lines(out.err).empty());
@@ -99,7 +99,7 @@ TEST_CASE("comm fault: a delay shorter than the timeout changes nothing") {
 }
 
 TEST_CASE("comm fault: an injected error fails that rank and ends the job") {
-  const cli::ProcessOutput out = run_job("error", 6);
+  const probes::ProcessOutput out = run_job("error", 6);
   INFO(out.err);
   CHECK(out.exit_status != 0);
   CHECK(out.err.find("error: all_reduce #6 on rank 2 of 3: injected error") != std::string::npos);

@@ -1,4 +1,4 @@
-#include "apps/zinf/block_kernel_probe.h"
+#include "probes/block_kernel_probe.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,7 @@
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 namespace {
 
 double seconds_of(const auto& work) {
@@ -101,4 +101,4 @@ BlockKernelSeconds probe_block_kernels(const spec::Scenario& scenario) {
   return best;
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -8,7 +8,7 @@
 
 #include "libengine/core/status.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 // The first executable `program` in the ':'-separated `search_path` (the value of PATH); empty
 // entries mean the current directory. NotFound when there is none.
@@ -24,4 +24,4 @@ struct ProcessOutput {
 // and stdout/stderr captured. Blocks until the child exits. IoError when it cannot be started.
 Result<ProcessOutput> run_process(std::span<const std::string> argv);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

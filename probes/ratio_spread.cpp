@@ -1,10 +1,10 @@
-#include "apps/zinf/ratio_spread.h"
+#include "probes/ratio_spread.h"
 
 #include <algorithm>
 
-#include "apps/zinf/latency_stats.h"
+#include "probes/latency_stats.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 double relative_spread(std::span<const double> values) {
   if (values.size() < 2) return 0.0;
@@ -30,4 +30,4 @@ nlohmann::json ratio_with_spread(std::span<const double> zinf, std::span<const d
           {"rule", kSpreadRule}};
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -15,7 +15,7 @@
 #include "libengine/core/status.h"
 #include "libengine/device/device.h"
 
-namespace zinf::train {
+namespace zinf::probes {
 
 struct ComputePeak {
   double flops_per_s = 0;
@@ -24,8 +24,13 @@ struct ComputePeak {
   std::string kind;     // "fp32 matmul", "bf16 matmul"
 };
 
-// Fails only on a non-CPU device: OutOfMemory when not even a 1024³ problem fits its budget, or the
-// device's error.
-Result<ComputePeak> measure_matmul_peak(device::Device& device, DType dtype);
+// The n of the CPU backend's GEMM: large enough that OpenBLAS's blocking and threads reach their rate.
+inline constexpr int kHostPeakMatrixSize = 2048;
 
-}  // namespace zinf::train
+// Fails only on a non-CPU device: OutOfMemory when not even a 1024³ problem fits its budget, or the
+// device's error. `host_matrix_size` (> 0) is the CPU backend's n; other devices ignore it. Blocks
+// the calling thread for the probe's duration; not safe to call while the device runs other work.
+Result<ComputePeak> measure_matmul_peak(device::Device& device, DType dtype,
+                                        int host_matrix_size = kHostPeakMatrixSize);
+
+}  // namespace zinf::probes

@@ -1,4 +1,4 @@
-#include "apps/zinf/latency_stats.h"
+#include "probes/latency_stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "libengine/core/check.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 double percentile_of_sorted(std::span<const double> sorted, double p) {
   ZINF_CHECK(!sorted.empty(), "percentile of no values");
@@ -43,4 +43,4 @@ SampleSpread spread_of(std::span<const double> values) {
   return spread;
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -1,4 +1,4 @@
-#include "apps/zinf/io_bench_runner.h"
+#include "probes/io_bench_runner.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include "libengine/core/units.h"
 #include "libengine/memory/aligned_buffer.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -401,4 +401,4 @@ Result<IoBenchResult> run_io_bench(io::SwapStore& store, const IoBenchConfig& co
   return result;
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

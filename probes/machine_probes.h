@@ -17,18 +17,28 @@
 
 #include "libengine/core/status.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 struct ProbeSample {
   double zinf = 0;      // in the probe's unit
   double baseline = 0;  // same unit
 };
 
-// Owns the probes' buffers (about 1 GiB at most, allocated on first use, freed on destruction).
-// Not thread-safe; the probes themselves use compute_threads() threads.
+// The problem sizes of the probes. The defaults are the suite's (large enough that caches and thread
+// start-up do not show); a library user or a test may pick smaller ones.
+struct MachineProbeSizes {
+  std::size_t stream_elements = std::size_t{32} << 20;  // 128 MiB of fp32 per triad/memcpy array
+  std::size_t adam_elements = std::size_t{16} << 20;
+  int matmul_size = 2048;  // n of the n x n x n GEMM
+};
+
+// Owns the probes' buffers (about 1 GiB at the default sizes, allocated on first use, freed on
+// destruction). Not thread-safe; the probes themselves use compute_threads() threads. A probe that
+// fails (the CPU device cannot be made or allocate) returns its error and leaves the object usable.
 class MachineProbes {
  public:
-  MachineProbes();
+  // Every size must be positive (ZINF_CHECK).
+  explicit MachineProbes(MachineProbeSizes sizes = {});
   ~MachineProbes();
   MachineProbes(const MachineProbes&) = delete;
   MachineProbes& operator=(const MachineProbes&) = delete;
@@ -40,13 +50,12 @@ class MachineProbes {
   // GB/s: Adam state traffic, triad.
   Result<ProbeSample> cpu_adam();
 
-  static constexpr std::size_t kStreamElements = std::size_t{32} << 20;  // 128 MiB of fp32 per array
-  static constexpr std::size_t kAdamElements = std::size_t{16} << 20;
-  static constexpr int kMatmulSize = 2048;
+  const MachineProbeSizes& sizes() const { return sizes_; }
 
  private:
   struct Buffers;
+  MachineProbeSizes sizes_;
   std::unique_ptr<Buffers> buffers_;
 };
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -1,4 +1,4 @@
-#include "libengine/train/compute_peak.h"
+#include "probes/compute_peak.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,8 +7,9 @@
 #include <fmt/format.h>
 
 #include "kernels/matmul.h"
+#include "libengine/core/check.h"
 
-namespace zinf::train {
+namespace zinf::probes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -27,25 +28,24 @@ Result<double> best_of_three(Run run) {
   return best_seconds;
 }
 
-ComputePeak measure_on_host() {
-  constexpr int kN = 2048;
-  constexpr std::size_t kElements = static_cast<std::size_t>(kN) * kN;
+ComputePeak measure_on_host(int n) {
+  const std::size_t elements = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
   const Clock::time_point probe_start = Clock::now();
-  std::vector<float> a(kElements), b(kElements), c(kElements);
-  for (std::size_t i = 0; i < kElements; ++i) {
+  std::vector<float> a(elements), b(elements), c(elements);
+  for (std::size_t i = 0; i < elements; ++i) {
     a[i] = static_cast<float>(i % 13) * 0.01f;
     b[i] = static_cast<float>(i % 7) * 0.02f;
   }
   const auto gemm = [&]() -> Result<double> {
     const Clock::time_point start = Clock::now();
-    kernels::cpu::matmul_forward(c.data(), a.data(), b.data(), nullptr, kN, kN, kN);
+    kernels::cpu::matmul_forward(c.data(), a.data(), b.data(), nullptr, n, n, n);
     return seconds_since(start);
   };
   const double best_seconds = best_of_three(gemm).value();  // a host GEMM cannot fail
   ComputePeak peak;
   peak.kind = "fp32 matmul";
-  peak.matrix_size = kN;
-  peak.flops_per_s = 2.0 * kN * static_cast<double>(kN) * kN / best_seconds;
+  peak.matrix_size = n;
+  peak.flops_per_s = 2.0 * n * static_cast<double>(n) * n / best_seconds;
   peak.seconds = seconds_since(probe_start);
   return peak;
 }
@@ -101,9 +101,10 @@ Result<ComputePeak> measure_on_device(device::Device& device, DType dtype) {
 
 }  // namespace
 
-Result<ComputePeak> measure_matmul_peak(device::Device& device, DType dtype) {
-  if (device.kind() == device::DeviceKind::kCpu) return measure_on_host();
+Result<ComputePeak> measure_matmul_peak(device::Device& device, DType dtype, int host_matrix_size) {
+  ZINF_CHECK(host_matrix_size > 0, "the host matmul peak needs a positive matrix size");
+  if (device.kind() == device::DeviceKind::kCpu) return measure_on_host(host_matrix_size);
   return measure_on_device(device, dtype);
 }
 
-}  // namespace zinf::train
+}  // namespace zinf::probes

@@ -1,5 +1,5 @@
 // run_comm_bench (comm_bench_runner.h): buffers, the two sides, timing and the closed-form check.
-#include "apps/zinf/comm_bench_runner.h"
+#include "probes/comm_bench_runner.h"
 
 #include <mpi.h>
 
@@ -10,14 +10,14 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/latency_stats.h"
 #include "kernels/convert.h"
 #include "libengine/comm/half_sum.h"
 #include "libengine/comm/mpi_communicator.h"
 #include "libengine/core/units.h"
 #include "libengine/device/cpu_device.h"
+#include "probes/latency_stats.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -286,4 +286,4 @@ Result<CommBenchResult> run_comm_bench(const CommBenchConfig& config,
   return result;
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -19,7 +19,7 @@
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 enum class CommOp { kAllGather, kReduceScatter, kAllReduce };
 // "all_gather", "reduce_scatter", "all_reduce".
@@ -81,4 +81,4 @@ struct CommBenchResult {
 Result<CommBenchResult> run_comm_bench(const CommBenchConfig& config,
                                        const std::function<void(const std::string&)>& progress);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

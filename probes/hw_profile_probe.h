@@ -18,17 +18,26 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/bench_suite.h"
 #include "libengine/core/status.h"
 #include "planner/hardware_profile.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
-// Fails (InvalidArgument) only when a measured figure falls outside the planner's ranges, naming it.
+// The figure named `name` in a zinf.bench-suite/1 record (an element of its "figures"), or nullptr;
+// the pointer is into `record` and lives as long as it does.
+const nlohmann::json* suite_figure(const nlohmann::json& record, std::string_view name);
+
+// `suite` is a zinf.bench-suite/1 record; `nvme_paths` the directories its NVMe figures were measured
+// on (empty: the base profile's NVMe figures are kept). Pure apart from statvfs on those paths; the
+// inputs are not modified. Fails (InvalidArgument) only when a measured figure falls outside the
+// planner's ranges, naming it.
 Result<planner::HardwareProfile> profile_from_suite(const nlohmann::json& suite, const planner::HardwareProfile& base,
-                                                    const SuiteOptions& options, const std::string& name);
+                                                    const std::vector<std::string>& nvme_paths,
+                                                    const std::string& name);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

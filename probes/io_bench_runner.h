@@ -26,11 +26,11 @@
 #include <string_view>
 #include <vector>
 
-#include "apps/zinf/latency_stats.h"
 #include "libengine/core/status.h"
 #include "libengine/io/swap_store.h"
+#include "probes/latency_stats.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 enum class IoTest { kSeqWrite, kSeqRead, kRandWrite, kRandRead };
 inline constexpr std::array kAllIoTests{IoTest::kSeqWrite, IoTest::kSeqRead, IoTest::kRandWrite, IoTest::kRandRead};
@@ -126,4 +126,4 @@ struct IoBenchResult {
 // is not an error here: it is counted in the samples and `verified`.
 Result<IoBenchResult> run_io_bench(io::SwapStore& store, const IoBenchConfig& config);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 // The p-th percentile (0 <= p <= 100) of `sorted`, which must be sorted ascending and non-empty
 // (ZINF_CHECK).
@@ -40,4 +40,4 @@ struct SampleSpread {
 // All zeros for an empty input.
 SampleSpread spread_of(std::span<const double> values);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

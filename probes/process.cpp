@@ -1,4 +1,4 @@
-#include "apps/zinf/process.h"
+#include "probes/process.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -18,7 +18,7 @@
 
 extern char** environ;  // NOLINT: POSIX, for posix_spawn
 
-namespace zinf::cli {
+namespace zinf::probes {
 namespace {
 
 // Closes the descriptors it holds when it goes out of scope.
@@ -141,4 +141,4 @@ Result<ProcessOutput> run_process(std::span<const std::string> argv) {
   return output;
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

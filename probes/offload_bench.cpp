@@ -1,4 +1,4 @@
-#include "apps/zinf/offload_bench.h"
+#include "probes/offload_bench.h"
 
 #include <algorithm>
 #include <fstream>
@@ -7,12 +7,12 @@
 
 #include <fmt/format.h>
 
-#include "apps/zinf/io_bench_runner.h"
-#include "apps/zinf/ratio_spread.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/train/train_session.h"
+#include "probes/io_bench_runner.h"
+#include "probes/ratio_spread.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 namespace {
 
 using nlohmann::json;
@@ -235,4 +235,4 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
   return result;
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 inline constexpr double kMaxRelativeSpread = 0.20;
 inline constexpr std::string_view kSpreadRule =
@@ -31,4 +31,4 @@ double relative_spread(std::span<const double> values);
 // fields) as the head comment describes.
 nlohmann::json ratio_with_spread(std::span<const double> zinf, std::span<const double> baseline);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -8,7 +8,7 @@
 
 #include "libengine/spec/scenario.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 struct BlockKernelSeconds {
   double forward = 0;   // one block's forward pass, matmuls excluded
@@ -19,4 +19,4 @@ struct BlockKernelSeconds {
 // compute threads. Allocates the block's activations for one batch (fp32) for the duration.
 BlockKernelSeconds probe_block_kernels(const spec::Scenario& scenario);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -1,4 +1,4 @@
-#include "apps/zinf/hw_profile_probe.h"
+#include "probes/hw_profile_probe.h"
 
 #include <sys/statvfs.h>
 
@@ -8,7 +8,7 @@
 
 #include "reports/record_fields.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 namespace {
 
 using nlohmann::json;
@@ -28,8 +28,17 @@ std::string measured(std::string_view figure, const json& suite) {
 
 }  // namespace
 
+const json* suite_figure(const json& record, std::string_view name) {
+  if (!record.contains("figures")) return nullptr;
+  for (const json& f : record.at("figures")) {
+    if (f.value("name", std::string()) == name) return &f;
+  }
+  return nullptr;
+}
+
 Result<planner::HardwareProfile> profile_from_suite(const json& suite, const planner::HardwareProfile& base,
-                                                    const SuiteOptions& options, const std::string& name) {
+                                                    const std::vector<std::string>& nvme_paths,
+                                                    const std::string& name) {
   planner::HardwareProfile hw = base;
   const std::string host = reports::string_at(suite, "host.hostname", "host");
   hw.name = name.empty() ? "probed-" + host : name;
@@ -111,8 +120,8 @@ Result<planner::HardwareProfile> profile_from_suite(const json& suite, const pla
   } else {
     p.emplace_back("node.cpu.memory", copied);
   }
-  if (!options.paths.empty()) {
-    const std::string label = options.paths.size() > 1 ? "striped" : options.paths.front();
+  if (!nvme_paths.empty()) {
+    const std::string label = nvme_paths.size() > 1 ? "striped" : nvme_paths.front();
     const auto read = median_of(suite, fmt::format("nvme read ({})", label));
     const auto write = median_of(suite, fmt::format("nvme write ({})", label));
     if (read && write) {
@@ -122,7 +131,7 @@ Result<planner::HardwareProfile> profile_from_suite(const json& suite, const pla
       p.emplace_back("node.nvme.write_bandwidth", measured(fmt::format("nvme write ({})", label), suite));
     }
     std::uint64_t free_bytes = 0;
-    for (const std::string& path : options.paths) {
+    for (const std::string& path : nvme_paths) {
       struct statvfs fs {};
       if (::statvfs(path.c_str(), &fs) == 0) free_bytes += static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
     }
@@ -139,4 +148,4 @@ Result<planner::HardwareProfile> profile_from_suite(const json& suite, const pla
   return hw;
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

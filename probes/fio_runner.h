@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "apps/zinf/process.h"
 #include "libengine/core/status.h"
+#include "probes/process.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 enum class FioDirection { kRead, kWrite };
 
@@ -67,4 +67,4 @@ Result<FioMeasurement> parse_fio_json(std::string_view text, FioDirection direct
 // when fio fails.
 Result<FioMeasurement> run_fio(std::span<const std::string> argv, FioDirection direction);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

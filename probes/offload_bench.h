@@ -19,11 +19,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/zinf/latency_stats.h"
 #include "libengine/core/status.h"
 #include "libengine/spec/scenario.h"
+#include "probes/latency_stats.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 
 struct OffloadSide {
   std::vector<double> step_ms;  // every timed step of every repetition
@@ -61,4 +61,4 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
 
 nlohmann::json offload_side_json(const OffloadSide& side);
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes

@@ -1,4 +1,4 @@
-#include "apps/zinf/fio_runner.h"
+#include "probes/fio_runner.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "libengine/core/check.h"
 
-namespace zinf::cli {
+namespace zinf::probes {
 namespace {
 
 bool needs_quoting(std::string_view arg) {
@@ -162,4 +162,4 @@ Result<FioMeasurement> run_fio(std::span<const std::string> argv, FioDirection d
   return measured;
 }
 
-}  // namespace zinf::cli
+}  // namespace zinf::probes
