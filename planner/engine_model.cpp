@@ -19,8 +19,8 @@ constexpr auto kAdamBytesPerElement = static_cast<double>(sizing::kAdamStreamByt
 constexpr auto kOptimizerNvmeBytesPerElement = static_cast<double>(sizing::kNvmeOptimizerBytesPerElement);
 
 sizing::ActivationRun activation_run(const spec::Scenario& scenario, std::size_t compute_dtype_bytes) {
-  return {scenario.batch, scenario.seq, scenario.activation_checkpointing,
-          scenario.zero.activations == Tier::kCpu, compute_dtype_bytes};
+  return {scenario.batch, scenario.seq, scenario.activation_checkpointing, scenario.zero.activations == Tier::kCpu,
+          compute_dtype_bytes};
 }
 
 // Resource indices of schedule_model (bandwidth_model's Resource order).

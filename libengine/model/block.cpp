@@ -32,12 +32,11 @@ BlockActivations Block::carve_activations(TensorCarver& carver, const spec::Mode
   // The layout is the sizing module's, so what the planner counts is what is carved here.
   const sizing::BlockActivationLayout l = sizing::block_activation_layout(shape, batch, seq);
   BlockActivations a;
-  for (auto [tensor, layout] : {std::pair{&a.ln1_out, &l.ln1_out}, std::pair{&a.ln1_mean, &l.ln1_mean},
-                                std::pair{&a.ln1_rstd, &l.ln1_rstd}, std::pair{&a.qkv, &l.qkv},
-                                std::pair{&a.attn, &l.attn}, std::pair{&a.lse, &l.lse}, std::pair{&a.mid, &l.mid},
-                                std::pair{&a.ln2_out, &l.ln2_out}, std::pair{&a.ln2_mean, &l.ln2_mean},
-                                std::pair{&a.ln2_rstd, &l.ln2_rstd}, std::pair{&a.fc, &l.fc},
-                                std::pair{&a.gate, &l.gate}, std::pair{&a.act, &l.act}}) {
+  for (auto [tensor, layout] :
+       {std::pair{&a.ln1_out, &l.ln1_out}, std::pair{&a.ln1_mean, &l.ln1_mean}, std::pair{&a.ln1_rstd, &l.ln1_rstd},
+        std::pair{&a.qkv, &l.qkv}, std::pair{&a.attn, &l.attn}, std::pair{&a.lse, &l.lse}, std::pair{&a.mid, &l.mid},
+        std::pair{&a.ln2_out, &l.ln2_out}, std::pair{&a.ln2_mean, &l.ln2_mean}, std::pair{&a.ln2_rstd, &l.ln2_rstd},
+        std::pair{&a.fc, &l.fc}, std::pair{&a.gate, &l.gate}, std::pair{&a.act, &l.act}}) {
     *tensor = carver.take_layout(*layout);
   }
   return a;
@@ -47,9 +46,9 @@ BlockScratch Block::carve_scratch(TensorCarver& carver, const spec::ModelShape& 
                                   std::int64_t seq) {
   const sizing::BlockScratchLayout l = sizing::block_scratch_layout(shape, batch, seq);
   BlockScratch s;
-  for (auto [tensor, layout] : {std::pair{&s.dln, &l.dln}, std::pair{&s.dwide, &l.dwide},
-                                std::pair{&s.dmid, &l.dmid}, std::pair{&s.dgate, &l.dgate},
-                                std::pair{&s.attention.full, &l.full}, std::pair{&s.attention.dfull, &l.dfull}}) {
+  for (auto [tensor, layout] : {std::pair{&s.dln, &l.dln}, std::pair{&s.dwide, &l.dwide}, std::pair{&s.dmid, &l.dmid},
+                                std::pair{&s.dgate, &l.dgate}, std::pair{&s.attention.full, &l.full},
+                                std::pair{&s.attention.dfull, &l.dfull}}) {
     *tensor = carver.take_layout(*layout);
   }
   return s;

@@ -280,8 +280,6 @@ Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::
   return loss;
 }
 
-double Gpt::flops_per_step() const {
-  return sizing::model_flops_per_step(config_.shape, config_.batch, config_.seq);
-}
+double Gpt::flops_per_step() const { return sizing::model_flops_per_step(config_.shape, config_.batch, config_.seq); }
 
 }  // namespace zinf::model

@@ -39,8 +39,9 @@ OneLayerDeviceBytes one_layer_device_bytes_breakdown(const Scenario& scenario) {
   const double widest = static_cast<double>(
       std::max({s.hidden, s.ffn_hidden, (s.heads + 2 * s.kv_heads) * s.head_dim, s.heads * s.head_dim, s.heads}));
   const double bound = static_cast<double>(scenario.batch) * static_cast<double>(scenario.seq) * widest * 32.0;
-  bytes.activations = bound >= 9e18 ? std::numeric_limits<std::uint64_t>::max()
-                                    : sizing::one_block_activation_bytes(s, scenario.batch, scenario.seq, compute_bytes);
+  bytes.activations = bound >= 9e18
+                          ? std::numeric_limits<std::uint64_t>::max()
+                          : sizing::one_block_activation_bytes(s, scenario.batch, scenario.seq, compute_bytes);
   return bytes;
 }
 

@@ -97,8 +97,10 @@ Status OptimizerPipeline::allocate() {
     for (std::size_t i = 0; i < count; ++i) group_order_.push_back((start + i) % count);
     sets_.resize(shape.buffers);
     for (PipelineSet& set : sets_) {
-      ZINF_ASSIGN_OR_RETURN(set.states, allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * sizing::kNvmeOptimizerBytesPerElement,
-                                                             "optimizer pipeline buffer (master, m, v)"));
+      ZINF_ASSIGN_OR_RETURN(
+          set.states,
+          allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * sizing::kNvmeOptimizerBytesPerElement,
+                               "optimizer pipeline buffer (master, m, v)"));
       if (mixed()) {
         ZINF_ASSIGN_OR_RETURN(set.params_out,
                               allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * half,

@@ -34,9 +34,8 @@ std::uint64_t ActivationTensor::carved_bytes(std::size_t compute_dtype_bytes) co
 }
 
 std::uint64_t BlockActivationLayout::bytes(std::size_t e) const {
-  return sum_bytes({&ln1_out, &ln1_mean, &ln1_rstd, &qkv, &attn, &lse, &mid, &ln2_out, &ln2_mean, &ln2_rstd, &fc,
-                    &gate, &act},
-                   e);
+  return sum_bytes(
+      {&ln1_out, &ln1_mean, &ln1_rstd, &qkv, &attn, &lse, &mid, &ln2_out, &ln2_mean, &ln2_rstd, &fc, &gate, &act}, e);
 }
 
 std::uint64_t BlockScratchLayout::bytes(std::size_t e) const {

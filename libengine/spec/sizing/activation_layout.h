@@ -79,9 +79,7 @@ struct ActivationBytes {
   std::uint64_t logits = 0;
   std::uint64_t workspace = 0;  // dres and the backward scratch
   // What the model takes from the device budget (Gpt::activation_bytes()).
-  std::uint64_t device_total() const {
-    return ids + block_inputs + blocks + final_norm + rotary + logits + workspace;
-  }
+  std::uint64_t device_total() const { return ids + block_inputs + blocks + final_norm + rotary + logits + workspace; }
 };
 ActivationBytes activation_bytes(const spec::ModelShape& shape, const ActivationRun& run);
 

@@ -52,7 +52,8 @@ std::uint64_t host_slack_bytes(std::uint64_t host_capacity) {
 spec::OptimizerPipelineInput optimizer_pipeline_input(std::span<const std::int64_t> slices,
                                                       const spec::ZeroConfig& zero, DType precision,
                                                       std::uint64_t host_capacity, std::uint64_t host_used) {
-  spec::OptimizerPipelineInput input{slices, zero.optimizer, precision != DType::kF32 ? dtype_size_bytes(precision) : 0};
+  spec::OptimizerPipelineInput input{slices, zero.optimizer,
+                                     precision != DType::kF32 ? dtype_size_bytes(precision) : 0};
   input.sub_group_size = zero.sub_group_size;
   const std::uint64_t reserved = host_used + zero.prefetch_bytes + host_slack_bytes(host_capacity);
   input.budgeted = host_capacity > 0;

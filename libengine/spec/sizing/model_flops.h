@@ -25,7 +25,6 @@ double model_flops_per_step(const spec::ModelShape& shape, std::int64_t batch, s
 // FLOPs the step executes: the model's, plus with activation checkpointing the recompute of every
 // block but the last (the model keeps the last block's activations from the forward pass and never
 // recomputes the head).
-double executed_flops_per_step(const spec::ModelShape& shape, std::int64_t batch, std::int64_t seq,
-                               bool checkpointing);
+double executed_flops_per_step(const spec::ModelShape& shape, std::int64_t batch, std::int64_t seq, bool checkpointing);
 
 }  // namespace zinf::sizing

@@ -38,11 +38,10 @@ const std::map<std::string, std::string>& skipped() {
 }
 
 Result<spec::Scenario> load(const std::string& name) {
-  return spec::load_scenario(kScenarios + "/" + name + ".json",
-                             [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
-                               return planner::shape_for_params(params, vocab, seq,
-                                                                [](std::string_view f) { return std::string(f); });
-                             });
+  return spec::load_scenario(
+      kScenarios + "/" + name + ".json", [](std::uint64_t params, std::int64_t vocab, std::int64_t seq) {
+        return planner::shape_for_params(params, vocab, seq, [](std::string_view f) { return std::string(f); });
+      });
 }
 
 // Builds `scenario`'s session and compares it with the planner's prediction.
@@ -71,6 +70,12 @@ void check_agreement(spec::Scenario scenario) {
   CHECK(plan.nvme_peak_bytes == static_cast<double>(stats.nvme_bytes));
   // No item of the NVMe tier is transient: it is all allocated when the store opens.
   CHECK(planner::setup_bytes(plan.nvme_items) == plan.nvme_peak_bytes);
+  // The store reserves what the plan puts there, rounded up to its 1 MiB blocks (one path here): no
+  // room for states that live elsewhere (the optimizer's 12 B/element when they stay in host memory).
+  if (scenario.zero.uses_nvme()) {
+    CHECK(static_cast<double>(stats.nvme_capacity_bytes) >= plan.nvme_peak_bytes);
+    CHECK(static_cast<double>(stats.nvme_capacity_bytes) < plan.nvme_peak_bytes + 1048576.0);
+  }
   if (scenario.zero.partitioned() && scenario.zero.params != spec::Tier::kDevice) {
     CHECK(plan.max_live_bytes == session.zero().max_live_bytes);
   }
