@@ -6,18 +6,22 @@
 
 #include "libengine/core/dtype.h"
 #include "libengine/spec/optimizer_pipeline_shape.h"
+#include "libengine/spec/sizing/activation_layout.h"
+#include "libengine/spec/sizing/engine_budgets.h"
+#include "libengine/spec/sizing/model_flops.h"
 
 namespace zinf::planner {
 namespace {
 
 using spec::Tier;
 
-constexpr double kMiB = 1048576.0;
-constexpr double kCarveAlign = 64.0;                  // TensorCarver rounds every tensor up to 64 bytes
-constexpr double kAdamBytesPerElement = 28;           // CPU Adam: read master, m, v, grad; write master, m, v
-constexpr double kOptimizerNvmeBytesPerElement = 12;  // master, m, v in fp32
+constexpr auto kAdamBytesPerElement = static_cast<double>(sizing::kAdamStreamBytesPerElement);
+constexpr auto kOptimizerNvmeBytesPerElement = static_cast<double>(sizing::kNvmeOptimizerBytesPerElement);
 
-double aligned(double bytes) { return std::ceil(bytes / kCarveAlign) * kCarveAlign; }
+sizing::ActivationRun activation_run(const spec::Scenario& scenario, std::size_t compute_dtype_bytes) {
+  return {scenario.batch, scenario.seq, scenario.activation_checkpointing, scenario.zero.activations == Tier::kCpu,
+          compute_dtype_bytes};
+}
 
 // Resource indices of schedule_model (bandwidth_model's Resource order).
 constexpr std::size_t kCompute = 0;
@@ -72,57 +76,23 @@ double block_elements(const spec::ModelShape& shape) {
 }
 
 double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes) {
-  const spec::ModelShape& s = scenario.shape;
-  const double e = static_cast<double>(compute_dtype_bytes);
-  const double r = static_cast<double>(scenario.batch * scenario.seq), t = static_cast<double>(scenario.seq);
-  const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
-  const double heads = static_cast<double>(s.heads), v = static_cast<double>(s.vocab);
-  const double q = static_cast<double>((s.heads + 2 * s.kv_heads) * s.head_dim);
-  const double a = static_cast<double>(s.heads * s.head_dim);
-  const bool layer_norm = s.norm == spec::NormKind::kLayerNorm, gated = s.mlp == spec::MlpKind::kGated;
-  // Norm statistics: rstd, and LayerNorm's mean.
-  const double stats = (layer_norm ? 2.0 : 1.0) * aligned(r * 4);
-  const double ids = 2.0 * r * 4.0;
-  const double inputs = static_cast<double>(s.layers + 1) * aligned(r * c * e);
-  // One block (model/block.cpp): ln1, qkv, attention, mid, ln2, fc, (gate,) act in the compute
-  // dtype; norm statistics and the attention log-sum-exp in fp32.
-  const double block = aligned(r * c * e) + stats + aligned(r * q * e) + aligned(r * a * e) + aligned(r * heads * 4) +
-                       aligned(r * c * e) + aligned(r * c * e) + stats + (gated ? 3 : 2) * aligned(r * f * e);
-  const double kept = scenario.activation_checkpointing ? 1.0 : static_cast<double>(s.layers);
-  const double final_norm = aligned(r * c * e) + stats;
-  // Rotary positions: the fp32 cos/sin tables [T, rd/2] and the zero table in wpe's place.
-  const double rotary = s.position == spec::PositionKind::kRotary
-                            ? 2 * aligned(t * static_cast<double>(spec::rotary_dim(s) / 2) * 4) + aligned(t * c * e)
-                            : 0.0;
-  const double logits = aligned(r * v * e);
-  // dres, dln, dwide, dmid, (dgate,) (the grouped-query expansion and its gradient).
-  const double workspace = aligned(r * c * e) + aligned(r * c * e) + aligned(r * std::max(q, f) * e) +
-                           aligned(r * std::max(a, f) * e) + (gated ? aligned(r * f * e) : 0.0) +
-                           (s.kv_heads != s.heads ? 2 * aligned(r * 3 * a * e) : 0.0);
-  return ids + inputs + kept * block + final_norm + rotary + logits + workspace;
+  return static_cast<double>(
+      sizing::activation_bytes(scenario.shape, activation_run(scenario, compute_dtype_bytes)).device_total());
 }
 
 ForwardFlops scenario_forward_flops(const spec::Scenario& scenario) {
-  const spec::ModelShape& s = scenario.shape;
-  const double b = static_cast<double>(scenario.batch), t = static_cast<double>(scenario.seq);
-  const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
-  const double v = static_cast<double>(s.vocab);
-  const double q = static_cast<double>((s.heads + 2 * s.kv_heads) * s.head_dim);
-  const double a = static_cast<double>(s.heads * s.head_dim);
-  const double mlp_matrices = s.mlp == spec::MlpKind::kGated ? 3.0 : 2.0;
-  // 2 FLOPs per multiply-accumulate: the q|k|v projection C·Q, the attention output A·C, the MLP's
-  // two or three C·F per token; QKᵀ and PV B·T²·A together (causal halves); the head V·C per token.
-  const double attention = 2.0 * b * t * t * a;
-  return {2.0 * b * t * (c * q + a * c + mlp_matrices * c * f) + attention, attention, 2.0 * b * t * v * c};
+  return sizing::forward_flops(scenario.shape, scenario.batch, scenario.seq);
 }
 
 double scenario_flops_per_step(const spec::Scenario& scenario) {
-  const ForwardFlops fwd = scenario_forward_flops(scenario);
-  const double layers = static_cast<double>(scenario.shape.layers);
-  const double forward = layers * fwd.block + fwd.head;
-  // The recompute: every block but the last, whose activations are still there (gpt.cpp).
-  const double recompute = scenario.activation_checkpointing ? std::max(0.0, layers - 1.0) * fwd.block : 0.0;
-  return 3.0 * forward + recompute;
+  return sizing::executed_flops_per_step(scenario.shape, scenario.batch, scenario.seq,
+                                         scenario.activation_checkpointing);
+}
+
+double setup_bytes(const std::vector<MemoryItem>& items) {
+  double bytes = 0;
+  for (const MemoryItem& item : items) bytes += item.transient ? 0.0 : item.bytes;
+  return bytes;
 }
 
 EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHardware& hw) {
@@ -140,10 +110,9 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   const double half = static_cast<double>(dtype_size_bytes(scenario.precision));
   const std::size_t compute_bytes = hw.compute_on_host ? 4 : dtype_size_bytes(scenario.precision);
   const double storage = elements * half;
-  const double largest_storage = static_cast<double>(largest) * half;
   const double largest_fp32 = static_cast<double>(largest) * 4.0;
 
-  // Budgets, resolved as PartitionedStates::plan_and_allocate resolves them.
+  // Budgets, resolved by the engine's own rule (spec/sizing/engine_budgets.h) at one rank.
   const Tier params_tier = partitioned ? zero.params : Tier::kDevice;
   const Tier grads_tier = partitioned ? zero.grads : Tier::kDevice;
   const Tier optimizer_tier = partitioned ? zero.optimizer : Tier::kDevice;
@@ -157,44 +126,52 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
     }
   }
   if (params_tier == Tier::kDevice) persistent = 0;  // a device-tier parameter is its own copy
-  out.max_live_bytes = zero.max_live_bytes;
-  if (params_tier != Tier::kDevice && out.max_live_bytes == 0) {
-    out.max_live_bytes = static_cast<std::uint64_t>(
-        std::min(std::max(offloaded, 2 * largest_storage), std::max(4 * largest_storage, 256 * kMiB)));
-  }
-  out.prefetch_bytes = zero.prefetch_bytes;
-  if (params_tier == Tier::kNvme && out.prefetch_bytes == 0) out.prefetch_bytes = 2 * out.max_live_bytes;
+  const spec::ZeroConfig resolved = sizing::resolve_budgets(
+      zero, sizing::param_sizes(numels, zero.persistence_threshold, dtype_size_bytes(scenario.precision), 1));
+  out.max_live_bytes = params_tier != Tier::kDevice ? resolved.max_live_bytes : zero.max_live_bytes;
+  out.prefetch_bytes = params_tier == Tier::kNvme ? resolved.prefetch_bytes : zero.prefetch_bytes;
 
-  // Device tier.
-  out.activation_bytes = model_activation_bytes(scenario, compute_bytes);
-  const auto add = [](std::vector<MemoryItem>& items, double& total, std::string what, double bytes) {
+  // Device tier: the model's activation buffers (spec/sizing/activation_layout.h), block inputs
+  // offloaded to the host counted there.
+  const sizing::ActivationBytes activations =
+      sizing::activation_bytes(scenario.shape, activation_run(scenario, compute_bytes));
+  out.activation_bytes = static_cast<double>(activations.device_total());
+  // Items the engine allocates when it is built (`transient` false) or as its steps run, up to a budget.
+  const auto add = [](std::vector<MemoryItem>& items, double& total, std::string what, double bytes,
+                      bool transient = false) {
     if (bytes <= 0) return;
-    items.push_back({std::move(what), bytes});
+    items.push_back({std::move(what), bytes, transient});
     total += bytes;
   };
   add(out.device_items, out.device_peak_bytes, "activations", out.activation_bytes);
+  add(out.host_items, out.host_peak_bytes, "activation checkpoints in host memory",
+      static_cast<double>(activations.host_checkpoints));
   const auto on = [&](Tier tier, std::string what, double bytes) {
     if (tier == Tier::kDevice) add(out.device_items, out.device_peak_bytes, std::move(what), bytes);
     if (tier == Tier::kCpu) add(out.host_items, out.host_peak_bytes, std::move(what), bytes);
     if (tier == Tier::kNvme) add(out.nvme_items, out.nvme_peak_bytes, std::move(what), bytes);
   };
+  const sizing::StateElementBytes state_bytes = sizing::state_element_bytes(partitioned, scenario.precision);
+  const auto state = [&](std::uint64_t bytes_per_element) { return elements * static_cast<double>(bytes_per_element); };
   if (!partitioned) {
-    // ZeRO-0: params, fp32 grads, master (mixed), m, v on the device.
-    on(Tier::kDevice, "params", storage);
-    on(Tier::kDevice, "grads", elements * 4.0);
-    if (mixed) on(Tier::kDevice, "master params", elements * 4.0);
-    on(Tier::kDevice, "Adam m and v", elements * 8.0);
+    // ZeRO-0: params and grads in storage precision, master (mixed), m, v on the device.
+    on(Tier::kDevice, "params", state(state_bytes.params));
+    on(Tier::kDevice, "grads", state(state_bytes.grads));
+    on(Tier::kDevice, "master params", state(state_bytes.master));
+    on(Tier::kDevice, "Adam m and v", state(state_bytes.adam_m + state_bytes.adam_v));
   } else {
-    if (params_tier != Tier::kNvme) on(params_tier, "params", storage);
-    on(grads_tier, "grads", storage);
-    if (optimizer_tier != Tier::kNvme) on(optimizer_tier, "master params, Adam m and v", elements * 12.0);
+    if (params_tier != Tier::kNvme) on(params_tier, "params", state(state_bytes.params));
+    on(grads_tier, "grads", state(state_bytes.grads));
+    if (optimizer_tier != Tier::kNvme) {
+      on(optimizer_tier, "master params, Adam m and v", state(state_bytes.optimizer()));
+    }
     if (optimizer_tier == Tier::kCpu && mixed && params_tier != Tier::kCpu) {
       on(Tier::kCpu, "new params after the step", storage);
     }
     add(out.device_items, out.device_peak_bytes, "persistent params", persistent);
     if (params_tier != Tier::kDevice) {
       add(out.device_items, out.device_peak_bytes, "gathered params (max_live_bytes)",
-          std::min(static_cast<double>(out.max_live_bytes), offloaded));
+          std::min(static_cast<double>(out.max_live_bytes), offloaded), /*transient=*/true);
     }
     // Gradients leave the backward pass one block (or the largest parameter: the tied embedding)
     // at a time: its fp32 buffers and, mixed, their rounded copies travel to the host together. The
@@ -202,16 +179,16 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
     // last operator) while the first block's gradients are still on their way to the host behind it.
     const double unit = std::max(block_elements(scenario.shape), static_cast<double>(largest));
     if (grads_tier != Tier::kDevice || mixed) {
-      const double per_element = 4.0 + (mixed ? half : 0.0);
+      const double in_flight = 4.0 + (mixed ? half : 0.0);
       const double behind = static_cast<double>(largest) > block_elements(scenario.shape)
-                                ? block_elements(scenario.shape) * per_element
+                                ? block_elements(scenario.shape) * in_flight
                                 : 0.0;
       add(out.device_items, out.device_peak_bytes, "fp32 gradient buffers and their rounded copies",
-          std::max(unit * per_element, largest_fp32) + behind);
+          std::max(unit * in_flight, largest_fp32) + behind, /*transient=*/true);
     }
     // Half-precision parameters are handed to fp32 kernels as fp32 views, a block at a time.
     if (mixed && params_tier != Tier::kDevice && compute_bytes == 4) {
-      add(out.device_items, out.device_peak_bytes, "fp32 views of gathered params", unit * 4.0);
+      add(out.device_items, out.device_peak_bytes, "fp32 views of gathered params", unit * 4.0, /*transient=*/true);
     }
   }
 
@@ -225,18 +202,10 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   if (host_optimizer_tier) {
     // The engine's own cut (spec/optimizer_pipeline_shape.h) over its padded slices at one rank.
     std::vector<std::int64_t> slices;
-    for (std::int64_t n : numels)
-      slices.push_back((n + spec::kSliceAlignElements - 1) / spec::kSliceAlignElements * spec::kSliceAlignElements);
-    spec::OptimizerPipelineInput input{slices, optimizer_tier, mixed ? dtype_size_bytes(scenario.precision) : 0};
-    input.sub_group_size = zero.sub_group_size;
-    if (scenario.zero.host_memory_bytes > 0) {
-      const double capacity = static_cast<double>(scenario.zero.host_memory_bytes);
-      const double slack = std::min(64 * kMiB, std::floor(capacity / 16));
-      input.budgeted = true;
-      input.host_left_bytes = static_cast<std::uint64_t>(
-          std::max(0.0, capacity - (out.host_peak_bytes + static_cast<double>(out.prefetch_bytes) + slack)));
-    }
-    const spec::OptimizerPipelineShape shape = spec::shape_optimizer_pipeline(input);
+    for (std::int64_t n : numels) slices.push_back(sizing::padded_slice(n, 1));
+    // What the host budget leaves after what is allocated so far (the host items above).
+    const spec::OptimizerPipelineShape shape = spec::shape_optimizer_pipeline(sizing::optimizer_pipeline_input(
+        slices, resolved, scenario.precision, zero.host_memory_bytes, static_cast<std::uint64_t>(out.host_peak_bytes)));
     out.sub_groups = static_cast<std::int64_t>(shape.groups.size());
     if (optimizer_tier == Tier::kNvme && !shape.groups.empty()) {
       const auto count = static_cast<double>(shape.groups.size());
@@ -260,7 +229,7 @@ EnginePrediction predict_engine(const spec::Scenario& scenario, const EngineHard
   if (partitioned && params_tier == Tier::kNvme) {
     add(out.nvme_items, out.nvme_peak_bytes, "params", storage);
     add(out.host_items, out.host_peak_bytes, "NVMe read staging (prefetch_bytes)",
-        std::min(static_cast<double>(out.prefetch_bytes), offloaded));
+        std::min(static_cast<double>(out.prefetch_bytes), offloaded), /*transient=*/true);
   }
 
   // Traffic per step. Offloaded parameters: the forward pass and the backward pass each fetch them;

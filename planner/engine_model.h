@@ -2,7 +2,9 @@
 // long its step will take — the prediction the train record puts next to what it measured.
 //
 // It follows the partitioned engine (libengine/zero) as a pure function of the scenario and a few
-// measured figures, at one rank:
+// measured figures, at one rank. Its byte and FLOP rules are the engine's own, from
+// libengine/spec/sizing/ (activation layout, budgets, bytes per state element, model FLOPs) and
+// spec/optimizer_pipeline_shape.h; tests/unit/sizing checks the bytes against built sessions:
 //  - budgets resolved as the engine resolves them: zero.max_live_bytes (0: min(max(offloaded
 //    params, 2x largest), max(4x largest, 256 MiB))), zero.prefetch_bytes (0 with NVMe params: 2x
 //    max_live), and with the optimizer on NVMe the three pipeline sets sized from what the host
@@ -13,9 +15,9 @@
 //    parameters up to max_live_bytes, the fp32 gradients of one block (or of the largest parameter)
 //    with their rounded copies on their way down, and fp32 views of one block's half-precision
 //    parameters (fp32 compute over bf16/fp16 storage);
-//  - host memory: host-resident states, the new-parameter staging, the optimizer pipeline and the
-//    NVMe read staging (up to prefetch_bytes); NVMe: parameters and 12 bytes per element of
-//    optimizer states;
+//  - host memory: offloaded activation checkpoints, host-resident states, the new-parameter
+//    staging, the optimizer pipeline and the NVMe read staging (up to prefetch_bytes); NVMe:
+//    parameters and 12 bytes per element of optimizer states (only when the optimizer is on NVMe);
 //  - traffic per step: each offloaded parameter crosses host->device once for the forward pass and
 //    once for the backward pass (the recompute reuses the backward's copy), less what is still live
 //    at the turn (max_live_bytes); gradients cross device->host once; NVMe optimizer states are read
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "libengine/spec/scenario.h"
+#include "libengine/spec/sizing/model_flops.h"
 #include "planner/schedule_model.h"
 
 namespace zinf::planner {
@@ -65,7 +68,13 @@ struct EngineHardware {
 struct MemoryItem {
   std::string what;
   double bytes = 0;
+  // Taken as the steps run, up to a budget (gathered parameters, gradient buffers, NVMe read
+  // staging); false: allocated when the engine is built.
+  bool transient = false;
 };
+
+// Bytes of the items allocated when the engine is built (what its tiers hold before step 1).
+double setup_bytes(const std::vector<MemoryItem>& items);
 
 struct EnginePrediction {
   ScheduledStep step;  // forward / backward / optimizer phases and the step
@@ -100,16 +109,11 @@ std::vector<std::int64_t> parameter_numels(const spec::ModelShape& shape);
 // Parameter elements of one block.
 double block_elements(const spec::ModelShape& shape);
 
-// Bytes of the model's activation buffers on the device (gpt.cpp's layout).
+// Bytes of the model's activation buffers on the device (spec/sizing/activation_layout.h).
 double model_activation_bytes(const spec::Scenario& scenario, std::size_t compute_dtype_bytes);
 
-// FLOPs (2 per multiply-accumulate) of one forward pass: per block (its four matmuls and causal
-// attention) and of the head.
-struct ForwardFlops {
-  double block = 0;      // its matmuls and attention
-  double attention = 0;  // of block: QKᵀ and PV
-  double head = 0;
-};
+// FLOPs (2 per multiply-accumulate) of one forward pass (spec/sizing/model_flops.h).
+using ForwardFlops = sizing::ForwardFlops;
 ForwardFlops scenario_forward_flops(const spec::Scenario& scenario);
 
 // FLOPs of one step: 3x the forward's (forward, backward = 2x), plus with activation checkpointing

@@ -12,6 +12,7 @@
 #include "apps/zinf/rank_spawner.h"
 #include "libengine/spec/json_input.h"
 #include "planner/planner.h"
+#include "planner/scenario_plan.h"
 #include "probes/latency_stats.h"
 
 namespace zinf::cli {
@@ -94,28 +95,13 @@ json scaling_row(const ScalingPoint& point, const json& record) {
 }
 
 json planned_row(const spec::Scenario& scenario, const ScalingPoint& point, const planner::HardwareProfile& hardware) {
-  planner::PlanInput input;
-  input.shape = scenario.shape;
-  input.model_source = "scenario";
-  input.training.seq = scenario.seq;
-  input.training.micro_batch = point.global_batch / point.ranks;
-  input.training.precision = scenario.precision;
-  input.training.accounting =
-      scenario.precision == DType::kF32 ? spec::StateAccounting::kFp32 : spec::StateAccounting::kPaper;
-  input.training.tiling = scenario.tiling;
-  input.hardware = hardware;
+  // The point's global batch split over its ranks, planned as `zinf plan --scenario` plans it
+  // (planner/scenario_plan.h), on one node with one device per rank.
+  spec::Scenario at_point = scenario;
+  at_point.batch = point.global_batch;
+  planner::PlanInput input = planner::plan_input_for(at_point, hardware, point.ranks);
   input.hardware.nodes = 1;
-  input.hardware.node.gpus = point.ranks;  // one device per rank on this node
-  const spec::ZeroConfig& zero = scenario.zero;
-  const bool nvme_optimizer = zero.optimizer == spec::Tier::kNvme;
-  input.strategy = zero.stage == 0  ? planner::Strategy::kDataParallel
-                   : zero.stage < 3 ? planner::Strategy::kDeepSpeedStage12
-                   : nvme_optimizer ? planner::Strategy::kDeepSpeedStage3NvmeOptimizer
-                                    : planner::Strategy::kDeepSpeedStage3;
-  const spec::StatePlacement placement = zero.placement();
-  for (const spec::StateKind kind : spec::kAllStateKinds) {
-    input.pinned[static_cast<std::size_t>(kind)] = placement[kind];
-  }
+  input.hardware.node.gpus = point.ranks;
   const Result<planner::Plan> plan = planner::make_plan(input);
   if (!plan.is_ok()) return {{"infeasible", plan.status().message()}};
   if (!plan->feasible) return {{"infeasible", plan->bottleneck}};

@@ -2,9 +2,7 @@
 
 namespace zinf::model {
 
-std::int64_t Attention::qkv_width(const spec::ModelShape& shape) {
-  return (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
-}
+std::int64_t Attention::qkv_width(const spec::ModelShape& shape) { return sizing::qkv_width(shape); }
 
 Attention::Attention(ParamTable& table, const std::string& prefix, const spec::ModelShape& shape, std::int32_t group,
                      float proj_init_std)

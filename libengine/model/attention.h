@@ -18,6 +18,7 @@
 #include "libengine/model/param_source.h"
 #include "libengine/model/param_table.h"
 #include "libengine/spec/model_shape.h"
+#include "libengine/spec/sizing/activation_layout.h"
 
 namespace zinf::model {
 
@@ -36,7 +37,7 @@ class Attention {
 
   // Width of the q|k|v projection's output, (NH + 2 NKV) hd, and of the attention core's, NH hd.
   static std::int64_t qkv_width(const spec::ModelShape& shape);
-  static std::int64_t core_width(const spec::ModelShape& shape) { return shape.heads * shape.head_dim; }
+  static std::int64_t core_width(const spec::ModelShape& shape) { return sizing::core_width(shape); }
 
   // out [B,T,C] = proj(attention(rope(qkv(inp)))); saves qkv [B,T,qkv_width] (after the rotation),
   // attn [B,T,NH hd] (the attention core's output, proj's input) and lse [B,NH,T].

@@ -29,36 +29,27 @@ Block::Block(ParamTable& table, std::int64_t index, const spec::ModelShape& shap
 
 BlockActivations Block::carve_activations(TensorCarver& carver, const spec::ModelShape& shape, std::int64_t batch,
                                           std::int64_t seq) {
-  const std::int64_t b = batch, t = seq, c = shape.hidden, f = shape.ffn_hidden, r = batch * seq;
-  const bool layer_norm = shape.norm == spec::NormKind::kLayerNorm;
+  // The layout is the sizing module's, so what the planner counts is what is carved here.
+  const sizing::BlockActivationLayout l = sizing::block_activation_layout(shape, batch, seq);
   BlockActivations a;
-  a.ln1_out = carver.take({b, t, c});
-  if (layer_norm) a.ln1_mean = carver.take_f32({r});
-  a.ln1_rstd = carver.take_f32({r});
-  a.qkv = carver.take({b, t, Attention::qkv_width(shape)});
-  a.attn = carver.take({b, t, Attention::core_width(shape)});
-  a.lse = carver.take_f32({b, shape.heads, t});
-  a.mid = carver.take({b, t, c});
-  a.ln2_out = carver.take({b, t, c});
-  if (layer_norm) a.ln2_mean = carver.take_f32({r});
-  a.ln2_rstd = carver.take_f32({r});
-  a.fc = carver.take({b, t, f});
-  if (shape.mlp == spec::MlpKind::kGated) a.gate = carver.take({b, t, f});
-  a.act = carver.take({b, t, f});
+  for (auto [tensor, layout] :
+       {std::pair{&a.ln1_out, &l.ln1_out}, std::pair{&a.ln1_mean, &l.ln1_mean}, std::pair{&a.ln1_rstd, &l.ln1_rstd},
+        std::pair{&a.qkv, &l.qkv}, std::pair{&a.attn, &l.attn}, std::pair{&a.lse, &l.lse}, std::pair{&a.mid, &l.mid},
+        std::pair{&a.ln2_out, &l.ln2_out}, std::pair{&a.ln2_mean, &l.ln2_mean}, std::pair{&a.ln2_rstd, &l.ln2_rstd},
+        std::pair{&a.fc, &l.fc}, std::pair{&a.gate, &l.gate}, std::pair{&a.act, &l.act}}) {
+    *tensor = carver.take_layout(*layout);
+  }
   return a;
 }
 
 BlockScratch Block::carve_scratch(TensorCarver& carver, const spec::ModelShape& shape, std::int64_t batch,
                                   std::int64_t seq) {
-  const std::int64_t c = shape.hidden, f = shape.ffn_hidden, r = batch * seq;
+  const sizing::BlockScratchLayout l = sizing::block_scratch_layout(shape, batch, seq);
   BlockScratch s;
-  s.dln = carver.take({batch, seq, c});
-  s.dwide = carver.take({r * std::max(Attention::qkv_width(shape), f)});
-  s.dmid = carver.take({r * std::max(Attention::core_width(shape), f)});
-  if (shape.mlp == spec::MlpKind::kGated) s.dgate = carver.take({batch, seq, f});
-  if (shape.kv_heads != shape.heads) {
-    s.attention.full = carver.take({batch, seq, 3 * Attention::core_width(shape)});
-    s.attention.dfull = carver.take({batch, seq, 3 * Attention::core_width(shape)});
+  for (auto [tensor, layout] : {std::pair{&s.dln, &l.dln}, std::pair{&s.dwide, &l.dwide}, std::pair{&s.dmid, &l.dmid},
+                                std::pair{&s.dgate, &l.dgate}, std::pair{&s.attention.full, &l.full},
+                                std::pair{&s.attention.dfull, &l.dfull}}) {
+    *tensor = carver.take_layout(*layout);
   }
   return s;
 }

@@ -26,6 +26,7 @@
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
 #include "libengine/device/device.h"
+#include "libengine/spec/sizing/activation_layout.h"
 #include "libengine/tensor/tensor.h"
 
 namespace zinf::model {
@@ -43,7 +44,7 @@ class CheckpointStore {
  public:
   // Device slots of the ring when offloaded: the slot being written, the one being read and one
   // whose copy is in flight, so every copy has a whole block's compute to hide behind.
-  static constexpr std::int64_t kDeviceSlots = 3;
+  static constexpr std::int64_t kDeviceSlots = sizing::kCheckpointDeviceSlots;
 
   // `count` checkpoints of `shape` in `dtype`. offload == false: all on the device (one buffer named
   // "block inputs"). offload == true: the ring on the device and count - K host slots. OutOfMemory

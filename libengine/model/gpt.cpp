@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 
 #include "kernels/rope.h"
+#include "libengine/core/check.h"
+#include "libengine/spec/sizing/activation_layout.h"
+#include "libengine/spec/sizing/model_flops.h"
 
 namespace zinf::model {
 namespace {
@@ -154,6 +157,11 @@ Status Gpt::allocate() {
   }));
   scratch_.attention.rope_cos = rotary.rope_cos;
   scratch_.attention.rope_sin = rotary.rope_sin;
+  // The planner and the scenario checks count these bytes from the sizing module's layout.
+  sizing::ActivationRun run{b, t, config_.activation_checkpointing, config_.offload_checkpoints,
+                            dtype_size_bytes(config_.compute_dtype)};
+  ZINF_CHECK(activation_bytes_ == sizing::activation_bytes(s, run).device_total(),
+             "Gpt: the activation buffers differ from spec/sizing/activation_layout.h");
   return Status::ok();
 }
 
@@ -272,19 +280,6 @@ Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::
   return loss;
 }
 
-double Gpt::flops_per_step() const {
-  const spec::ModelShape& s = config_.shape;
-  const double b = static_cast<double>(config_.batch), t = static_cast<double>(config_.seq);
-  const double c = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn_hidden);
-  const double v = static_cast<double>(s.vocab), l = static_cast<double>(s.layers);
-  const double q = static_cast<double>(Attention::qkv_width(s)), a = static_cast<double>(Attention::core_width(s));
-  const double mlp_matrices = s.mlp == spec::MlpKind::kGated ? 3.0 : 2.0;
-  // Multiply-accumulates per token of the forward pass: the q|k|v projection C·Q, the attention
-  // output projection A·C, the MLP's two or three C·F matrices, per layer; the head V·C.
-  const double matmul_macs = b * t * (l * (c * q + a * c + mlp_matrices * c * f) + v * c);
-  // QKᵀ and PV: B·NH·T²·hd MACs each = B·T²·A, halved by the causal mask, two of them.
-  const double attention_macs = l * b * t * t * a;
-  return 3.0 * 2.0 * (matmul_macs + attention_macs);
-}
+double Gpt::flops_per_step() const { return sizing::model_flops_per_step(config_.shape, config_.batch, config_.seq); }
 
 }  // namespace zinf::model

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "libengine/core/dtype.h"
+#include "libengine/spec/sizing/activation_layout.h"
 #include "libengine/tensor/tensor.h"
 
 namespace zinf::model {
@@ -23,6 +24,15 @@ class TensorCarver {
 
   Tensor take(Shape shape) { return take_as(shape, dtype_); }
   Tensor take_f32(Shape shape) { return take_as(shape, DType::kF32); }
+  // A tensor of the activation layout (spec/sizing/activation_layout.h), in its dtype; an empty
+  // Tensor (nothing carved) when the layout has none.
+  Tensor take_layout(const sizing::ActivationTensor& t) {
+    if (!t.present()) return Tensor();
+    const Shape shape = t.rank == 1   ? Shape{t.dims[0]}
+                        : t.rank == 2 ? Shape{t.dims[0], t.dims[1]}
+                                      : Shape{t.dims[0], t.dims[1], t.dims[2]};
+    return take_as(shape, t.fp32 ? DType::kF32 : dtype_);
+  }
 
   std::uint64_t bytes() const { return used_bytes_; }
 

@@ -187,10 +187,10 @@ nlohmann::json to_json(const Scenario& scenario);
 
 // Device bytes the smallest unit of work needs: one transformer layer's model states that live on
 // the device (params + grads + fp32 master + Adam m, v: 16 B/param in every precision when all are
-// there; only the kinds zero places on the device otherwise) plus one block's saved
-// activations for B×T tokens in fp32: per token 18·C values (ln1, qkv 3C, attention out, attention
-// projection, residual, ln2, MLP 4C before and 4C after GELU, MLP projection, residual) + NH
-// (attention log-sum-exp) + 4 (layer-norm mean and rstd). parse_scenario refuses a device_memory
+// there; only the kinds zero places on the device otherwise) plus one block's activations and
+// backward scratch for B×T tokens as the model carves them (spec/sizing/activation_layout.h: every
+// decoder option, fp32 on the CPU backend, the storage precision on a GPU; GPT-2's shape: 24·C
+// values, 4 norm statistics and NH log-sum-exps per token). parse_scenario refuses a device_memory
 // below this. Precondition: `scenario` came from parse_scenario (validated shape).
 struct OneLayerDeviceBytes {
   std::uint64_t model_states = 0;

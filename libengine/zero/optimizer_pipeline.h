@@ -73,7 +73,7 @@ class OptimizerPipeline {
   OptimizerPipeline& operator=(const OptimizerPipeline&) = delete;
 
   // The NVMe bytes of the sub-groups' states ([master | m | v] fp32), and of the largest sub-group.
-  // 0 on the device tier.
+  // 0 unless the states live on NVMe (on the cpu tier they stay in host memory).
   std::uint64_t planned_nvme_bytes() const;
   std::uint64_t largest_nvme_transfer_bytes() const;
   // Declares to `nvme` the host buffers its transfers name every step (the pipeline sets, the new

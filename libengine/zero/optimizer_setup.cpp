@@ -9,15 +9,11 @@
 
 #include "libengine/core/check.h"
 #include "libengine/core/units.h"
+#include "libengine/spec/sizing/engine_budgets.h"
 #include "libengine/zero/optimizer_pipeline.h"
 
 namespace zinf::zero {
 namespace {
-
-constexpr std::uint64_t kMiB = 1ull << 20;
-// Host memory the pipeline leaves for what else the engine allocates on the host tier later
-// (checkpoint and staging buffers): a sixteenth of the budget, at most 64 MiB.
-std::uint64_t host_slack_bytes(std::uint64_t capacity) { return std::min<std::uint64_t>(64 * kMiB, capacity / 16); }
 
 std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
 
@@ -76,13 +72,10 @@ Status OptimizerPipeline::allocate() {
     slices.push_back(partition_[id].slice_numel);
     largest_slice = std::max(largest_slice, partition_[id].slice_numel);
   }
-  spec::OptimizerPipelineInput input{slices, zero_.optimizer, mixed() ? half : 0};
-  input.sub_group_size = zero_.sub_group_size;
   const memory::TierUsage host = device_.host_memory().usage();
-  const std::uint64_t slack = host_slack_bytes(host.capacity_bytes);
-  const std::uint64_t reserved = host.current_bytes + zero_.prefetch_bytes + slack;
-  input.budgeted = host.capacity_bytes > 0;
-  input.host_left_bytes = host.capacity_bytes > reserved ? host.capacity_bytes - reserved : 0;
+  const std::uint64_t slack = sizing::host_slack_bytes(host.capacity_bytes);
+  const spec::OptimizerPipelineInput input =
+      sizing::optimizer_pipeline_input(slices, zero_, precision_, host.capacity_bytes, host.current_bytes);
   const spec::OptimizerPipelineShape shape = spec::shape_optimizer_pipeline(input);
   if (!shape.fits()) {
     return Status::invalid_argument(fmt::format(
@@ -104,8 +97,10 @@ Status OptimizerPipeline::allocate() {
     for (std::size_t i = 0; i < count; ++i) group_order_.push_back((start + i) % count);
     sets_.resize(shape.buffers);
     for (PipelineSet& set : sets_) {
-      ZINF_ASSIGN_OR_RETURN(set.states, allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * 12,
-                                                             "optimizer pipeline buffer (master, m, v)"));
+      ZINF_ASSIGN_OR_RETURN(
+          set.states,
+          allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * sizing::kNvmeOptimizerBytesPerElement,
+                               "optimizer pipeline buffer (master, m, v)"));
       if (mixed()) {
         ZINF_ASSIGN_OR_RETURN(set.params_out,
                               allocate_host_buffer(device_, static_cast<std::size_t>(shape.widest) * half,
@@ -127,17 +122,18 @@ Status OptimizerPipeline::allocate() {
   return Status::ok();
 }
 
-// Every sub-group's [master | m | v] bytes: with the optimizer on the cpu tier (parameters on NVMe)
-// these count too, as they did before the pipeline had a class of its own (an over-estimate of the
-// NVMe store's plan there, kept so the store is sized as before).
+// Every sub-group's [master | m | v] bytes when the states live on NVMe. With the optimizer on the
+// cpu tier (parameters on NVMe) the states stay in host memory: nothing of theirs is on NVMe.
 std::uint64_t OptimizerPipeline::planned_nvme_bytes() const {
   std::uint64_t bytes = 0;
+  if (!states_on_nvme()) return 0;
   for (const SubGroup& g : groups_) bytes += static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 12;
   return bytes;
 }
 
 std::uint64_t OptimizerPipeline::largest_nvme_transfer_bytes() const {
   std::uint64_t largest = 0;
+  if (!states_on_nvme()) return 0;
   for (const SubGroup& g : groups_) {
     largest = std::max<std::uint64_t>(largest, static_cast<std::uint64_t>(g.flat_end - g.flat_begin) * 12);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "libengine/core/check.h"
+#include "libengine/spec/sizing/engine_budgets.h"
 
 namespace zinf::zero {
 
@@ -12,8 +13,7 @@ Partition::Partition(const model::ParamTable& table, int world_size, int rank) :
   for (const model::ParamInfo& info : table.params()) {
     ParamSlice slice;
     slice.numel = info.numel;
-    const std::int64_t share = (info.numel + world_size - 1) / world_size;
-    slice.slice_numel = (share + kSliceAlignElements - 1) / kSliceAlignElements * kSliceAlignElements;
+    slice.slice_numel = sizing::padded_slice(info.numel, world_size);
     slice.begin = std::min(info.numel, static_cast<std::int64_t>(rank) * slice.slice_numel);
     slice.owned = std::min(info.numel, slice.begin + slice.slice_numel) - slice.begin;
     slice.flat_offset = flat_numel_;

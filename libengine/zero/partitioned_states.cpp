@@ -9,12 +9,10 @@
 #include "libengine/core/check.h"
 #include "libengine/core/units.h"
 #include "libengine/memory/aligned_buffer.h"
-#include "libengine/spec/optimizer_pipeline_shape.h"
+#include "libengine/spec/sizing/engine_budgets.h"
 
 namespace zinf::zero {
 namespace {
-
-constexpr std::uint64_t kMiB = 1ull << 20;
 
 std::string bytes_text(std::uint64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
 
@@ -76,31 +74,13 @@ Status PartitionedStates::plan_and_allocate() {
   // Where each kind of state lives (state_store.h). Made first: the budgets below depend on them.
   ZINF_ASSIGN_OR_RETURN(params_, make_store(zero_.params, precision_, storage_name + " params"));
 
-  std::uint64_t largest_storage = 0;
-  std::uint64_t offloaded_storage = 0;
-  std::int64_t largest_slice = 0;
-  // Gathered parameters are whole (every rank's padded slice): the live budget is derived from
-  // those sizes, the same on every rank.
-  for (model::ParamId id = 0; id < table_.size(); ++id) {
-    const std::uint64_t whole = static_cast<std::uint64_t>(partition_[id].slice_numel) * partition_.world_size() * half;
-    largest_storage = std::max<std::uint64_t>(largest_storage, whole);
-    largest_slice = std::max(largest_slice, partition_[id].slice_numel);
-    if (table_[id].numel > zero_.persistence_threshold) offloaded_storage += whole;
-  }
-  // fp32 gradient buffers and views hold the whole parameter (every rank's slice).
-  const std::uint64_t largest_fp32 = static_cast<std::uint64_t>(largest_slice) * partition_.world_size() * 4;
-  if (!params_->on_device() && zero_.max_live_bytes == 0) {
-    zero_.max_live_bytes = std::min(std::max(offloaded_storage, 2 * largest_storage),
-                                    std::max<std::uint64_t>(4 * largest_storage, 256 * kMiB));
-  }
-  // Cannot wrap: a given max_live_bytes is at most spec::kMaxZeroBudgetBytes (2^60), a derived one
-  // at most 4 x the largest parameter.
-  if (params_->on_nvme() && zero_.prefetch_bytes == 0) zero_.prefetch_bytes = 2 * zero_.max_live_bytes;
-  // Gradient buckets across ranks: a few MiB per collective (many small parameters share one call),
-  // and at least the largest whole gradient (a bucket holds one parameter at least).
-  if (zero_.reduce_bucket_bytes == 0) {
-    zero_.reduce_bucket_bytes = std::max<std::uint64_t>(4 * kMiB, largest_fp32);
-  }
+  // The budgets (spec/sizing/engine_budgets.h, the planner's rule too), over whole parameters
+  // (every rank's padded slice): the same on every rank.
+  std::vector<std::int64_t> numels;
+  for (model::ParamId id = 0; id < table_.size(); ++id) numels.push_back(table_[id].numel);
+  const sizing::ParamSizes sizes =
+      sizing::param_sizes(numels, zero_.persistence_threshold, half, partition_.world_size());
+  zero_ = sizing::resolve_budgets(zero_, sizes);
 
   ZINF_ASSIGN_OR_RETURN(grads_, make_store(zero_.grads, precision_, storage_name + " grads"));
   // The optimizer states, their sub-groups and pipeline buffers, sized by what the host budget has
@@ -113,7 +93,7 @@ Status PartitionedStates::plan_and_allocate() {
     nvme.paths = zero_.nvme_paths;
     std::uint64_t largest_transfer = 0;
     nvme.planned_bytes = params_->planned_nvme_bytes();
-    if (nvme.planned_bytes > 0) largest_transfer = largest_storage;
+    if (nvme.planned_bytes > 0) largest_transfer = sizes.largest_storage;
     nvme.planned_bytes += optimizer_->planned_nvme_bytes();
     largest_transfer = std::max(largest_transfer, optimizer_->largest_nvme_transfer_bytes());
     nvme.largest_transfer_bytes = largest_transfer;
@@ -153,9 +133,8 @@ Status PartitionedStates::plan_and_allocate() {
   // buffers and compute-precision views of the largest parameter. Refused now, not at step 1.
   const memory::TierUsage dev = device_.memory().usage();
   if (dev.capacity_bytes > 0) {
-    // Gathering, a bucket's gradients and their packed copy (the bucket may overrun its size by one gradient).
-    const std::uint64_t buckets = gathering() ? 2 * (zero_.reduce_bucket_bytes + largest_fp32) : 0;
-    const std::uint64_t transient = (params_->on_device() ? 0 : zero_.max_live_bytes) + 3 * largest_fp32 + buckets;
+    const sizing::TransientDeviceBytes need = sizing::transient_device_bytes(zero_, sizes, gathering());
+    const std::uint64_t transient = need.total();
     const std::uint64_t left = dev.capacity_bytes > dev.current_bytes ? dev.capacity_bytes - dev.current_bytes : 0;
     if (left < transient) {
       return Status::invalid_argument(fmt::format(
@@ -164,8 +143,8 @@ Status PartitionedStates::plan_and_allocate() {
           "view buffers of the largest parameter, {} of gradient buckets, zero.reduce_bucket_bytes); raise "
           "device_memory to at least {} or lower zero.max_live_bytes",
           bytes_text(dev.capacity_bytes), bytes_text(left), bytes_text(dev.current_bytes), bytes_text(transient),
-          bytes_text(params_->on_device() ? 0 : zero_.max_live_bytes), bytes_text(3 * largest_fp32),
-          bytes_text(buckets), bytes_text(dev.current_bytes + transient)));
+          bytes_text(need.gathered), bytes_text(need.fp32_buffers), bytes_text(need.buckets),
+          bytes_text(dev.current_bytes + transient)));
     }
   }
   reducer_ = std::make_unique<GradientReducer>(table_, partition_, device_, *grads_, comm_, zero_, precision_);
