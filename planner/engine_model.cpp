@@ -95,10 +95,10 @@ double model_activation_bytes(const spec::Scenario& scenario, std::size_t comput
                             ? 2 * aligned(t * static_cast<double>(spec::rotary_dim(s) / 2) * 4) + aligned(t * c * e)
                             : 0.0;
   const double logits = aligned(r * v * e);
-  // dres, dln, dwide, dmid, (dgate,) (the grouped-query expansion and its gradient).
+  // dres, dln, dwide, dmid, (dgate,). Grouped K/V heads need no expanded copy: the CPU attention
+  // kernel reads the packed q|k|v rows (the CUDA ops expand into their own kernel scratch).
   const double workspace = aligned(r * c * e) + aligned(r * c * e) + aligned(r * std::max(q, f) * e) +
-                           aligned(r * std::max(a, f) * e) + (gated ? aligned(r * f * e) : 0.0) +
-                           (s.kv_heads != s.heads ? 2 * aligned(r * 3 * a * e) : 0.0);
+                           aligned(r * std::max(a, f) * e) + (gated ? aligned(r * f * e) : 0.0);
   return ids + inputs + kept * block + final_norm + rotary + logits + workspace;
 }
 

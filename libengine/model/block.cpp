@@ -56,10 +56,6 @@ BlockScratch Block::carve_scratch(TensorCarver& carver, const spec::ModelShape& 
   s.dwide = carver.take({r * std::max(Attention::qkv_width(shape), f)});
   s.dmid = carver.take({r * std::max(Attention::core_width(shape), f)});
   if (shape.mlp == spec::MlpKind::kGated) s.dgate = carver.take({batch, seq, f});
-  if (shape.kv_heads != shape.heads) {
-    s.attention.full = carver.take({batch, seq, 3 * Attention::core_width(shape)});
-    s.attention.dfull = carver.take({batch, seq, 3 * Attention::core_width(shape)});
-  }
   return s;
 }
 
