@@ -1,15 +1,19 @@
 // Causal multi-head self-attention (GPT-2's attention core, after the fused QKV projection and
-// before the output projection), forward and backward, on raw fp32 arrays. CPU variants, and the CUDA ones at the end.
+// before the output projection), with grouped K/V heads (GQA/MQA) on the CPU, forward and
+// backward, on raw fp32 arrays. CPU variants, and the CUDA ones at the end.
 // Memory-efficient and blocked like flash attention: per (batch, head) the sequence is cut into
 // blocks of 64 query rows and 64 keys; the forward pass keeps an online softmax per query row over
 // the key blocks and saves only its log-sum-exp, and the backward pass recomputes the probabilities
 // of each (query block, key block) tile from q, k and that statistic. No [T,T] matrix is ever
 // stored: scratch is O(T * hs) per thread. Blocks wholly above the diagonal are skipped.
 //
-// Dimension legend: B batch, T sequence, C channels, NH heads, hs = C / NH head size.
+// Dimension legend: B batch, T sequence, C channels, NH heads, hs = C / NH head size, NKV key/value
+// heads (CPU; NH a multiple of NKV, G = NH / NKV query heads per K/V head), W = (NH + 2 NKV) hs.
 //
-// Layout (llm.c's): qkv[b, t, 0:C] is q, qkv[b, t, C:2C] is k, qkv[b, t, 2C:3C] is v; head h owns
-// columns h*hs .. h*hs + hs - 1 of each of the three, and of out.
+// Layout (CPU): qkv[b, t, :] is the fused projection's packed row of W floats: q heads (NH hs),
+// then k heads (NKV hs), then v heads (NKV hs). Query head h owns columns h*hs .. h*hs + hs - 1 of
+// q and of out, and reads K/V head g = h / G (HF transformers' repeat_kv). NKV = NH is llm.c's
+// [q | k | v] layout with W = 3C. The CUDA functions take NKV = NH only (W = 3C).
 // Forward, per (b, h) and query position t, with scale = 1/sqrt(hs):
 //   s[t, t'] = scale * dot(q[t], k[t'])            for t' <= t (causal: later keys are masked out)
 //   lse[t]   = log(sum_{t' <= t} exp(s[t, t']))
@@ -21,12 +25,17 @@
 //   dq[t]  += scale * sum_{t'} dS[t, t'] * k[t']
 //   dk[t'] += scale * sum_{t} dS[t, t'] * q[t]
 //   dv[t'] += sum_{t} P[t, t'] * dout[t]
-// dqkv is accumulated (+=): callers zero it first when they want plain values.
+// With groups, K/V head g's dk and dv are first computed per query head of its group and then
+// summed in fp32 head by head in increasing order (the order of gqa_reduce in kernels/gqa.h, so the
+// bits equal those of expanding K/V, attending and reducing). dqkv is accumulated (+=): callers
+// zero it first when they want plain values.
 //
 // Threads (`num_threads`; 0 means omp_get_max_threads()): the forward pass splits (pair, query
 // block) items into contiguous runs of equal estimated cost, one per OpenMP thread; the backward
-// pass gives each thread whole (batch, head) pairs, or, when there are too few pairs to keep the
-// threads busy, (pair, key block) items for dk/dv and (pair, query block) items for dq. Small
+// pass gives each thread whole (batch, K/V head) pairs with their group, or, when there are too few
+// to keep the threads busy, (K/V pair, key block) items for dk/dv and (pair, query block) items for
+// dq. A thread packs (transposes) a K/V head's keys and values once and reuses them for every query
+// head of its group that it runs. Small
 // problems run on the calling thread. No two threads write the same element.
 // Determinism: every output element is computed by the same fp32 operations in the same order
 // whatever the thread count and whichever variant (scalar, AVX2, AVX-512) runs: sums over keys or
@@ -35,8 +44,9 @@
 // depend on the ISA. So results are bit-identical run to run, for any thread count and on every
 // ISA (an input containing NaN or inf gives non-finite results whose bits are not pinned down).
 //
-// Preconditions (not checked): B*T*3C elements behind qkv/dqkv, B*T*C behind out/dout, B*NH*T
-// behind lse; outputs overlap no input; T >= 1, NH >= 1, C a positive multiple of NH.
+// Preconditions (not checked): B*T*W elements behind qkv/dqkv, B*T*C behind out/dout, B*NH*T
+// behind lse; outputs overlap no input; T >= 1, NH >= 1, C a positive multiple of NH, NKV >= 1 and
+// NH a multiple of NKV.
 #pragma once
 
 #include <cstddef>
@@ -48,24 +58,26 @@
 namespace zinf::kernels::cpu {
 
 // lse may be nullptr (inference: nothing saved).
-void attention_forward(float* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const float* qkv /*[B,T,3C]*/,
-                       std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
+void attention_forward(float* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const float* qkv /*[B,T,W]*/, std::size_t batch,
+                       std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
                        int num_threads = 0);
 
 // out and lse are the ones the forward pass produced for this `qkv`.
-void attention_backward(float* dqkv /*[B,T,3C]*/, const float* dout /*[B,T,C]*/, const float* qkv /*[B,T,3C]*/,
+void attention_backward(float* dqkv /*[B,T,W]*/, const float* dout /*[B,T,C]*/, const float* qkv /*[B,T,W]*/,
                         const float* out /*[B,T,C]*/, const float* lse /*[B,NH,T]*/, std::size_t batch,
-                        std::size_t seq_len, std::size_t channels, std::size_t heads, int num_threads = 0);
+                        std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
+                        int num_threads = 0);
 
 // One instruction-set variant on purpose, for tests and benchmarks; the functions above call these
 // with best_isa(). Precondition: isa_supported(isa). Every variant gives the same bits.
 // Thread-safe: concurrent calls share nothing but read-only inputs (each thread's scratch is its own).
-void attention_forward(Isa isa, float* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const float* qkv /*[B,T,3C]*/,
+void attention_forward(Isa isa, float* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const float* qkv /*[B,T,W]*/,
                        std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
-                       int num_threads);
-void attention_backward(Isa isa, float* dqkv /*[B,T,3C]*/, const float* dout /*[B,T,C]*/, const float* qkv /*[B,T,3C]*/,
+                       std::size_t kv_heads, int num_threads);
+void attention_backward(Isa isa, float* dqkv /*[B,T,W]*/, const float* dout /*[B,T,C]*/, const float* qkv /*[B,T,W]*/,
                         const float* out /*[B,T,C]*/, const float* lse /*[B,NH,T]*/, std::size_t batch,
-                        std::size_t seq_len, std::size_t channels, std::size_t heads, int num_threads);
+                        std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
+                        int num_threads);
 
 }  // namespace zinf::kernels::cpu
 

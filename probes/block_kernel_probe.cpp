@@ -8,7 +8,6 @@
 
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
-#include "kernels/gqa.h"
 #include "kernels/layernorm.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
@@ -34,14 +33,13 @@ BlockKernelSeconds probe_block_kernels(const spec::Scenario& scenario) {
   const auto heads = static_cast<std::size_t>(s.heads), kv_heads = static_cast<std::size_t>(s.kv_heads);
   const auto hd = static_cast<std::size_t>(s.head_dim), a = heads * hd;
   const bool rms = s.norm == spec::NormKind::kRmsNorm, gated = s.mlp == spec::MlpKind::kGated;
-  const bool rotary = s.position == spec::PositionKind::kRotary, grouped = kv_heads != heads;
+  const bool rotary = s.position == spec::PositionKind::kRotary;
   const std::size_t r = b * t, packed = (heads + 2 * kv_heads) * hd;
   const auto rd = static_cast<std::size_t>(rotary ? spec::rotary_dim(s) : 2);
   const k::RopeShape rope{b, t, packed, heads + kv_heads, hd, rd, 0};
-  const kernels::GqaShape gqa{r, heads, kv_heads, hd};
   // Values that keep every kernel on its ordinary path (no NaNs, no saturated GELU).
   std::vector<float> x(r * c, 0.1f), y(r * c, 0.2f), out(r * c), mean(r), rstd(r, 1.0f), weight(c, 1.0f), bias(c);
-  std::vector<float> dweight(c), dbias(c), qkv(r * 3 * a, 0.01f), dqkv(r * 3 * a), lse(b * heads * t);
+  std::vector<float> dweight(c), dbias(c), dqkv(r * packed), lse(b * heads * t);
   std::vector<float> attn(r * a), dattn(r * a, 0.2f), qkv_packed(r * packed, 0.01f), cos(t * rd / 2, 1.0f),
       sin(t * rd / 2);
   std::vector<float> wide(r * f, 0.1f), wide2(gated ? r * f : 0, 0.1f), dwide(r * f), dwide2(wide2.size()),
@@ -68,8 +66,7 @@ BlockKernelSeconds probe_block_kernels(const spec::Scenario& scenario) {
       k::residual_forward(out.data(), out.data(), y.data(), r * c);
     }
     if (rotary) k::rope_forward(qkv_packed.data(), qkv_packed.data(), cos.data(), sin.data(), rope);
-    if (grouped) k::gqa_expand(qkv.data(), qkv_packed.data(), gqa);
-    k::attention_forward(attn.data(), lse.data(), qkv.data(), b, t, a, heads);
+    k::attention_forward(attn.data(), lse.data(), qkv_packed.data(), b, t, a, heads, kv_heads);
     if (gated) {
       k::swiglu_forward(wide_out.data(), wide.data(), wide2.data(), r * f);
     } else {
@@ -81,10 +78,9 @@ BlockKernelSeconds probe_block_kernels(const spec::Scenario& scenario) {
       norm_backward();
       k::residual_backward(out.data(), x.data(), y.data(), r * c);
     }
-    if (grouped) k::gqa_expand(qkv.data(), qkv_packed.data(), gqa);
-    k::attention_backward(dqkv.data(), dattn.data(), qkv.data(), attn.data(), lse.data(), b, t, a, heads);
-    if (grouped) k::gqa_reduce(qkv_packed.data(), dqkv.data(), gqa);
-    if (rotary) k::rope_backward(qkv_packed.data(), qkv_packed.data(), cos.data(), sin.data(), rope);
+    k::attention_backward(dqkv.data(), dattn.data(), qkv_packed.data(), attn.data(), lse.data(), b, t, a, heads,
+                          kv_heads);
+    if (rotary) k::rope_backward(dqkv.data(), dqkv.data(), cos.data(), sin.data(), rope);
     if (gated) {
       k::swiglu_backward(dwide.data(), dwide2.data(), wide_out.data(), wide.data(), wide2.data(), r * f);
     } else {

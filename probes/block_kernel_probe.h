@@ -1,6 +1,6 @@
 // Block kernel probe: how long one transformer block's kernels other than its matmuls take on the
-// CPU, at the scenario's shapes — the two norms (LayerNorm or RMSNorm), the rotary embedding and
-// grouped-query expansion where the model has them, causal attention, the two residual adds and the
+// CPU, at the scenario's shapes — the two norms (LayerNorm or RMSNorm), the rotary embedding where
+// the model has it, causal attention (grouped K/V heads read in place), the two residual adds and the
 // GELU or SwiGLU, forward and backward. The run's plan (train_plan.h) adds them to the matmuls' FLOPs
 // at the measured matmul rate: for a small hidden size they are a third of the step
 // (scenarios/offload-*.json), for a large one a few percent.

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/zinf/output.h"
@@ -16,6 +18,7 @@
 #include "apps/zinf/schedule_fit.h"
 #include "kernels/threads.h"
 #include "libengine/core/units.h"
+#include "libengine/model/hf_names.h"
 #include "libengine/spec/scenario.h"
 #include "libengine/train/train_session.h"
 #include "planner/shape_rule.h"
@@ -55,6 +58,35 @@ class StepTimes final : public train::StepObserver {
 
  private:
   std::int64_t warmup_;
+};
+
+// A config.json for the PyTorch side, removed when the command ends (the file lives in the
+// system's temporary directory, named after the process so concurrent runs do not collide).
+class TempConfigFile {
+ public:
+  TempConfigFile() = default;
+  TempConfigFile(const TempConfigFile&) = delete;
+  TempConfigFile& operator=(const TempConfigFile&) = delete;
+  ~TempConfigFile() {
+    if (path_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  // Writes `config`; the path is then path().
+  Status write(const json& config) {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+    if (ec) return Status::io_error(fmt::format("bench train: no temporary directory: {}", ec.message()));
+    path_ = (dir / fmt::format("zinf-bench-train-{}-config.json", static_cast<long>(::getpid()))).string();
+    std::ofstream file(path_);
+    file << config.dump(2) << '\n';
+    if (!file.flush()) return Status::io_error(fmt::format("bench train: cannot write {}", path_));
+    return Status::ok();
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 struct SideResult {
@@ -154,24 +186,32 @@ class BenchTrainCommand final : public Subcommand {
   std::string python_;
   std::string torch_script_;
   OutputOptions output_;
+  TempConfigFile hf_config_;  // the scenario's config.json for a non-GPT-2 model (--torch)
 };
 
 Result<double> BenchTrainCommand::run_torch_once(const spec::Scenario& s, const std::string& python,
                                                  const std::string& script, SideResult& side, json& info) const {
-  const std::vector<std::string> argv{python,      script,
-                                      "--layers",  std::to_string(s.shape.layers),
-                                      "--hidden",  std::to_string(s.shape.hidden),
-                                      "--heads",   std::to_string(s.shape.heads),
-                                      "--vocab",   std::to_string(s.shape.vocab),
-                                      "--seq",     std::to_string(s.seq),
-                                      "--batch",   std::to_string(s.batch),
-                                      "--steps",   std::to_string(steps_),
-                                      "--warmup",  std::to_string(warmup_),
-                                      "--threads", std::to_string(kernels::cpu::compute_threads()),
-                                      "--seed",    std::to_string(s.seed),
-                                      "--lr",      fmt::format("{}", s.optimizer.lr),
-                                      "--device",  std::string(spec::device_kind_name(s.device)),
-                                      "--dtype",   std::string(dtype_name(s.precision))};
+  std::vector<std::string> argv{python,      script,
+                                "--layers",  std::to_string(s.shape.layers),
+                                "--hidden",  std::to_string(s.shape.hidden),
+                                "--heads",   std::to_string(s.shape.heads),
+                                "--vocab",   std::to_string(s.shape.vocab),
+                                "--seq",     std::to_string(s.seq),
+                                "--batch",   std::to_string(s.batch),
+                                "--steps",   std::to_string(steps_),
+                                "--warmup",  std::to_string(warmup_),
+                                "--threads", std::to_string(kernels::cpu::compute_threads()),
+                                "--seed",    std::to_string(s.seed),
+                                "--lr",      fmt::format("{}", s.optimizer.lr),
+                                "--device",  std::string(spec::device_kind_name(s.device)),
+                                "--dtype",   std::string(dtype_name(s.precision))};
+  const std::vector<std::string> adamw{
+      "--beta1", fmt::format("{}", s.optimizer.beta1), "--beta2",        fmt::format("{}", s.optimizer.beta2),
+      "--eps",   fmt::format("{}", s.optimizer.eps),   "--weight-decay", fmt::format("{}", s.optimizer.weight_decay)};
+  argv.insert(argv.end(), adamw.begin(), adamw.end());
+  if (!hf_config_.path().empty()) {
+    argv.insert(argv.end(), {"--hf-config", hf_config_.path(), "--attn", "sdpa"});
+  }
   ZINF_ASSIGN_OR_RETURN(const ProcessOutput out, run_process(argv));
   if (out.exit_status != 0) {
     std::string last = out.err;
@@ -184,7 +224,12 @@ Result<double> BenchTrainCommand::run_torch_once(const spec::Scenario& s, const 
     const std::size_t line_start = out.out.find('{');
     parsed = json::parse(out.out.substr(line_start == std::string::npos ? 0 : line_start));
     for (const json& ms : parsed.at("step_ms")) side.step_ms.push_back(ms.get<double>());
-    info = {{"torch_version", parsed.at("torch_version")}, {"threads", parsed.at("threads")}};
+    const json& config = parsed.at("config");
+    info = {{"torch_version", parsed.at("torch_version")},
+            {"threads", parsed.at("threads")},
+            {"model", config.value("model", std::string("TorchGPT"))},
+            {"attn_implementation", config.value("attn_implementation", json())},
+            {"params", config.at("params")}};
     return parsed.at("tokens_per_s_median").get<double>();
   } catch (const json::exception& e) {
     return Status::io_error(fmt::format("{}: unreadable output ({}): {}", script, e.what(), out.out.substr(0, 200)));
@@ -239,6 +284,10 @@ Status BenchTrainCommand::run(const Io& io) {
     if (!std::filesystem::exists(script)) {
       return Status::not_found(fmt::format("--torch-script: {} does not exist", script));
     }
+    // GPT-2 shapes run the twin (scripts/torch_gpt.py); any other family HF transformers' own class
+    // of the scenario's config.json.
+    ZINF_ASSIGN_OR_RETURN(const json hf_config, model::hf_config_json(scenario.shape));
+    if (hf_config.value("model_type", std::string()) != "gpt2") ZINF_RETURN_IF_ERROR(hf_config_.write(hf_config));
   }
 
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session, train::TrainSession::create(scenario, false));
@@ -278,6 +327,7 @@ Status BenchTrainCommand::run(const Io& io) {
   out.record["repetitions"] = repeat_;
   out.record["compute_peak_flops_per_s"] = peak.flops_per_s;
   out.record["flops_per_step"] = flops_per_step;
+  out.record["params"] = session->model().params().total_numel();
   out.record["zinf"] = {{"tokens_per_s_median", zinf_tps}, {"tokens_per_s_per_repetition", zinf_side.tokens_per_s},
                         {"step_ms", zinf_side.step_ms},    {"step_ms_median", zinf_step_ms},
                         {"flops_per_s", zinf_flops},       {"mfu", zinf_flops / peak.flops_per_s}};
@@ -354,6 +404,12 @@ Status BenchTrainCommand::run(const Io& io) {
             : *ratio >= 1.0 ? reports::Emphasis::kGood
                             : reports::Emphasis::kBad));
     results.notes.push_back(std::string("Spread rule: ") + std::string(kSpreadRule));
+    if (torch_info.value("model", std::string()) != "TorchGPT") {
+      results.notes.push_back(fmt::format(
+          "PyTorch ran transformers' {} of the scenario's config.json (attn_implementation {}, fp32), {} parameters",
+          torch_info.value("model", std::string()), torch_info.value("attn_implementation", std::string()),
+          torch_info.at("params").dump()));
+    }
   }
   out.document.sections.push_back(std::move(results));
   out.csv.columns = {{"engine"}, {"tokens_per_s"}, {"step_ms"}, {"flops_per_s"}, {"mfu"}};

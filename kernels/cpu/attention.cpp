@@ -55,13 +55,21 @@ std::size_t round_up(std::size_t n, std::size_t multiple) { return (n + multiple
 struct Shape {
   std::size_t batch;
   std::size_t seq_len;
-  std::size_t channels;
-  std::size_t heads;
+  std::size_t channels;  // NH * hs: out's row
+  std::size_t heads;     // NH
+  std::size_t kv_heads;  // NKV
+  std::size_t group;     // NH / NKV query heads per K/V head
+  std::size_t row;       // (NH + 2 NKV) * hs: qkv's row
   std::size_t head_size;
   std::size_t head_padded;   // head_size rounded up to 16 floats: packed rows are whole vectors
   std::size_t query_blocks;  // ceil(T / kBlockRows)
   std::size_t key_blocks;    // ceil(T / kBlockCols)
   float scale;
+  // Column offsets in a qkv row: query head h at h * hs, K/V head g at k_offset / v_offset + g * hs.
+  std::size_t k_offset() const { return heads * head_size; }
+  std::size_t v_offset() const { return (heads + kv_heads) * head_size; }
+  // A (batch, query head) pair's (batch, K/V head) pair: query head h reads K/V head h / group.
+  std::size_t kv_pair_of(std::size_t pair) const { return pair / heads * kv_heads + pair % heads / group; }
 };
 
 struct ForwardArgs {
@@ -121,7 +129,8 @@ class Carver {
   std::size_t used_ = 0;
 };
 
-// One thread's forward scratch. packed_pair names the pair whose keys (and values) are packed.
+// One thread's forward scratch. packed_kv names the (batch, K/V head) pair whose keys (and values)
+// are packed: consecutive query heads of one group reuse them.
 struct ForwardScratch {
   static std::size_t floats(const Shape& s) {
     return s.key_blocks * s.head_size * kBlockCols + (s.head_size == s.head_padded ? 0 : s.seq_len * s.head_padded) +
@@ -144,15 +153,16 @@ struct ForwardScratch {
   Buffer acc;       // [kBlockRows, hsp]: unnormalised output rows
   Buffer row_max;   // [kBlockRows]: running max of the scaled scores
   Buffer row_sum;   // [kBlockRows]: running sum of exp(score - max)
-  Rows value_rows;  // the pair's v rows: in qkv or in `values`
-  std::size_t packed_pair = std::numeric_limits<std::size_t>::max();
+  Rows value_rows;  // the K/V pair's v rows: in qkv or in `values`
+  std::size_t packed_kv = std::numeric_limits<std::size_t>::max();
 };
 
-// One thread's backward scratch, for the pair named by packed_pair.
+// One thread's backward scratch: the K/V pair named by packed_kv (keys_t, values_t, keys) and the
+// query pair named by packed_pair (queries, dout, delta).
 struct BackwardScratch {
   static std::size_t floats(const Shape& s) {
     const std::size_t rows = s.seq_len * s.head_padded;
-    return 2 * s.key_blocks * s.head_size * kBlockCols + (s.head_size == s.head_padded ? 0 : 3 * rows) + rows +
+    return 2 * s.key_blocks * s.head_size * kBlockCols + (s.head_size == s.head_padded ? 0 : 3 * rows) + 3 * rows +
            s.seq_len + 2 * kBlockRows * kBlockCols + 2 * kBlockCols * s.head_padded;
   }
   explicit BackwardScratch(const Shape& s) : carver(floats(s)) {
@@ -168,6 +178,8 @@ struct BackwardScratch {
     dscores = carver.take(kBlockRows * kBlockCols);
     dk = carver.take(kBlockCols * s.head_padded);
     dv = carver.take(kBlockCols * s.head_padded);
+    group_dk = carver.take(s.seq_len * s.head_padded);
+    group_dv = carver.take(s.seq_len * s.head_padded);
   }
   Carver carver;
   Buffer keys_t;    // per key block j: [hs, kBlockCols], k transposed
@@ -181,9 +193,12 @@ struct BackwardScratch {
   Buffer dscores;   // [kBlockRows, kBlockCols]: dP, then dS in place
   Buffer dk;        // [kBlockCols, hsp]: dK of one key block
   Buffer dv;        // [kBlockCols, hsp]: dV of one key block
+  Buffer group_dk;  // [T, hsp]: dK summed over the group's query heads, head by head in order
+  Buffer group_dv;  // [T, hsp]: the same for dV
   Rows query_rows;  // the pair's q, k and dout rows: in the caller's arrays or in the copies above
   Rows key_rows;
   Rows dout_rows;
+  std::size_t packed_kv = std::numeric_limits<std::size_t>::max();
   std::size_t packed_pair = std::numeric_limits<std::size_t>::max();
 };
 
@@ -309,12 +324,16 @@ constexpr BackwardFn backward_pairs_avx512 = avx512::backward_pairs;
 constexpr BackwardFn backward_items_avx512 = avx512::backward_items;
 #endif
 
-Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads) {
+Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
+                 std::size_t kv_heads) {
   const std::size_t head_size = channels / heads;
   return {batch,
           seq_len,
           channels,
           heads,
+          kv_heads,
+          heads / kv_heads,
+          (heads + 2 * kv_heads) * head_size,
           head_size,
           round_up(head_size, 16),
           (seq_len + kBlockRows - 1) / kBlockRows,
@@ -360,9 +379,9 @@ void run_balanced(const std::vector<double>& prefix, int threads, const Fn& fn) 
 }  // namespace
 
 void attention_forward(Isa isa, float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,
-                       std::size_t channels, std::size_t heads, int num_threads) {
+                       std::size_t channels, std::size_t heads, std::size_t kv_heads, int num_threads) {
   const ForwardFn fn = ZINF_KERNEL_VARIANT(isa, forward);
-  const ForwardArgs args{out, lse, qkv, make_shape(batch, seq_len, channels, heads)};
+  const ForwardArgs args{out, lse, qkv, make_shape(batch, seq_len, channels, heads, kv_heads)};
   const Shape& s = args.shape;
   std::vector<double> prefix(batch * heads * s.query_blocks);
   double total = 0.0;
@@ -378,19 +397,20 @@ void attention_forward(Isa isa, float* out, float* lse, const float* qkv, std::s
 
 void attention_backward(Isa isa, float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
-                        int num_threads) {
-  const BackwardArgs args{dqkv, dout, qkv, out, lse, make_shape(batch, seq_len, channels, heads)};
+                        std::size_t kv_heads, int num_threads) {
+  const BackwardArgs args{dqkv, dout, qkv, out, lse, make_shape(batch, seq_len, channels, heads, kv_heads)};
   const Shape& s = args.shape;
   const int threads = pass_threads(s, num_threads);
   const std::size_t pairs = batch * heads;
-  // Whole pairs take ceil(pairs / threads) rounds of one pair; split items about
-  // kSplitBackwardCost * pairs / threads. Whole pairs win ties (no duplicated work).
-  const double whole_rounds =
-      static_cast<double>((pairs + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads));
+  const std::size_t kv_pairs = batch * kv_heads;
+  // Whole K/V pairs (each the work of `group` query pairs) take ceil(kv_pairs / threads) rounds;
+  // split items about kSplitBackwardCost * pairs / threads. Whole pairs win ties (no duplicated work).
+  const double whole_rounds = static_cast<double>((kv_pairs + static_cast<std::size_t>(threads) - 1) /
+                                                  static_cast<std::size_t>(threads) * s.group);
   const double split_rounds = kSplitBackwardCost * static_cast<double>(pairs) / threads;
   if (threads <= 1 || whole_rounds <= split_rounds) {
     const BackwardFn fn = ZINF_KERNEL_VARIANT(isa, backward_pairs);
-    parallel::for_each_range(pairs, 2, 1, threads, [&](std::size_t begin, std::size_t end) {
+    parallel::for_each_range(kv_pairs, 2, 1, threads, [&](std::size_t begin, std::size_t end) {
       BackwardScratch scratch(s);
       fn(args, scratch, begin, end);
     });
@@ -398,12 +418,12 @@ void attention_backward(Isa isa, float* dqkv, const float* dout, const float* qk
   }
   const BackwardFn fn = ZINF_KERNEL_VARIANT(isa, backward_items);
   std::vector<double> prefix;
-  prefix.reserve(pairs * (s.key_blocks + s.query_blocks));
+  prefix.reserve(kv_pairs * s.key_blocks + pairs * s.query_blocks);
   double total = 0.0;
-  for (std::size_t pair = 0; pair < pairs; ++pair) {
+  for (std::size_t kv = 0; kv < kv_pairs; ++kv) {
     for (std::size_t j = 0; j < s.key_blocks; ++j) {
-      // Query blocks from the one holding row j * kBlockCols to the end.
-      total += static_cast<double>(s.query_blocks - j * kBlockCols / kBlockRows);
+      // Query blocks from the one holding row j * kBlockCols to the end, for each head of the group.
+      total += static_cast<double>((s.query_blocks - j * kBlockCols / kBlockRows) * s.group);
       prefix.push_back(total);
     }
   }
@@ -420,14 +440,14 @@ void attention_backward(Isa isa, float* dqkv, const float* dout, const float* qk
 }
 
 void attention_forward(float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,
-                       std::size_t channels, std::size_t heads, int num_threads) {
-  attention_forward(best_isa(), out, lse, qkv, batch, seq_len, channels, heads, num_threads);
+                       std::size_t channels, std::size_t heads, std::size_t kv_heads, int num_threads) {
+  attention_forward(best_isa(), out, lse, qkv, batch, seq_len, channels, heads, kv_heads, num_threads);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
-                        int num_threads) {
-  attention_backward(best_isa(), dqkv, dout, qkv, out, lse, batch, seq_len, channels, heads, num_threads);
+                        std::size_t kv_heads, int num_threads) {
+  attention_backward(best_isa(), dqkv, dout, qkv, out, lse, batch, seq_len, channels, heads, kv_heads, num_threads);
 }
 
 }  // namespace zinf::kernels::cpu

@@ -127,7 +127,7 @@ constexpr std::size_t kVecsPerLanes = kLanes / kWidth;
 
 // ---- Packing ------------------------------------------------------------------------------------
 
-// Prefetches the cache lines of n floats from p on: rows of one head are 3C floats apart, so the
+// Prefetches the cache lines of n floats from p on: rows of one head are a qkv row apart, so the
 // hardware prefetchers do not run ahead of a walk down them.
 [[gnu::always_inline]] inline void prefetch_floats(const float* p, std::size_t n) {
   for (std::size_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
@@ -136,21 +136,22 @@ constexpr std::size_t kVecsPerLanes = kLanes / kWidth;
 // How many rows ahead the packing loops prefetch.
 constexpr std::size_t kPrefetchRows = 8;
 
-// The pair's keys (and, when `values_t` is set, values) transposed per key block: kt[(j * hs + d) *
-// kBlockCols + c] = k[j * kBlockCols + c][d]; padding columns past T stay zero. Prefetches the v
-// rows too, for the forward pass, which reads them in place.
-void pack_transposed(float* kt, float* values_t, const float* base, const Shape& s) {
-  const std::size_t row = 3 * s.channels;
+// The K/V pair's keys (and, when `values_t` is set, values) transposed per key block: kt[(j * hs + d)
+// * kBlockCols + c] = k[j * kBlockCols + c][d]; padding columns past T stay zero. k_base and
+// v_base point at the pair's first k and v row. Prefetches the v rows too, for the forward pass,
+// which reads them in place.
+void pack_transposed(float* kt, float* values_t, const float* k_base, const float* v_base, const Shape& s) {
+  const std::size_t row = s.row;
   const std::size_t hs = s.head_size;
   for (std::size_t t = 0; t < s.seq_len; ++t) {
     if (t + kPrefetchRows < s.seq_len) {
-      prefetch_floats(base + (t + kPrefetchRows) * row + s.channels, hs);
-      prefetch_floats(base + (t + kPrefetchRows) * row + 2 * s.channels, hs);
+      prefetch_floats(k_base + (t + kPrefetchRows) * row, hs);
+      prefetch_floats(v_base + (t + kPrefetchRows) * row, hs);
     }
     const std::size_t block = t / kBlockCols;
     const std::size_t col = t % kBlockCols;
-    const float* k = base + t * row + s.channels;
-    const float* v = base + t * row + 2 * s.channels;
+    const float* k = k_base + t * row;
+    const float* v = v_base + t * row;
     for (std::size_t d = 0; d < hs; ++d) kt[(block * hs + d) * kBlockCols + col] = k[d];
     if (values_t != nullptr) {
       for (std::size_t d = 0; d < hs; ++d) values_t[(block * hs + d) * kBlockCols + col] = v[d];
@@ -254,7 +255,7 @@ template <bool kMasked>
 // One query block: rows [r0, r0 + br) of pair `pair`, against key blocks 0 .. the diagonal.
 void forward_block(const ForwardArgs& args, ForwardScratch& w, std::size_t pair, std::size_t r0) {
   const Shape& s = args.shape;
-  const std::size_t row = 3 * s.channels;
+  const std::size_t row = s.row;
   const std::size_t hs = s.head_size;
   const std::size_t hsp = s.head_padded;
   const std::size_t b = pair / s.heads;
@@ -330,19 +331,26 @@ void forward_block(const ForwardArgs& args, ForwardScratch& w, std::size_t pair,
   }
 }
 
-// Work items [begin, end) of the forward pass; item = pair * query_blocks + query block.
+// The first k and v row of K/V pair `kv` (batch kv / NKV, K/V head kv % NKV) in qkv.
+const float* key_base(const float* qkv, const Shape& s, std::size_t kv) {
+  return qkv + kv / s.kv_heads * s.seq_len * s.row + s.k_offset() + kv % s.kv_heads * s.head_size;
+}
+const float* value_base(const float* qkv, const Shape& s, std::size_t kv) {
+  return qkv + kv / s.kv_heads * s.seq_len * s.row + s.v_offset() + kv % s.kv_heads * s.head_size;
+}
+
+// Work items [begin, end) of the forward pass; item = pair * query_blocks + query block. The query
+// heads of one group are consecutive pairs, so a thread packs their shared keys once.
 void forward_items(const ForwardArgs& args, ForwardScratch& w, std::size_t begin, std::size_t end) {
   const Shape& s = args.shape;
   const std::size_t blocks = s.query_blocks;
   for (std::size_t item = begin; item < end; ++item) {
     const std::size_t pair = item / blocks;
-    if (pair != w.packed_pair) {
-      const std::size_t b = pair / s.heads;
-      const std::size_t h = pair % s.heads;
-      const float* base = args.qkv + b * s.seq_len * 3 * s.channels + h * s.head_size;
-      pack_transposed(w.keys_t.data(), nullptr, base, s);
-      w.value_rows = rows_view(base + 2 * s.channels, 3 * s.channels, s.seq_len, s, w.values);
-      w.packed_pair = pair;
+    const std::size_t kv = s.kv_pair_of(pair);
+    if (kv != w.packed_kv) {
+      pack_transposed(w.keys_t.data(), nullptr, key_base(args.qkv, s, kv), value_base(args.qkv, s, kv), s);
+      w.value_rows = rows_view(value_base(args.qkv, s, kv), s.row, s.seq_len, s, w.values);
+      w.packed_kv = kv;
     }
     forward_block(args, w, pair, (item % blocks) * kBlockRows);
   }
@@ -350,18 +358,22 @@ void forward_items(const ForwardArgs& args, ForwardScratch& w, std::size_t begin
 
 // ---- Backward -----------------------------------------------------------------------------------
 
+// Packs what the tiles of `pair` read: its K/V pair's keys and values (unless already packed) and
+// its own queries, dout rows and D.
 void backward_pack(const BackwardArgs& args, BackwardScratch& w, std::size_t pair) {
-  if (pair == w.packed_pair) return;
   const Shape& s = args.shape;
-  const std::size_t row = 3 * s.channels;
+  const std::size_t kv = s.kv_pair_of(pair);
+  if (kv != w.packed_kv) {
+    pack_transposed(w.keys_t.data(), w.values_t.data(), key_base(args.qkv, s, kv), value_base(args.qkv, s, kv), s);
+    w.key_rows = rows_view(key_base(args.qkv, s, kv), s.row, s.seq_len, s, w.keys);
+    w.packed_kv = kv;
+  }
+  if (pair == w.packed_pair) return;
   const std::size_t b = pair / s.heads;
   const std::size_t h = pair % s.heads;
-  const float* base = args.qkv + b * s.seq_len * row + h * s.head_size;
   const float* dout = args.dout + b * s.seq_len * s.channels + h * s.head_size;
   const float* out = args.out + b * s.seq_len * s.channels + h * s.head_size;
-  pack_transposed(w.keys_t.data(), w.values_t.data(), base, s);
-  w.query_rows = rows_view(base, row, s.seq_len, s, w.queries);
-  w.key_rows = rows_view(base + s.channels, row, s.seq_len, s, w.keys);
+  w.query_rows = rows_view(args.qkv + b * s.seq_len * s.row + h * s.head_size, s.row, s.seq_len, s, w.queries);
   for (std::size_t t = 0; t < s.seq_len; ++t) {
     if (t + kPrefetchRows < s.seq_len) {
       prefetch_floats(dout + (t + kPrefetchRows) * s.channels, s.head_size);
@@ -438,20 +450,38 @@ void backward_tile(const BackwardArgs& args, BackwardScratch& w, std::size_t pai
   }
 }
 
-// dqkv[rows t0 .. t0 + n, part (0 q, 1 k, 2 v)] += acc rows 0 .. n.
-void add_rows(const BackwardArgs& args, std::size_t pair, std::size_t part, std::size_t t0, std::size_t n,
+// dqkv[batch b, rows t0 .. t0 + n, columns column .. column + hs) += acc rows 0 .. n.
+void add_rows(const BackwardArgs& args, std::size_t b, std::size_t column, std::size_t t0, std::size_t n,
               const float* acc) {
   const Shape& s = args.shape;
-  const std::size_t b = pair / s.heads;
-  const std::size_t h = pair % s.heads;
   for (std::size_t i = 0; i < n; ++i) {
-    float* dst = args.dqkv + (b * s.seq_len + t0 + i) * 3 * s.channels + part * s.channels + h * s.head_size;
+    float* dst = args.dqkv + (b * s.seq_len + t0 + i) * s.row + column;
     const float* src = acc + i * s.head_padded;
     for (std::size_t d = 0; d < s.head_size; ++d) dst[d] += src[d];
   }
 }
 
-// dK and dV of key block j: every query block that sees it, in increasing order.
+// dQ of the whole pair (w.dq) into dqkv.
+void add_query_rows(const BackwardArgs& args, std::size_t pair, std::size_t t0, std::size_t n, const float* acc) {
+  const Shape& s = args.shape;
+  add_rows(args, pair / s.heads, pair % s.heads * s.head_size, t0, n, acc);
+}
+
+// dK and dV of key block j summed over the group (w.group_dk, w.group_dv, rows c0 ..) into dqkv.
+void add_key_value_rows(const BackwardArgs& args, BackwardScratch& w, std::size_t kv, std::size_t j) {
+  const Shape& s = args.shape;
+  const std::size_t c0 = j * kBlockCols;
+  const std::size_t bc = std::min(kBlockCols, s.seq_len - c0);
+  const std::size_t b = kv / s.kv_heads;
+  const std::size_t g = kv % s.kv_heads;
+  add_rows(args, b, s.k_offset() + g * s.head_size, c0, bc, w.group_dk.data() + c0 * s.head_padded);
+  add_rows(args, b, s.v_offset() + g * s.head_size, c0, bc, w.group_dv.data() + c0 * s.head_padded);
+}
+
+// dK and dV of key block j for one query head (pair): every query block that sees it, in
+// increasing order, into w.dk/w.dv; then into the group's sums: the first head of the group
+// copies (member 0), the next ones add in head order. That is gqa_reduce's order (fp32, head by
+// head), so the bits are those of expanding K/V, attending and reducing.
 void backward_key_block(const BackwardArgs& args, BackwardScratch& w, std::size_t pair, std::size_t j, bool want_dq) {
   const Shape& s = args.shape;
   const std::size_t c0 = j * kBlockCols;
@@ -461,8 +491,21 @@ void backward_key_block(const BackwardArgs& args, BackwardScratch& w, std::size_
   for (std::size_t r0 = c0 / kBlockRows * kBlockRows; r0 < s.seq_len; r0 += kBlockRows) {
     backward_tile(args, w, pair, r0, j, true, want_dq);
   }
-  add_rows(args, pair, 1, c0, bc, w.dk.data());
-  add_rows(args, pair, 2, c0, bc, w.dv.data());
+  const bool first = pair % s.heads % s.group == 0;
+  const std::size_t hsp = s.head_padded;
+  for (std::size_t i = 0; i < bc; ++i) {
+    float* gk = w.group_dk.data() + (c0 + i) * hsp;
+    float* gv = w.group_dv.data() + (c0 + i) * hsp;
+    const float* k = w.dk.data() + i * hsp;
+    const float* v = w.dv.data() + i * hsp;
+    if (first) {
+      std::copy(k, k + hsp, gk);
+      std::copy(v, v + hsp, gv);
+    } else {
+      for (std::size_t d = 0; d < hsp; ++d) gk[d] += k[d];
+      for (std::size_t d = 0; d < hsp; ++d) gv[d] += v[d];
+    }
+  }
 }
 
 // dQ of the query block at r0: every key block it sees, in increasing order.
@@ -472,33 +515,44 @@ void backward_query_block(const BackwardArgs& args, BackwardScratch& w, std::siz
   float* dq = w.dq.data() + r0 * s.head_padded;
   std::fill(dq, dq + br * s.head_padded, 0.0f);
   for (std::size_t j = 0; j * kBlockCols < r0 + br; ++j) backward_tile(args, w, pair, r0, j, false, true);
-  add_rows(args, pair, 0, r0, br, dq);
+  add_query_rows(args, pair, r0, br, dq);
 }
 
-// Whole (batch, head) pairs [begin, end), one sweep each: key blocks outside, query blocks inside,
-// dQ of the whole sequence accumulated in scratch. The same sums in the same order as the
-// split items below.
+// Whole (batch, K/V head) pairs [begin, end): for each query head of the group in order, one sweep
+// (key blocks outside, query blocks inside) with dQ of the whole sequence accumulated in scratch
+// and dK/dV added into the group's sums; then the sums into dqkv. The same sums in the same order
+// as the split items below.
 void backward_pairs(const BackwardArgs& args, BackwardScratch& w, std::size_t begin, std::size_t end) {
   const Shape& s = args.shape;
-  for (std::size_t pair = begin; pair < end; ++pair) {
-    backward_pack(args, w, pair);
-    std::fill(w.dq.begin(), w.dq.end(), 0.0f);
-    for (std::size_t j = 0; j < s.key_blocks; ++j) backward_key_block(args, w, pair, j, true);
-    add_rows(args, pair, 0, 0, s.seq_len, w.dq.data());
+  for (std::size_t kv = begin; kv < end; ++kv) {
+    const std::size_t first_pair = kv / s.kv_heads * s.heads + kv % s.kv_heads * s.group;
+    for (std::size_t pair = first_pair; pair < first_pair + s.group; ++pair) {
+      backward_pack(args, w, pair);
+      std::fill(w.dq.begin(), w.dq.end(), 0.0f);
+      for (std::size_t j = 0; j < s.key_blocks; ++j) backward_key_block(args, w, pair, j, true);
+      add_query_rows(args, pair, 0, s.seq_len, w.dq.data());
+    }
+    for (std::size_t j = 0; j < s.key_blocks; ++j) add_key_value_rows(args, w, kv, j);
   }
 }
 
-// Split work items [begin, end): first pairs * key_blocks items (pair, key block) giving dK and dV,
-// then pairs * query_blocks items (pair, query block) giving dQ. Each item writes its own rows of
-// one part of dqkv, so all items can run at once; P and dS are computed twice (once per kind).
+// Split work items [begin, end): first kv_pairs * key_blocks items (K/V pair, key block) giving dK
+// and dV summed over the group, then pairs * query_blocks items (pair, query block) giving dQ. Each
+// item writes its own rows of one part of dqkv, so all items can run at once; P and dS are computed
+// twice (once per kind).
 void backward_items(const BackwardArgs& args, BackwardScratch& w, std::size_t begin, std::size_t end) {
   const Shape& s = args.shape;
-  const std::size_t key_items = s.batch * s.heads * s.key_blocks;
+  const std::size_t key_items = s.batch * s.kv_heads * s.key_blocks;
   for (std::size_t item = begin; item < end; ++item) {
     if (item < key_items) {
-      const std::size_t pair = item / s.key_blocks;
-      backward_pack(args, w, pair);
-      backward_key_block(args, w, pair, item % s.key_blocks, false);
+      const std::size_t kv = item / s.key_blocks;
+      const std::size_t j = item % s.key_blocks;
+      const std::size_t first_pair = kv / s.kv_heads * s.heads + kv % s.kv_heads * s.group;
+      for (std::size_t pair = first_pair; pair < first_pair + s.group; ++pair) {
+        backward_pack(args, w, pair);
+        backward_key_block(args, w, pair, j, false);
+      }
+      add_key_value_rows(args, w, kv, j);
     } else {
       const std::size_t pair = (item - key_items) / s.query_blocks;
       backward_pack(args, w, pair);

@@ -290,24 +290,20 @@ void CpuOps::embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, T
                              positions ? dwpe.f32() : nullptr, dout.f32(), tokens.data(), b, t, c);
 }
 
-namespace {
-std::size_t check_attention(const Tensor& out, const Tensor& lse, const Tensor& qkv) {
-  return static_cast<std::size_t>(attention_heads(out, lse, qkv));
-}
-}  // namespace
-
 void CpuOps::attention_forward(Tensor out, Tensor lse, Tensor qkv) {
-  const std::size_t heads = check_attention(out, lse, qkv);
+  const AttentionHeads h = attention_heads(out, lse, qkv);
   k::attention_forward(out.f32(), lse.f32(), qkv.f32(), static_cast<std::size_t>(out.dim(0)),
-                       static_cast<std::size_t>(out.dim(1)), cols(out), heads);
+                       static_cast<std::size_t>(out.dim(1)), cols(out), static_cast<std::size_t>(h.heads),
+                       static_cast<std::size_t>(h.kv_heads));
 }
 
 void CpuOps::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) {
-  const std::size_t heads = check_attention(out, lse, qkv);
+  const AttentionHeads h = attention_heads(out, lse, qkv);
   ZINF_CHECK(dqkv.shape() == qkv.shape() && dout.shape() == out.shape(),
              "attention_backward: dqkv/dout's shape is not qkv/out's");
   k::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), static_cast<std::size_t>(out.dim(0)),
-                        static_cast<std::size_t>(out.dim(1)), cols(out), heads);
+                        static_cast<std::size_t>(out.dim(1)), cols(out), static_cast<std::size_t>(h.heads),
+                        static_cast<std::size_t>(h.kv_heads));
 }
 
 double CpuOps::cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) {

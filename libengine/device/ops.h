@@ -140,11 +140,14 @@ class Ops {
   virtual void embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, Tensor dwpe, Tensor dout,
                                        std::span<const std::int32_t> tokens, std::int64_t vocab) = 0;
 
-  // Causal multi-head attention over fused qkv [B,T,3C]: out [B,T,C], lse [B,NH,T] (NH is read
-  // from lse's shape; C = NH * head size, which need not be the model's hidden width). Grouped
-  // K/V heads go through gqa_expand/gqa_reduce first.
+  // Causal attention over the fused projection's packed qkv [B,T,(NH+2NKV) hd] (q heads, then k
+  // heads, then v heads; query head h reads K/V head h / (NH/NKV)): out [B,T,C], lse [B,NH,T]. NH
+  // is read from lse's shape, hd = C / NH (C need not be the model's hidden width), NKV from qkv's
+  // width; NKV == NH is plain multi-head attention over [B,T,3C]. The CPU kernel reads the groups
+  // in place; the CUDA ops expand K/V into their scratch (gqa_expand) around the CUDA kernel.
   virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv) = 0;
-  // dqkv [B,T,3C] accumulated (+=); out and lse are the forward pass's for this qkv.
+  // dqkv (qkv's shape) accumulated (+=), K/V heads' gradients summed over their group in a fixed
+  // fp32 order (gqa_reduce's); out and lse are the forward pass's for this qkv.
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) = 0;
 
   // Mean cross-entropy of logits [R,V] against targets (R int32 ids < V, this device's memory).

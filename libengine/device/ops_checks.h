@@ -11,16 +11,28 @@
 
 namespace zinf::device {
 
-// Checks qkv [B,T,3C], out [B,T,C] and lse [B,NH,T] against each other; returns NH.
-inline std::int64_t attention_heads(const Tensor& out, const Tensor& lse, const Tensor& qkv) {
+// An attention call's heads: NH query heads, NKV key/value heads.
+struct AttentionHeads {
+  std::int64_t heads;
+  std::int64_t kv_heads;
+};
+
+// Checks qkv [B,T,(NH+2NKV) hd], out [B,T,C = NH hd] and lse [B,NH,T] against each other (NH from
+// lse, hd = C / NH, NKV from qkv's width, NH a multiple of NKV); returns NH and NKV.
+inline AttentionHeads attention_heads(const Tensor& out, const Tensor& lse, const Tensor& qkv) {
   ZINF_CHECK(out.shape().rank() == 3 && qkv.shape().rank() == 3 && lse.shape().rank() == 3,
              "attention: out/qkv/lse are not rank 3");
-  ZINF_CHECK(qkv.dim(0) == out.dim(0) && qkv.dim(1) == out.dim(1) && qkv.dim(2) == 3 * out.dim(2),
-             "attention: qkv is not [B,T,3C] for out [B,T,C]");
+  ZINF_CHECK(qkv.dim(0) == out.dim(0) && qkv.dim(1) == out.dim(1), "attention: qkv is not [B,T,*] for out [B,T,C]");
   ZINF_CHECK(lse.dim(0) == out.dim(0) && lse.dim(2) == out.dim(1), "attention: lse is not [B,NH,T]");
   const std::int64_t heads = lse.dim(1);
   ZINF_CHECK(heads >= 1 && out.dim(2) % heads == 0, "attention: NH does not divide C");
-  return heads;
+  const std::int64_t head_dim = out.dim(2) / heads;
+  const std::int64_t kv_width = qkv.dim(2) - out.dim(2);
+  ZINF_CHECK(head_dim >= 1 && kv_width > 0 && kv_width % (2 * head_dim) == 0,
+             "attention: qkv is not [B,T,(NH+2NKV) hd] for out [B,T,NH hd]");
+  const std::int64_t kv_heads = kv_width / (2 * head_dim);
+  ZINF_CHECK(heads % kv_heads == 0, "attention: NH is not a multiple of NKV");
+  return {heads, kv_heads};
 }
 
 // Checks a rope call: inp, out [B,T,S] of one shape, the heads inside S, cos/sin fp32 [P,rd/2]

@@ -19,12 +19,7 @@ Status Attention::forward(device::Ops& ops, ParamSource& params, Tensor out, Ten
                           Tensor inp, const AttentionWork& work) const {
   ZINF_RETURN_IF_ERROR(qkv_.forward(ops, params, qkv, 0, inp));
   if (rotary_dim_ > 0) ops.rope_forward(qkv, qkv, work.rope_cos, work.rope_sin, rope_heads());
-  if (kv_heads_ == heads_) {
-    ops.attention_forward(attn, lse, qkv);
-  } else {
-    ops.gqa_expand(work.full, qkv, heads_, kv_heads_);
-    ops.attention_forward(attn, lse, work.full);
-  }
+  ops.attention_forward(attn, lse, qkv);
   return proj_.forward(ops, params, out, 0, attn);
 }
 
@@ -34,16 +29,8 @@ Status Attention::backward(device::Ops& ops, ParamSource& params, GradSink& grad
   ZINF_RETURN_IF_ERROR(proj_.backward(ops, params, grads, dattn, device::GradMode::kOverwrite, dout, 0, attn));
   // The attention kernel accumulates into its dqkv, and it is that buffer's only contribution:
   // start from zero.
-  if (kv_heads_ == heads_) {
-    ops.zero(dqkv);
-    ops.attention_backward(dqkv, dattn, qkv, attn, lse);
-  } else {
-    // The expansion is rebuilt from the saved qkv: the forward's was overwritten by later blocks.
-    ops.gqa_expand(work.full, qkv, heads_, kv_heads_);
-    ops.zero(work.dfull);
-    ops.attention_backward(work.dfull, dattn, work.full, attn, lse);
-    ops.gqa_reduce(dqkv, work.dfull, heads_, kv_heads_);
-  }
+  ops.zero(dqkv);
+  ops.attention_backward(dqkv, dattn, qkv, attn, lse);
   // qkv holds the rotated q and k; turning their gradient back gives the projection's.
   if (rotary_dim_ > 0) ops.rope_backward(dqkv, dqkv, work.rope_cos, work.rope_sin, rope_heads());
   return qkv_.backward(ops, params, grads, dinp, device::GradMode::kOverwrite, dqkv, 0, inp);

@@ -1,12 +1,12 @@
 // Attention: the decoder's causal self-attention as a model module — the fused q|k|v projection
 // `<prefix>.qkv` [(NH + 2 NKV) hd, C] (rows: the NH query heads, then the NKV key heads, then the
 // NKV value heads, each head hd rows), optional rotary embedding of the query and key heads (HF's
-// rotate_half layout, in place on the projection's output), the causal attention kernel (grouped
-// K/V heads expanded to one per query head by gqa_expand, their gradients summed back over each
-// group by gqa_reduce) and the output projection `<prefix>.proj` [C, NH hd] (a residual projection:
-// initialised with the smaller std the caller passes). GPT-2 is the case NKV = NH, hd = C/NH,
-// learned positions. It keeps no activations itself: the block hands in where to save them and
-// the workspace it may overwrite.
+// rotate_half layout, in place on the projection's output), the causal attention kernel on that
+// packed q|k|v output (grouped K/V heads read in place by each query head of their group, their
+// gradients summed over the group inside the kernel) and the output projection `<prefix>.proj`
+// [C, NH hd] (a residual projection: initialised with the smaller std the caller passes). GPT-2 is
+// the case NKV = NH, hd = C/NH, learned positions. It keeps no activations itself: the block hands
+// in where to save them and the workspace it may overwrite.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +23,9 @@
 namespace zinf::model {
 
 // What the attention needs besides its activations: the rotary tables (fp32 [T, rd/2], empty
-// without rotary positions) and, with grouped K/V heads, two [B,T,3 NH hd] buffers it may
-// overwrite (the expansion and its gradient; empty when NKV == NH).
+// without rotary positions).
 struct AttentionWork {
   Tensor rope_cos, rope_sin;
-  Tensor full, dfull;
 };
 
 class Attention {

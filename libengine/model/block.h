@@ -39,14 +39,13 @@ struct BlockActivations {
   Tensor act;                          // [B,T,F] gelu(fc) or silu(gate) * fc
 };
 
-// Workspace reused by every block one after another: the backward pass's, and the grouped-query
-// expansion that the forward pass uses too.
+// Workspace reused by every block one after another: the backward pass's.
 struct BlockScratch {
   Tensor dln;               // [B,T,C] gradient at a norm's output
   Tensor dwide;             // R*max(Q, F) elements: dqkv, then d(fc)
   Tensor dmid;              // R*max(A, F) elements: d(attn), then d(act)
   Tensor dgate;             // [B,T,F] d(gate) (gated MLP only, else empty)
-  AttentionWork attention;  // rotary tables (set by the model) and the GQA buffers
+  AttentionWork attention;  // rotary tables (set by the model)
 };
 
 class Block {
@@ -62,8 +61,7 @@ class Block {
                                     std::int64_t seq);
 
   // Saves acts for x [B,T,C]; writes out [B,T,C] unless `out` has no data (a recompute for the
-  // backward pass, which needs the activations but not the block's output). Overwrites the
-  // scratch's GQA expansion.
+  // backward pass, which needs the activations but not the block's output).
   Status forward(device::Ops& ops, ParamSource& params, Tensor x, const BlockActivations& acts,
                  const BlockScratch& scratch, Tensor out) const;
   // dres: d(out) on entry, d(x) on return. acts: this block's forward activations for x.

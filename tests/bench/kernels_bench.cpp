@@ -281,8 +281,9 @@ void BM_AttentionForward(benchmark::State& state) {
   auto qkv = filled(rows * 3 * s.channels);
   auto out = zeros(rows * s.channels);
   auto lse = zeros(s.batch * s.heads * s.seq_len);
-  const double seconds = timed_loop(
-      state, [&] { cpu::attention_forward(out.get(), lse.get(), qkv.get(), s.batch, s.seq_len, s.channels, s.heads); });
+  const double seconds = timed_loop(state, [&] {
+    cpu::attention_forward(out.get(), lse.get(), qkv.get(), s.batch, s.seq_len, s.channels, s.heads, s.heads);
+  });
   // Read qkv [R,3C]; write out [R,C] and lse [B,NH,T].
   const double bytes =
       kF * (4.0 * static_cast<double>(rows * s.channels) + static_cast<double>(s.batch * s.heads * s.seq_len));
@@ -302,12 +303,12 @@ void BM_AttentionBackward(benchmark::State& state) {
   auto qkv = filled(rows * 3 * s.channels);
   auto out = zeros(rows * s.channels);
   auto lse = zeros(s.batch * s.heads * s.seq_len);
-  cpu::attention_forward(out.get(), lse.get(), qkv.get(), s.batch, s.seq_len, s.channels, s.heads);
+  cpu::attention_forward(out.get(), lse.get(), qkv.get(), s.batch, s.seq_len, s.channels, s.heads, s.heads);
   auto dout = filled(rows * s.channels);
   auto dqkv = zeros(rows * 3 * s.channels);
   const double seconds = timed_loop(state, [&] {
     cpu::attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), s.batch, s.seq_len, s.channels,
-                            s.heads);
+                            s.heads, s.heads);
   });
   // Read dout, out [R,C], qkv [R,3C], lse [B,NH,T]; read+write dqkv [R,3C] (+=).
   const double bytes =

@@ -1,15 +1,21 @@
 // The CPU kernels a Llama-family block adds to the GPT-2 one (kernels/rmsnorm.h, swiglu.h,
-// rope.h), forward and backward, at TinyLlama-1.1B's widths with B=4, T=256: hidden C=2048,
-// intermediate I=5632, 32 query heads and 4 K/V heads of 64. Part of kernels_bench: every case
-// reports the bytes it must move (SetBytesProcessed; counted next to each case, 4 bytes per fp32
-// element read or written once, accumulated outputs a read and a write) and fraction_of_bandwidth,
-// against the same in-place triad as kernels_bench.cpp's memory-bound cases (kernels_bench_support.h).
+// rope.h, and grouped-query attention in kernels/attention.h), forward and backward, at
+// TinyLlama-1.1B's widths with B=4, T=256: hidden C=2048, intermediate I=5632, 32 query heads and 4
+// K/V heads of 64. Part of kernels_bench: every memory-bound case reports the bytes it must move
+// (SetBytesProcessed; counted next to each case, 4 bytes per fp32 element read or written once,
+// accumulated outputs a read and a write) and fraction_of_bandwidth, against the same in-place
+// triad as kernels_bench.cpp's memory-bound cases (kernels_bench_support.h). The attention cases
+// report FLOP/s and fraction_of_sgemm_peak against the same-process sgemm probe, counting
+// kernels_bench.cpp's attention FLOPs (2 per multiply-add, the causal pairs only); the
+// RoPE-then-attention case is the forward as the model runs it (a separate RoPE pass over q and k,
+// then the attention), to size what fusing RoPE into the attention's Q/K load could save.
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
 #include <memory>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -20,7 +26,9 @@ namespace {
 
 using bench::bandwidth_bound;
 using bench::filled;
+using bench::report_compute_bound;
 using bench::report_memory_bound;
+using bench::sgemm_peak;
 using bench::timed_loop;
 using bench::zeros;
 
@@ -136,6 +144,64 @@ void BM_RopeBackward(benchmark::State& state) {
   report_memory_bound(state, seconds, rope_bytes(), bound);
 }
 BENCHMARK(BM_RopeBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Grouped-query attention on the packed qkv [R, (NH + 2 NKV) hd] -------------------------------
+
+constexpr std::size_t kAttnC = kNH * kHd;
+
+// FLOPs of one pass: `per_pair_per_hd` times hd for every unmasked (query, key) pair of every
+// query head (4 forward: QKᵀ and PV; 10 backward: S, dP, dV, dK, dQ), as kernels_bench.cpp counts.
+double gqa_flops(double per_pair_per_hd) {
+  const double pairs = static_cast<double>(kT) * static_cast<double>(kT + 1) / 2.0;
+  return per_pair_per_hd * static_cast<double>(kHd) * pairs * static_cast<double>(kB * kNH);
+}
+
+// Reads qkv, writes out [R, C] and lse.
+double gqa_forward_bytes() { return kF * (static_cast<double>(kR * (kQkvStride + kAttnC)) + kB * kNH * kT); }
+
+void BM_GqaAttentionForward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  auto qkv = filled(kR * kQkvStride);
+  auto out = zeros(kR * kAttnC);
+  auto lse = zeros(kB * kNH * kT);
+  const double seconds =
+      timed_loop(state, [&] { cpu::attention_forward(out.get(), lse.get(), qkv.get(), kB, kT, kAttnC, kNH, kNKV); });
+  report_compute_bound(state, seconds, gqa_flops(4.0), gqa_forward_bytes(), peak);
+}
+BENCHMARK(BM_GqaAttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The forward as the model runs it with rotary positions: RoPE over the q and k heads in place,
+// then the attention. FLOPs counted are the attention's only, so fraction_of_sgemm_peak drops by
+// exactly the RoPE pass's share of the time.
+void BM_GqaRopeThenAttentionForward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  RopeSetup r;
+  auto out = zeros(kR * kAttnC);
+  auto lse = zeros(kB * kNH * kT);
+  const double seconds = timed_loop(state, [&] {
+    cpu::rope_forward(r.qkv.get(), r.qkv.get(), r.cos.data(), r.sin.data(), r.shape);
+    cpu::attention_forward(out.get(), lse.get(), r.qkv.get(), kB, kT, kAttnC, kNH, kNKV);
+  });
+  report_compute_bound(state, seconds, gqa_flops(4.0), gqa_forward_bytes() + rope_bytes(), peak);
+}
+BENCHMARK(BM_GqaRopeThenAttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Reads dout, out [R, C], qkv and lse; dqkv is read and written (+=).
+void BM_GqaAttentionBackward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  auto qkv = filled(kR * kQkvStride);
+  auto out = zeros(kR * kAttnC);
+  auto lse = zeros(kB * kNH * kT);
+  cpu::attention_forward(out.get(), lse.get(), qkv.get(), kB, kT, kAttnC, kNH, kNKV);
+  auto dout = filled(kR * kAttnC);
+  auto dqkv = zeros(kR * kQkvStride);
+  const double seconds = timed_loop(state, [&] {
+    cpu::attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), kB, kT, kAttnC, kNH, kNKV);
+  });
+  const double bytes = kF * (static_cast<double>(kR * (3 * kQkvStride + 2 * kAttnC)) + kB * kNH * kT);
+  report_compute_bound(state, seconds, gqa_flops(10.0), bytes, peak);
+}
+BENCHMARK(BM_GqaAttentionBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace zinf::kernels

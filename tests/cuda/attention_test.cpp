@@ -103,7 +103,7 @@ void check_case(const Case& c, std::uint64_t seed) {
   const std::vector<float> dout = round_to(c.elem, random_values(out_n, seed + 1));
   std::vector<float> out_ref(out_n);
   std::vector<float> lse_ref(lse_n);
-  kernels::cpu::attention_forward(out_ref.data(), lse_ref.data(), qkv.data(), b, t, ch, nh);
+  kernels::cpu::attention_forward(out_ref.data(), lse_ref.data(), qkv.data(), b, t, ch, nh, nh);
 
   // Forward, into poisoned outputs: an element the kernel fails to write reads back NaN.
   const OffsetArray qkv_d(qkv, c.elem, c.offset);
@@ -120,7 +120,8 @@ void check_case(const Case& c, std::uint64_t seed) {
   // add onto the same random dqkv, about as large as the gradient so that neither hides the other.
   const std::vector<float> out_in = round_to(c.elem, out_ref);
   std::vector<float> grad(qkv_n, 0.0f);
-  kernels::cpu::attention_backward(grad.data(), dout.data(), qkv.data(), out_in.data(), lse_ref.data(), b, t, ch, nh);
+  kernels::cpu::attention_backward(grad.data(), dout.data(), qkv.data(), out_in.data(), lse_ref.data(), b, t, ch, nh,
+                                   nh);
   double grad_squares = 0.0;
   for (const float g : grad) grad_squares += static_cast<double>(g) * g;
   const auto grad_rms = static_cast<float>(std::sqrt(grad_squares / static_cast<double>(qkv_n)));
@@ -128,7 +129,7 @@ void check_case(const Case& c, std::uint64_t seed) {
       round_to(c.elem, random_values(qkv_n, seed + 2, grad_rms > 0.0f ? grad_rms : 1.0f));
   std::vector<float> expected = initial;
   kernels::cpu::attention_backward(expected.data(), dout.data(), qkv.data(), out_in.data(), lse_ref.data(), b, t, ch,
-                                   nh);
+                                   nh, nh);
 
   const OffsetArray dout_d(dout, c.elem, c.offset);
   const OffsetArray out_in_d(out_in, c.elem, c.offset);

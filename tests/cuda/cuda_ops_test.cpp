@@ -458,6 +458,30 @@ TEST_CASE("cuda ops: grouped-query expand and reduce, then attention over the ex
   }
 }
 
+TEST_CASE("cuda ops: attention over packed q|k|v with grouped K/V heads, forward and backward (+=)") {
+  // The CPU kernel reads the groups in place; the CUDA ops expand into their scratch around the
+  // CUDA kernel and sum the K/V gradients back: the same attention, to the dtype's tolerance.
+  Harness h;
+  constexpr std::int64_t kHeads = 8, kHd = 12;  // head_dim not a multiple of 8
+  for (std::int64_t kv : {std::int64_t{4}, std::int64_t{1}, kHeads}) {
+    for (DType dtype : kComputeDtypes) {
+      INFO(zinf::dtype_name(dtype) << " kv_heads " << kv);
+      auto qkv = h.random(dtype, {kB, kT, (kHeads + 2 * kv) * kHd});
+      auto out = h.poisoned(dtype, {kB, kT, kHeads * kHd});
+      auto lse = h.poisoned(DType::kF32, {kB, kHeads, kT});
+      h.gpu().attention_forward(out.gpu, lse.gpu, qkv.gpu);
+      h.cpu().attention_forward(out.cpu, lse.cpu, qkv.cpu);
+      h.check(out, tolerance(dtype));
+      h.check(lse, fp32_tolerance(dtype));
+      auto dout = h.random(dtype, {kB, kT, kHeads * kHd});
+      auto dqkv = h.random(dtype, {kB, kT, (kHeads + 2 * kv) * kHd});  // accumulated into
+      h.gpu().attention_backward(dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu);
+      h.cpu().attention_backward(dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu);
+      h.check(dqkv, tolerance(dtype));
+    }
+  }
+}
+
 TEST_CASE("cuda ops: cross-entropy loss and its gradient, also in place") {
   Harness h;
   constexpr std::int64_t kVocab = 50;

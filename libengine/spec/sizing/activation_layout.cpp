@@ -39,7 +39,7 @@ std::uint64_t BlockActivationLayout::bytes(std::size_t e) const {
 }
 
 std::uint64_t BlockScratchLayout::bytes(std::size_t e) const {
-  return sum_bytes({&dln, &dwide, &dmid, &dgate, &full, &dfull}, e);
+  return sum_bytes({&dln, &dwide, &dmid, &dgate}, e);
 }
 
 std::int64_t qkv_width(const spec::ModelShape& shape) { return (shape.heads + 2 * shape.kv_heads) * shape.head_dim; }
@@ -73,11 +73,6 @@ BlockScratchLayout block_scratch_layout(const spec::ModelShape& shape, std::int6
   s.dwide = tensor({r * std::max(qkv_width(shape), f)});
   s.dmid = tensor({r * std::max(core_width(shape), f)});
   if (shape.mlp == spec::MlpKind::kGated) s.dgate = tensor({b, t, f});
-  if (shape.kv_heads != shape.heads) {
-    // Grouped-query attention: K and V expanded to every query head, and their gradient.
-    s.full = tensor({b, t, 3 * core_width(shape)});
-    s.dfull = tensor({b, t, 3 * core_width(shape)});
-  }
   return s;
 }
 

@@ -7,8 +7,8 @@
 // rstd; fp32), the q|k|v projection [B,T,(NH+2·KV)·hd] (after the rotation), the attention output
 // [B,T,NH·hd], the attention log-sum-exp [B,NH,T] (fp32), mid, ln2 out and statistics, the MLP's
 // fc (the up projection when gated), gate (gated only) and act [B,T,F]. The backward scratch: dln,
-// the wide and mid gradients (max of the attention's and the MLP's widths), dgate (gated), and with
-// grouped-query attention the K/V heads expanded to NH and their gradient [B,T,3·NH·hd].
+// the wide and mid gradients (max of the attention's and the MLP's widths) and dgate (gated). Grouped-
+// query attention needs no expanded K/V: the attention kernel reads the packed q|k|v directly.
 // Model: token and target ids (int32), the block inputs (CheckpointStore: L+1 on the device, or a
 // ring of 3 device slots with the rest in host memory when offloaded), one block's activations with
 // checkpointing or every block's without, the final norm, rotary tables (fp32 cos/sin [T, rd/2] and
@@ -48,7 +48,7 @@ struct BlockActivationLayout {
 };
 
 struct BlockScratchLayout {
-  ActivationTensor dln, dwide, dmid, dgate, full, dfull;
+  ActivationTensor dln, dwide, dmid, dgate;
   std::uint64_t bytes(std::size_t compute_dtype_bytes) const;
 };
 

@@ -155,12 +155,12 @@ void check_variant(Isa isa, int threads, const Dims& dims, const std::vector<flo
   std::vector<float> out(out_size(dims));
   std::vector<float> lse(lse_size(dims));
   cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels, dims.heads,
-                         threads);
+                         dims.heads, threads);
   CHECK(count_misses("out", out, ref.out, 1e-5, 1e-6 * scale_of(ref.out)) == 0);
   CHECK(count_misses("lse", lse, ref.lse, 1e-5, 1e-6 * scale_of(ref.lse)) == 0);
   std::vector<float> dqkv = dqkv0;
   cpu::attention_backward(isa, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), dims.batch, dims.seq_len,
-                          dims.channels, dims.heads, threads);
+                          dims.channels, dims.heads, dims.heads, threads);
   std::vector<float> delta(dqkv.size());
   for (std::size_t i = 0; i < dqkv.size(); ++i) delta[i] = dqkv[i] - dqkv0[i];
   CHECK(count_misses("dqkv", delta, dqkv_ref, 1e-4, 1e-5 * scale_of(dqkv_ref)) == 0);
@@ -231,7 +231,8 @@ TEST_CASE("attention: no position sees a later key or value", "[model][attention
   const auto dout = uniform_values(out_size(dims), -1.0f, 1.0f, rng);
   std::vector<float> out(out_size(dims));
   std::vector<float> lse(lse_size(dims));
-  cpu::attention_forward(out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels, dims.heads);
+  cpu::attention_forward(out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels, dims.heads,
+                         dims.heads);
 
   const std::size_t C = dims.channels;
   const std::size_t future = 6;
@@ -244,7 +245,8 @@ TEST_CASE("attention: no position sees a later key or value", "[model][attention
   }
   std::vector<float> out2(out_size(dims));
   std::vector<float> lse2(lse_size(dims));
-  cpu::attention_forward(out2.data(), lse2.data(), changed.data(), dims.batch, dims.seq_len, dims.channels, dims.heads);
+  cpu::attention_forward(out2.data(), lse2.data(), changed.data(), dims.batch, dims.seq_len, dims.channels, dims.heads,
+                         dims.heads);
   for (std::size_t b = 0; b < dims.batch; ++b) {
     for (std::size_t t = 0; t < dims.seq_len; ++t) {
       INFO("b=" << b << " t=" << t);
@@ -265,7 +267,7 @@ TEST_CASE("attention: no position sees a later key or value", "[model][attention
   }
   std::vector<float> dqkv(qkv_size(dims), 0.0f);
   cpu::attention_backward(dqkv.data(), masked_dout.data(), qkv.data(), out.data(), lse.data(), dims.batch, dims.seq_len,
-                          dims.channels, dims.heads);
+                          dims.channels, dims.heads, dims.heads);
   for (std::size_t b = 0; b < dims.batch; ++b) {
     for (std::size_t t = future; t < dims.seq_len; ++t) {
       const float* row = dqkv.data() + (b * dims.seq_len + t) * 3 * C;
@@ -293,10 +295,10 @@ TEST_CASE("attention: every variant and thread count gives the same bits", "[mod
       std::vector<float> out(out_size(dims));
       std::vector<float> lse(lse_size(dims));
       cpu::attention_forward(isa, out.data(), lse.data(), qkv.data(), dims.batch, dims.seq_len, dims.channels,
-                             dims.heads, threads);
+                             dims.heads, dims.heads, threads);
       std::vector<float> dqkv(qkv_size(dims), 0.0f);
       cpu::attention_backward(isa, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), dims.batch,
-                              dims.seq_len, dims.channels, dims.heads, threads);
+                              dims.seq_len, dims.channels, dims.heads, dims.heads, threads);
       INFO("B=" << dims.batch << " T=" << dims.seq_len << " C=" << dims.channels << " NH=" << dims.heads << ", "
                 << cpu::isa_name(isa) << ", " << threads << " threads");
       if (first_out.empty()) {

@@ -1,9 +1,12 @@
-// Grouped-query attention on the CPU (kernels/gqa.h around kernels/attention.h): gqa_expand, the
-// causal attention kernel and gqa_reduce together against an fp64 reference that reads each query
-// head's K/V head directly from the packed [q | k | v] layout (no expansion), forward, and backward
-// against central finite differences of that reference; shapes with head_dim not a multiple of 8,
-// MQA (one K/V head) and plain MHA (kv_heads == heads). Also the reduction's fixed summation order,
-// bit for bit, and that every thread count gives the same bits.
+// Grouped-query attention on the CPU: the causal attention kernel (kernels/attention.h) on the
+// packed [q | k | v] layout with NKV <= NH, against an fp64 reference that reads each query head's
+// K/V head directly from the packed rows, forward, and backward against central finite differences
+// of that reference; shapes with head_dim not a multiple of 8, MQA (one K/V head), groups of 1, 2,
+// 3, 4 and 8, on every instruction set the machine runs (bit-identical across them and across
+// thread counts). And the kernel's group sums against the layout kernels of kernels/gqa.h:
+// gqa_expand, the kernel with one K/V per query head and gqa_reduce give the same bits, including
+// sequences of several 64-row blocks and the backward's split work items. Also the reduction's
+// fixed summation order, bit for bit.
 #include "kernels/gqa.h"
 
 #include <cmath>
@@ -66,26 +69,45 @@ std::vector<double> reference_forward(const std::vector<double>& packed, const D
   return out;
 }
 
-// expand → attention → (backward) attention → reduce, fp32, with `threads` threads.
+using cpu::Isa;
+using test_support::supported_isas;
+
 struct Run {
   std::vector<float> out, dpacked;
 };
-Run run_cpu(const std::vector<float>& packed, const std::vector<float>& probe, const Dims& d, int threads) {
+
+// The kernel on the packed rows, fp32, with `threads` threads: forward, then backward of
+// sum(out * probe) into a dpacked that starts at `start` (the kernel accumulates).
+Run run_packed(Isa isa, const std::vector<float>& packed, const std::vector<float>& probe, const Dims& d, int threads,
+               float start = 0.0f) {
+  const std::size_t q = d.heads * d.head_dim;
+  std::vector<float> out(d.rows() * q), lse(d.batch * d.heads * d.seq_len);
+  cpu::attention_forward(isa, out.data(), lse.data(), packed.data(), d.batch, d.seq_len, q, d.heads, d.kv_heads,
+                         threads);
+  std::vector<float> dpacked(packed.size(), start);
+  cpu::attention_backward(isa, dpacked.data(), probe.data(), packed.data(), out.data(), lse.data(), d.batch, d.seq_len,
+                          q, d.heads, d.kv_heads, threads);
+  return {out, dpacked};
+}
+
+// The same through the layout kernels: expand, attention with one K/V per query head, reduce.
+Run run_expanded(const std::vector<float>& packed, const std::vector<float>& probe, const Dims& d, int threads) {
   const std::size_t q = d.heads * d.head_dim;
   std::vector<float> full(d.rows() * 3 * q), out(d.rows() * q), lse(d.batch * d.heads * d.seq_len);
   cpu::gqa_expand(full.data(), packed.data(), d.gqa(), threads);
-  cpu::attention_forward(out.data(), lse.data(), full.data(), d.batch, d.seq_len, q, d.heads, threads);
+  cpu::attention_forward(out.data(), lse.data(), full.data(), d.batch, d.seq_len, q, d.heads, d.heads, threads);
   std::vector<float> dfull(full.size(), 0.0f), dpacked(packed.size(), -7.0f);  // reduce writes (=)
   cpu::attention_backward(dfull.data(), probe.data(), full.data(), out.data(), lse.data(), d.batch, d.seq_len, q,
-                          d.heads, threads);
+                          d.heads, d.heads, threads);
   cpu::gqa_reduce(dpacked.data(), dfull.data(), d.gqa(), threads);
   return {out, dpacked};
 }
 
-TEST_CASE("gqa: expand + attention + reduce match an fp64 grouped reference and its finite differences",
+TEST_CASE("gqa: the attention kernel on packed q|k|v matches an fp64 grouped reference and its finite differences",
           "[kernels][gqa]") {
-  // head_dim 10, 6, 12 (none a multiple of 8); groups of 3, 4 (MQA), 2; kv_heads == heads.
-  const Dims d = GENERATE(Dims{2, 7, 6, 2, 10}, Dims{1, 9, 4, 1, 6}, Dims{2, 5, 4, 2, 12}, Dims{1, 6, 3, 3, 10});
+  // head_dim 10, 6, 12, 5, 3 (none a multiple of 8); groups of 3, 4 (MQA), 2, 1 (MHA), 8 (MQA), 8.
+  const Dims d = GENERATE(Dims{2, 7, 6, 2, 10}, Dims{1, 9, 4, 1, 6}, Dims{2, 5, 4, 2, 12}, Dims{1, 6, 3, 3, 10},
+                          Dims{1, 5, 8, 1, 5}, Dims{1, 4, 16, 2, 3});
   std::mt19937_64 rng(7 + d.heads * 10 + d.kv_heads);
   const auto packed = uniform_values(d.rows() * d.packed_width(), -1.5f, 1.5f, rng);
   const auto probe = uniform_values(d.rows() * d.heads * d.head_dim, -1.0f, 1.0f, rng);
@@ -98,21 +120,45 @@ TEST_CASE("gqa: expand + attention + reduce match an fp64 grouped reference and 
     for (std::size_t i = 0; i < out.size(); ++i) sum += out[i] * probe_d[i];
     return sum;
   });
-  const Run one = run_cpu(packed, probe, d, 1);
-  CHECK(count_misses("out", one.out, out_ref, 1e-5, 1e-6 * scale_of(out_ref)) == 0);
-  CHECK(count_misses("dpacked", one.dpacked, grad_ref, 1e-4, 1e-5 * scale_of(grad_ref)) == 0);
-  const Run three = run_cpu(packed, probe, d, 3);
-  CHECK(three.out == one.out);
-  CHECK(three.dpacked == one.dpacked);
+  const Run first = run_packed(supported_isas().front(), packed, probe, d, 1);
+  for (Isa isa : supported_isas()) {
+    for (int threads : {1, 3}) {
+      INFO("NH=" << d.heads << " NKV=" << d.kv_heads << " hd=" << d.head_dim << ", " << cpu::isa_name(isa) << ", "
+                 << threads << " threads");
+      const Run run = run_packed(isa, packed, probe, d, threads);
+      CHECK(count_misses("out", run.out, out_ref, 1e-5, 1e-6 * scale_of(out_ref)) == 0);
+      CHECK(count_misses("dpacked", run.dpacked, grad_ref, 1e-4, 1e-5 * scale_of(grad_ref)) == 0);
+      CHECK(run.out == first.out);
+      CHECK(run.dpacked == first.dpacked);
+    }
+  }
+  // Accumulated, not written: starting from 1 adds exactly 1 (to the bits of 1 + g) everywhere.
+  const Run from_one = run_packed(supported_isas().front(), packed, probe, d, 1, 1.0f);
+  for (std::size_t i = 0; i < from_one.dpacked.size(); ++i) {
+    if (from_one.dpacked[i] != 1.0f + first.dpacked[i]) FAIL_CHECK("dpacked[" << i << "] not accumulated");
+  }
 }
 
-TEST_CASE("gqa: the forward spans several 64-row blocks against the fp64 reference", "[kernels][gqa]") {
-  const Dims d{1, 70, 4, 1, 10};
-  std::mt19937_64 rng(99);
+TEST_CASE("gqa: the kernel's group sums equal expand + attention + reduce bit for bit, over several blocks",
+          "[kernels][gqa]") {
+  // 130 rows: three 64-row blocks. Threads 1 (whole pairs), 2 and 3 (split items when the groups
+  // are few: 1 x 8 heads over 1 K/V head).
+  const Dims d = GENERATE(Dims{1, 130, 8, 1, 10}, Dims{2, 70, 6, 2, 16}, Dims{1, 130, 4, 4, 12});
+  std::mt19937_64 rng(99 + d.kv_heads);
   const auto packed = uniform_values(d.rows() * d.packed_width(), -1.5f, 1.5f, rng);
   const auto probe = uniform_values(d.rows() * d.heads * d.head_dim, -1.0f, 1.0f, rng);
+  const Run expanded = run_expanded(packed, probe, d, 1);
+  for (Isa isa : supported_isas()) {
+    for (int threads : {1, 2, 3}) {
+      INFO("T=" << d.seq_len << " NH=" << d.heads << " NKV=" << d.kv_heads << ", " << cpu::isa_name(isa) << ", "
+                << threads << " threads");
+      const Run run = run_packed(isa, packed, probe, d, threads);
+      CHECK(run.out == expanded.out);
+      CHECK(run.dpacked == expanded.dpacked);
+    }
+  }
   const std::vector<double> out_ref = reference_forward(widen(packed), d);
-  CHECK(count_misses("out", run_cpu(packed, probe, d, 2).out, out_ref, 1e-5, 1e-6 * scale_of(out_ref)) == 0);
+  CHECK(count_misses("out", expanded.out, out_ref, 1e-5, 1e-6 * scale_of(out_ref)) == 0);
 }
 
 TEST_CASE("gqa: expand copies, reduce sums each group in increasing order in fp32", "[kernels][gqa]") {

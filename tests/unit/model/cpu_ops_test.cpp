@@ -91,8 +91,13 @@ TEST_CASE("CpuOps rejects mismatched shapes") {
       ops.layernorm_forward(t(m, {4, 4}), t(v, {4}), t(v, {4}), t(n, {4, 4}), t(w, {3}), t(w, {4}), 1e-5f);
     }));
   }
-  SECTION("attention: qkv not 3C") {
-    CHECK(aborts([&] { ops.attention_forward(t(m, {1, 2, 4}), t(v, {1, 2, 2}), t(n, {1, 2, 8})); }));
+  SECTION("attention: qkv not (NH + 2 NKV) hd") {
+    // C 4, NH 2, hd 2: the K/V part (3 columns) is not whole pairs of K and V heads.
+    CHECK(aborts([&] { ops.attention_forward(t(m, {1, 2, 4}), t(v, {1, 2, 2}), t(n, {1, 2, 7})); }));
+  }
+  SECTION("attention: NH not a multiple of NKV") {
+    // C 6, NH 3, hd 2, qkv 14 columns: NKV 2.
+    CHECK(aborts([&] { ops.attention_forward(t(m, {1, 2, 6}), t(v, {1, 3, 2}), t(n, {1, 2, 14})); }));
   }
   SECTION("attention: heads do not divide C") {
     CHECK(aborts([&] { ops.attention_forward(t(m, {1, 2, 4}), t(v, {1, 3, 2}), t(n, {1, 2, 12})); }));
