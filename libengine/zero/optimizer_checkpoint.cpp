@@ -171,7 +171,7 @@ Status OptimizerPipeline::load_checkpoint(CheckpointSource& source) {
       break;
     }
   }
-  return after_step();
+  return Status::ok();
 }
 
 }  // namespace zinf::zero

@@ -11,7 +11,7 @@
 //   parameter larger than a sub-group is split into several (element ranges of its slice).
 // With zero.overlap_optimizer on a host tier, prepare_step() starts the step's pipeline before the
 // forward pass and each acquire()/commit() of the ParamSource/GradSink moves it along without
-// blocking (before_acquire(), note_committed()); optimizer_step() runs it to the end. Sub-groups
+// blocking (the StepScheduler calls advance()); optimizer_step() runs it to the end. Sub-groups
 // and pipeline sets come from spec/optimizer_pipeline_shape.h, which the planner calls too.
 //
 // Nothing here issues a collective during the backward pass: the gathers of persistent parameter
@@ -90,23 +90,29 @@ class OptimizerPipeline {
   Status put_initial_states(model::ParamId id, const float* values, device::Stream& compute);
   void finish_initial_states();
 
-  // ParamSource/GradSink hooks. check_not_stepped(): Internal, naming `what` and the parameter, when
-  // the overlapped pipeline has begun stepping a sub-group of `id` this step (the model used it
-  // again after committing its gradient). before_acquire() also moves the pipeline along.
-  // note_committed(): parameter id's gradient is committed; moves the pipeline along without
-  // blocking. Errors are the NVMe store's; the pipeline keeps its state (abort comes at the step).
+  // ParamSource/GradSink hooks, called by the StepScheduler (step_scheduler.h). check_not_stepped():
+  // Internal, naming `what` and the parameter, when the overlapped pipeline has begun stepping a
+  // sub-group of `id` this step (the model used it again after committing its gradient).
+  // note_committed(): parameter id's gradient is committed (counted against its sub-groups; their
+  // gradients are final once the reducer has stored them all). overlapping(): this step's pipeline
+  // was started by prepare_step() and has not finished. advance(): moves every sub-group as far as
+  // it can go without blocking — whether a read, a copy or the optimizer thread is done decides
+  // how far, so it changes rank-local state only and issues no collective. Errors are the NVMe
+  // store's; the pipeline keeps its state (abort comes at the step).
   Status check_not_stepped(model::ParamId id, std::string_view what) const;
-  Status before_acquire(model::ParamId id);
-  Status note_committed(model::ParamId id);
+  void note_committed(model::ParamId id);
+  bool overlapping() const { return pipeline_order_ != nullptr && overlapped_; }
+  Status advance() { return advance_pipeline(false); }
 
-  // ModelStates::prepare_step() and optimizer_step() (model_states.h). On a failure or a skipped
-  // step the pipeline is stopped (the thread's job and every transfer into the sets finish) and
-  // the next step starts afresh.
+  // ModelStates::prepare_step() and optimizer_step() (model_states.h), without the step boundary
+  // (the StepScheduler's). On a failure or a skipped step the pipeline is stopped (the thread's job and every transfer
+  // into the sets finish) and the next step starts afresh.
   Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler);
   Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr, optim::LossScaler& scaler);
   // The master, m and v arrays of the checkpoint layout (partitioned_checkpoint_layout()), streamed
   // parameter by parameter (at most one sub-group of NVMe states in host memory). A load also
-  // republishes every parameter from its master weights.
+  // republishes every parameter from its master weights; the step boundary (the StepScheduler's)
+  // follows it.
   Status save_checkpoint(CheckpointSink& sink);
   Status load_checkpoint(CheckpointSource& source);
 
@@ -195,7 +201,6 @@ class OptimizerPipeline {
   Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   Status read_group(std::size_t group, PipelineSet& set);
   Status finish_set(PipelineSet& set);
-  Status after_step();
 
   // Takes the sub-groups spec::shape_optimizer_pipeline() cut (their flat ranges are this rank's).
   void adopt_groups(const std::vector<spec::SubGroupRange>& ranges);

@@ -82,7 +82,6 @@ Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer
     // No step: the reads issued ahead are drained (their buffers are reused next step).
     ZINF_CHECK(!plan_, "optimizer_step: a step planned without the norm was skipped");
     ZINF_RETURN_IF_ERROR(abort_pipeline(Status::ok()));
-    ZINF_RETURN_IF_ERROR(after_step());
     return plan.report;
   }
   if (plan_) {
@@ -100,18 +99,7 @@ Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer
   plan_.reset();
   if (!stepped.is_ok()) return fail(stepped);
   optim::AdamOptimizer::end_step(plan, scaler);
-  ZINF_RETURN_IF_ERROR(after_step());
   return plan.report;
-}
-
-Status OptimizerPipeline::after_step() {
-  // Copies out of host buffers and the gathers of persistent copies finish before those buffers
-  // change again; the next forward pass's first transfers start now. The parameters' NVMe writes go
-  // on into the forward pass: a read of a parameter is issued behind its write and sees the new
-  // bytes (the store keeps each extent's order and serves the writes reads wait for first), and
-  // whoever next fills a write's source buffer waits for that write (finish_set, submit_group).
-  ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
-  return coordinator_->prefetch_next_forward();
 }
 
 Status OptimizerPipeline::step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan) {
