@@ -162,7 +162,7 @@ Status OptimizerPipeline::submit_group(std::size_t position) {
     // may be on loan to the coordinator (finish_group).
     if (!streamed && params_->on_nvme()) {
       ZINF_RETURN_IF_ERROR(params_->wait_writes(id));
-      coordinator_->revoke_lent(id);
+      publisher_->end_loan(id);
     }
     Slice slice{streamed ? set_states(*set, id) : host_states(id),
                 piece_view(grads_->slice(id), piece),
@@ -203,7 +203,7 @@ Status OptimizerPipeline::submit_group(std::size_t position) {
   // The set's new parameter values are overwritten: the loans of its last sub-group end.
   if (set != nullptr) {
     PipelineSet& lender = sets_[position % sets_.size()];
-    for (model::ParamId id : lender.lent) coordinator_->revoke_lent(id);
+    for (model::ParamId id : lender.lent) publisher_->end_loan(id);
     lender.lent.clear();
   }
   const std::uint64_t elements = static_cast<std::uint64_t>(group.flat_end - group.flat_begin);
@@ -323,7 +323,7 @@ Status OptimizerPipeline::advance_pipeline(bool block) {
   // parameters' copies are waited for at the step boundary (StepScheduler). The persistent copies' gathers
   // go out in the pipeline's order.
   for (PipelineSet& set : sets_) set.carried = set.group >= 0;
-  for (model::ParamId id : deferred_gathers_) coordinator_->gather_persistent(id);
+  for (model::ParamId id : deferred_gathers_) publisher_->gather(id);
   deferred_gathers_.clear();
   pipeline_order_ = nullptr;
   return Status::ok();

@@ -1,7 +1,8 @@
 // OptimizerPipeline: the optimizer side of PartitionedStates (partitioned_states.h) — it owns the
 // fp32 master weights and Adam moments of this rank's slices on their tier (zero.optimizer), runs
 // the optimizer step where they live and sends the new parameter values back through the
-// parameter store and the ParamCoordinator. Every branch on the optimizer's tier is here:
+// parameter store and the coordinator's ParamPublisher (param_publisher.h). Every branch on the optimizer's tier is
+// here:
 // - device: the master weights and moments are StateStores in device memory (state_store.h); the
 //   step runs the device's Ops after the backward pass, parameter by parameter;
 // - cpu: StateStores in host memory; CPU Adam on the optimizer thread (optimizer_worker.h), one
@@ -18,7 +19,7 @@
 // copies wait for optimizer_step() and go out in the pipeline's order (docs/architecture.md §4).
 //
 // Lifetime: made by create() while PartitionedStates allocates (the host budget it sees decides
-// the pipeline's shape), then connect()ed to the NVMe store, the coordinator and the gradient
+// the pipeline's shape), then connect()ed to the NVMe store, the coordinator's ParamPublisher and the gradient
 // reducer, which are made after it. The parameter and gradient stores, the table, partition and
 // device must outlive it. Thread-safety: one thread (the training loop's) makes every call; the
 // optimizer thread only runs a sub-group's arithmetic, and the destructor waits for it.
@@ -45,7 +46,7 @@
 #include "libengine/zero/model_states.h"
 #include "libengine/zero/nvme_state_store.h"
 #include "libengine/zero/optimizer_worker.h"
-#include "libengine/zero/param_coordinator.h"
+#include "libengine/zero/param_publisher.h"
 #include "libengine/zero/partition.h"
 #include "libengine/zero/state_store.h"
 
@@ -81,7 +82,7 @@ class OptimizerPipeline {
   // (locked-memory limit) is one warning through `on_warning`; the transfers then work unregistered.
   void register_transfer_buffers(NvmeStateStore& nvme, const std::function<void(const std::string&)>& on_warning);
   // The parts made after this one. `nvme` is null without an NVMe store. All must outlive it.
-  void connect(NvmeStateStore* nvme, ParamCoordinator& coordinator, GradientReducer& reducer);
+  void connect(NvmeStateStore* nvme, ParamPublisher& publisher, GradientReducer& reducer);
 
   // Initial master weights of parameter id (this rank's slice, fp32 host memory, kept by the caller
   // until `compute` passes the copies); Adam moments start at zero. On NVMe a sub-group goes to its
@@ -191,7 +192,7 @@ class OptimizerPipeline {
   // The host copy of parameter id's storage-precision values after an update (`source`, host
   // memory) goes to the parameter's tier and its resident device copy.
   // `defer_gather`: a persistent copy's gather waits in deferred_gathers_ (see the pipeline).
-  // `lend`: `source` stays unchanged until revoke_lent(id) is called before it changes (a pipeline
+  // `lend`: `source` stays unchanged until end_loan(id) is called before it changes (a pipeline
   // buffer), so the coordinator may keep it for the next forward pass without a copy.
   Status publish(model::ParamId id, const void* source, bool defer_gather = false, bool lend = false);
   // Parameters on the device tier updated there (optimizer on the device, checkpoint load): this
@@ -240,7 +241,7 @@ class OptimizerPipeline {
   StateStore* grads_;   // storage precision, on zero.grads
   // connect():
   NvmeStateStore* nvme_ = nullptr;
-  ParamCoordinator* coordinator_ = nullptr;
+  ParamPublisher* publisher_ = nullptr;  // the parameter coordinator's publish/loan side
   GradientReducer* reducer_ = nullptr;
   device::CpuOps host_ops_;
 
@@ -284,7 +285,6 @@ class OptimizerPipeline {
   double worker_seconds_seen_ = 0;  // the worker's busy time when its last job was collected
   bool job_overlapped_ = false;     // the job on the worker began before the backward pass ended
   device::CpuOps worker_ops_;
-  std::unique_ptr<device::Event> computed_;  // the compute stream's point a transfer waits for
   LinkBytes host_to_device_;
   // Last: destroyed first, so no job outlives the buffers it writes.
   std::unique_ptr<OptimizerWorker> worker_;

@@ -17,20 +17,13 @@ Status OptimizerPipeline::publish(model::ParamId id, const void* source, bool de
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
   ZINF_ASSIGN_OR_RETURN(const std::size_t to_device, params_->publish(id, source, h2d));
   host_to_device_.optimizer += to_device;
-  if (params_->on_nvme()) coordinator_->stage_published(id, source, lend);
-  if (coordinator_->persistent(id)) {
-    host_to_device_.optimizer += coordinator_->publish_persistent(id, source, !defer_gather);
-    if (defer_gather) deferred_gathers_.push_back(id);
-  }
+  host_to_device_.optimizer += publisher_->publish(id, source, {.defer_gather = defer_gather, .lend = lend});
+  if (defer_gather) deferred_gathers_.push_back(id);
   return Status::ok();
 }
 
 void OptimizerPipeline::republish_device_slice(model::ParamId id) {
-  if (!coordinator_->persistent(id)) return;
-  // The slice was written on the compute stream; the copy into the persistent copy follows it.
-  device_.stream(device::StreamRole::kCompute).record(*computed_);
-  device_.stream(device::StreamRole::kHostToDevice).wait(*computed_);
-  coordinator_->publish_persistent_from_device(id, params_->slice(id).data());
+  publisher_->publish_from_device(id, params_->slice(id).data());
 }
 
 Status OptimizerPipeline::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
@@ -54,7 +47,7 @@ Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer
   // the old values.
   const auto fail = [&](Status status) { return abort_pipeline(std::move(status)); };
   if (Status s = reducer_->finish_backward(); !s.is_ok()) return fail(s);
-  coordinator_->invalidate();
+  publisher_->invalidate();
   if (host_optimizer()) {
     if (pipeline_order_ == nullptr) {
       // DeepSpeed's order: the whole step after the backward pass. The first sub-groups' reads do

@@ -25,11 +25,11 @@ constexpr std::size_t kBackward = static_cast<std::size_t>(model::Phase::kBackwa
 
 }  // namespace
 
-ParamCoordinator::ParamCoordinator(const model::ParamTable& table, device::Device& device, std::vector<ParamHome> homes,
+ParamCoordinator::ParamCoordinator(const model::ParamTable& table, device::Device& device, const ParamHomes& homes,
                                    NvmeStateStore* nvme, const ParamCoordinatorOptions& options)
     : table_(table),
       device_(device),
-      homes_(std::move(homes)),
+      homes_(homes),
       nvme_(nvme),
       options_(options),
       slots_(static_cast<std::size_t>(table.size())),
@@ -41,23 +41,22 @@ ParamCoordinator::~ParamCoordinator() {
   for (model::ParamId id = 0; id < table_.size(); ++id) {
     Slot& slot = slots_[static_cast<std::size_t>(id)];
     // A read still in flight writes into its staging buffer: wait before that buffer goes.
-    if (slot.state == State::kReading) (void)nvme_->wait(homes_[static_cast<std::size_t>(id)].extent);
+    if (slot.state == State::kReading) (void)nvme_->wait(homes_.home(id).extent);
   }
   (void)device_.synchronize();
 }
 
 Result<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(const model::ParamTable& table,
-                                                                   device::Device& device, std::vector<ParamHome> homes,
+                                                                   device::Device& device, const ParamHomes& homes,
                                                                    NvmeStateStore* nvme,
                                                                    const ParamCoordinatorOptions& options) {
-  ZINF_CHECK(homes.size() == static_cast<std::size_t>(table.size()), "coordinator: one home per parameter");
-  std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(table, device, std::move(homes), nvme, options));
+  std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(table, device, homes, nvme, options));
   // The two largest gathered parameters must fit at once (a linear's weight and bias, the
   // embedding's two tables); the largest NVMe-resident one must fit the read staging.
   std::uint64_t largest = 0, second = 0, largest_nvme = 0;
   std::string largest_name, second_name;
   for (model::ParamId id = 0; id < table.size(); ++id) {
-    const ParamHome& home = c->homes_[static_cast<std::size_t>(id)];
+    const ParamHome home = homes.home(id);
     if (c->resident(id)) continue;
     const std::size_t whole = c->gathered_bytes(id);
     if (table[id].numel <= options.persistence_threshold) {
@@ -102,11 +101,11 @@ bool ParamCoordinator::persistent(model::ParamId id) const {
 
 bool ParamCoordinator::resident(model::ParamId id) const {
   // At several ranks a device-tier parameter holds only this rank's slice: it is gathered like the rest.
-  return (homes_[static_cast<std::size_t>(id)].tier == spec::Tier::kDevice && !gathering()) || persistent(id);
+  return (homes_.home(id).tier == spec::Tier::kDevice && !gathering()) || persistent(id);
 }
 
 std::size_t ParamCoordinator::gathered_bytes(model::ParamId id) const {
-  const ParamHome& home = homes_[static_cast<std::size_t>(id)];
+  const ParamHome home = homes_.home(id);
   if (!gathering()) return home.bytes;
   return static_cast<std::size_t>(home.slice_numel) * static_cast<std::size_t>(options_.comm->world_size()) *
          dtype_size_bytes(options_.precision);
@@ -114,33 +113,38 @@ std::size_t ParamCoordinator::gathered_bytes(model::ParamId id) const {
 
 std::size_t ParamCoordinator::slice_offset_bytes(model::ParamId id) const {
   if (!gathering()) return 0;
-  return static_cast<std::size_t>(homes_[static_cast<std::size_t>(id)].slice_numel) *
-         static_cast<std::size_t>(options_.comm->rank()) * dtype_size_bytes(options_.precision);
+  return static_cast<std::size_t>(homes_.home(id).slice_numel) * static_cast<std::size_t>(options_.comm->rank()) *
+         dtype_size_bytes(options_.precision);
 }
 
 void ParamCoordinator::gather_into(model::ParamId id, void* copy, device::Event& from, device::Event& done) {
   device::Stream& collective = device_.stream(device::StreamRole::kCollective);
   collective.wait(from);
   options_.comm->all_gather(static_cast<std::byte*>(copy) + slice_offset_bytes(id), copy,
-                            static_cast<std::size_t>(homes_[static_cast<std::size_t>(id)].slice_numel),
-                            options_.precision, collective);
+                            static_cast<std::size_t>(homes_.home(id).slice_numel), options_.precision, collective);
   collective.record(done);
 }
 
-std::size_t ParamCoordinator::publish_persistent(model::ParamId id, const void* host_slice, bool gather) {
-  return publish_persistent_copy(id, host_slice, device::CopyKind::kHostToDevice, gather);
+std::size_t ParamCoordinator::publish(model::ParamId id, const void* host_values, Publish how) {
+  stage_published(id, host_values, how.lend);
+  if (!persistent(id)) return 0;
+  return publish_persistent_copy(id, host_values, device::CopyKind::kHostToDevice, !how.defer_gather);
 }
 
-std::size_t ParamCoordinator::publish_persistent_from_device(model::ParamId id, const void* device_slice) {
+void ParamCoordinator::publish_from_device(model::ParamId id, const void* device_slice) {
+  if (!persistent(id)) return;
+  // The slice was written on the compute stream; the copy into the persistent copy follows it.
+  if (!computed_) computed_ = device_.create_event();
+  device_.stream(device::StreamRole::kCompute).record(*computed_);
+  device_.stream(device::StreamRole::kHostToDevice).wait(*computed_);
   (void)publish_persistent_copy(id, device_slice, device::CopyKind::kDeviceToDevice, true);
-  return 0;
 }
 
 std::size_t ParamCoordinator::publish_persistent_copy(model::ParamId id, const void* slice, device::CopyKind kind,
                                                       bool gather) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
-  ZINF_CHECK(!slot.resident.empty(), "publish_persistent: the parameter has no persistent copy");
-  const ParamHome& home = homes_[static_cast<std::size_t>(id)];
+  ZINF_CHECK(!slot.resident.empty(), "publish: the parameter has no persistent copy");
+  const ParamHome home = homes_.home(id);
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
   device_.copy(static_cast<std::byte*>(slot.resident.data()) + slice_offset_bytes(id), slice, home.bytes, kind, h2d);
   if (gathering()) {
@@ -152,10 +156,10 @@ std::size_t ParamCoordinator::publish_persistent_copy(model::ParamId id, const v
   return home.bytes;
 }
 
-void ParamCoordinator::gather_persistent(model::ParamId id) {
-  if (!gathering()) return;
+void ParamCoordinator::gather(model::ParamId id) {
+  if (!gathering() || !persistent(id)) return;
   Slot& slot = slots_[static_cast<std::size_t>(id)];
-  ZINF_CHECK(!slot.resident.empty() && slot.staged, "gather_persistent: the parameter's slice was not published");
+  ZINF_CHECK(!slot.resident.empty() && slot.staged, "gather: the parameter's slice was not published");
   gather_into(id, slot.resident.data(), *slot.staged, *slot.copied);
 }
 
@@ -258,7 +262,7 @@ void ParamCoordinator::mark_early_in_forward() {
   std::uint64_t ahead = 0;
   for (std::size_t position = 0; position < traces_[kForward].order.size(); ++position) {
     const auto index = static_cast<std::size_t>(traces_[kForward].order[position]);
-    const ParamHome& home = homes_[index];
+    const ParamHome home = homes_.home(static_cast<model::ParamId>(index));
     const bool offloaded = home.tier == spec::Tier::kNvme && !resident(static_cast<model::ParamId>(index));
     if (!seen[index]) {
       seen[index] = true;
@@ -280,7 +284,7 @@ void ParamCoordinator::begin_phase(model::Phase phase) {
 
 Status ParamCoordinator::start_read(model::ParamId id) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
-  const ParamHome& home = homes_[static_cast<std::size_t>(id)];
+  const ParamHome home = homes_.home(id);
   ZINF_ASSIGN_OR_RETURN(slot.host_copy, staging_.take(home.bytes, fmt::format("NVMe read of {}", table_[id].name)));
   Status started =
       nvme_->start_read(home.extent, std::span<std::byte>(static_cast<std::byte*>(slot.host_copy.data()), home.bytes));
@@ -294,7 +298,7 @@ Status ParamCoordinator::start_read(model::ParamId id) {
 
 Status ParamCoordinator::finish_read(model::ParamId id) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
-  Status read = nvme_->wait(homes_[static_cast<std::size_t>(id)].extent);
+  Status read = nvme_->wait(homes_.home(id).extent);
   if (!read.is_ok()) {
     staging_.give_now(std::move(slot.host_copy));
     slot.state = State::kNotAvailable;
@@ -306,7 +310,7 @@ Status ParamCoordinator::finish_read(model::ParamId id) {
 
 Status ParamCoordinator::start_copy(model::ParamId id) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
-  const ParamHome& home = homes_[static_cast<std::size_t>(id)];
+  const ParamHome home = homes_.home(id);
   ZINF_ASSIGN_OR_RETURN(slot.device_copy, live_.take(gathered_bytes(id), fmt::format("gathered {}", table_[id].name)));
   void* own_slice = static_cast<std::byte*>(slot.device_copy.data()) + slice_offset_bytes(id);
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
@@ -339,7 +343,7 @@ void ParamCoordinator::drop(model::ParamId id) {
     case State::kNotAvailable:
       break;
     case State::kReading:
-      (void)nvme_->wait(homes_[static_cast<std::size_t>(id)].extent);  // the staging is written into until then
+      (void)nvme_->wait(homes_.home(id).extent);  // the staging is written into until then
       staging_.give_now(std::move(slot.host_copy));
       break;
     case State::kHost:
@@ -348,7 +352,7 @@ void ParamCoordinator::drop(model::ParamId id) {
       break;
     case State::kCopying:
       staging_.give(std::move(slot.host_copy), h2d);
-      slot.lent = nullptr;  // revoke_lent() still waits for the copy (copy_from_lent)
+      slot.lent = nullptr;  // end_loan() still waits for the copy (copy_from_lent)
       // Gathering: the all-gather (after the copy) writes into the buffer until the collective stream passes.
       live_.give(std::move(slot.device_copy), gathering() ? device_.stream(device::StreamRole::kCollective) : h2d);
       break;
@@ -414,7 +418,7 @@ Status ParamCoordinator::prefetch() {
     if (resident(id) || seen[index]) return true;
     seen[index] = true;
     Slot& slot = slots_[index];
-    const ParamHome& home = homes_[index];
+    const ParamHome home = homes_.home(static_cast<model::ParamId>(index));
     if (home.tier == spec::Tier::kNvme && far_open) {
       far += home.bytes;
       if (far > far_window_bytes_) {
@@ -449,7 +453,7 @@ Result<Tensor> ParamCoordinator::acquire(model::ParamId id) {
   Slot& slot = slots_[index];
   ZINF_CHECK(!slot.in_use, "acquire: parameter is already acquired");
   const model::ParamInfo& info = table_[id];
-  const ParamHome& home = homes_[index];
+  const ParamHome home = homes_.home(static_cast<model::ParamId>(index));
   follow_trace(id);
   void* data = nullptr;
   if (resident(id)) {
@@ -471,7 +475,7 @@ Result<Tensor> ParamCoordinator::acquire(model::ParamId id) {
       device::Stream& compute = device_.stream(device::StreamRole::kCompute);
       compute.wait(*slot.copied);
       staging_.give(std::move(slot.host_copy), device_.stream(device::StreamRole::kHostToDevice));
-      slot.lent = nullptr;  // revoke_lent() still waits for the copy (copy_from_lent)
+      slot.lent = nullptr;  // end_loan() still waits for the copy (copy_from_lent)
       slot.state = State::kAvailable;
     }
     stats_.stall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
@@ -513,21 +517,21 @@ void ParamCoordinator::invalidate() {
   close_pass();
 }
 
-std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* values, bool lend) {
+void ParamCoordinator::stage_published(model::ParamId id, const void* values, bool lend) {
   const auto index = static_cast<std::size_t>(id);
   Slot& slot = slots_[index];
-  const ParamHome& home = homes_[index];
+  const ParamHome home = homes_.home(static_cast<model::ParamId>(index));
   // Only into an empty slot: one holding an older copy (kept for reuse during the backward pass) is
   // dropped by invalidate() and read back as before.
   if (home.tier != spec::Tier::kNvme || resident(id) || slot.state != State::kNotAvailable ||
       !traces_[kForward].known || !early_in_forward_[index] || (!lend && !room(staging_, home.bytes))) {
-    return 0;
+    return;
   }
   if (lend) {
     slot.lent = values;
   } else {
     Result<device::DeviceBuffer> copy = staging_.take(home.bytes, fmt::format("new values of {}", table_[id].name));
-    if (!copy.is_ok()) return 0;  // staging is an optimisation here: the pass reads the values back
+    if (!copy.is_ok()) return;  // staging is an optimisation here: the pass reads the values back
     slot.host_copy = std::move(copy).value();
     kernels::cpu::copy_bytes(slot.host_copy.data(), values, home.bytes);  // the training thread's (copy.h)
   }
@@ -536,10 +540,9 @@ std::size_t ParamCoordinator::stage_published(model::ParamId id, const void* val
   // the invalidate() that ends the pass.
   slot.kept_across_invalidate = !invalidated_;
   stats_.params_kept_on_host_bytes += home.bytes;
-  return home.bytes;
 }
 
-void ParamCoordinator::revoke_lent(model::ParamId id) {
+void ParamCoordinator::end_loan(model::ParamId id) {
   Slot& slot = slots_[static_cast<std::size_t>(id)];
   if (slot.copy_from_lent) {
     // The copy (and, gathering, the all-gather behind it) may still read the values.
@@ -552,7 +555,7 @@ void ParamCoordinator::revoke_lent(model::ParamId id) {
     // Not copied yet: the next pass reads the parameter back after all.
     slot.state = State::kNotAvailable;
     slot.kept_across_invalidate = false;
-    stats_.params_kept_on_host_bytes -= homes_[static_cast<std::size_t>(id)].bytes;
+    stats_.params_kept_on_host_bytes -= homes_.home(id).bytes;
   }
 }
 

@@ -125,8 +125,6 @@ Status PartitionedStates::plan_and_allocate() {
   }
 
   if (comm_ != nullptr) order_ = std::make_unique<CollectiveOrder>(*comm_);
-  std::vector<ParamHome> homes(static_cast<std::size_t>(table_.size()));
-  for (model::ParamId id = 0; id < table_.size(); ++id) homes[static_cast<std::size_t>(id)] = params_->home(id);
   ParamCoordinatorOptions coordination;
   coordination.precision = precision_;
   coordination.compute_dtype = compute_dtype_;
@@ -143,7 +141,7 @@ Status PartitionedStates::plan_and_allocate() {
   coordination.on_warning = on_warning_;
   coordination.comm = order_.get();
   Result<std::unique_ptr<ParamCoordinator>> coordinator =
-      ParamCoordinator::create(table_, device_, std::move(homes), nvme_.get(), coordination);
+      ParamCoordinator::create(table_, device_, *params_, nvme_.get(), coordination);
   if (!coordinator.is_ok()) {
     return as_field_error(coordinator.status(), "scenario.device_memory",
                           "raise it or lower zero.persistence_threshold");
@@ -196,8 +194,8 @@ Status PartitionedStates::initialise() {
       source = stored.data();
     }
     ZINF_RETURN_IF_ERROR(params_->put(id, source, compute));
-    if (params_->on_nvme()) coordinator_->set_extent(id, params_->home(id).extent);
-    if (coordinator_->persistent(id)) coordinator_->publish_persistent(id, source);
+    // Into the persistent device copy, if it has one (the store now knows its NVMe extent).
+    (void)coordinator_->publish(id, source, {});
     // The host vectors are reused for the next parameter: wait for these copies first.
     ZINF_RETURN_IF_ERROR(compute.synchronize());
     ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
