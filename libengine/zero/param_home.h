@@ -23,6 +23,7 @@ struct ParamHome {
   std::int64_t slice_numel = 0;         // every rank's padded slice (partition.h); 0: bytes / element size
 
   bool on_device() const { return tier == spec::Tier::kDevice; }
+  bool in_host_memory() const { return tier == spec::Tier::kCpu; }
   bool on_nvme() const { return tier == spec::Tier::kNvme; }
 };
 
