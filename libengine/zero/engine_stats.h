@@ -27,7 +27,7 @@ struct EngineStats {
   std::uint64_t sync_nvme_reads = 0;  // NVMe reads issued by acquire() itself (not by the prefetcher)
   // New values of NVMe-resident parameters kept on the host when the optimizer wrote them (lent where
   // Adam wrote them, or copied into staging), so the next forward pass did not read them back
-  // (ParamCoordinator::stage_published).
+  // (ParamCoordinator::publish, param_publisher.h).
   std::uint64_t params_kept_on_host_bytes = 0;
   std::uint64_t trace_mismatches = 0;  // acquires that differed from the recorded order
   // Optimizer on the CPU or NVMe: elements of this rank's states stepped, and of those the ones

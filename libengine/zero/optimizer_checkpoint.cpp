@@ -85,7 +85,7 @@ Status OptimizerPipeline::load_checkpoint(CheckpointSource& source) {
     }
     return Status::ok();
   };
-  coordinator_->invalidate();
+  publisher_->invalidate();
   std::vector<std::byte> rounded;
   // The working parameters follow the loaded master weights, rounded as the optimizer rounds them.
   const auto republish = [&](model::ParamId id, const Tensor& master) -> Status {
@@ -94,7 +94,7 @@ Status OptimizerPipeline::load_checkpoint(CheckpointSource& source) {
     host_ops_.copy(Tensor(rounded.data(), precision_, master.shape()), master);
     ZINF_RETURN_IF_ERROR(publish(id, rounded.data()));
     // `rounded` is reused for the next parameter: its copies and writes must be done.
-    ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
+    ZINF_RETURN_IF_ERROR(publisher_->wait_published());
     return params_->wait(id);
   };
   switch (zero_.optimizer) {
@@ -126,7 +126,7 @@ Status OptimizerPipeline::load_checkpoint(CheckpointSource& source) {
           if (g == group_last_[static_cast<std::size_t>(id)]) {
             status = republish(id, Tensor(whole.data(), DType::kF32, Shape{partition_[id].owned}));
             // `whole` is reused by the next split parameter: its copies and writes must be done.
-            if (status.is_ok()) status = coordinator_->wait_published();
+            if (status.is_ok()) status = publisher_->wait_published();
             if (status.is_ok()) status = params_->wait(id);
           }
         }
@@ -171,7 +171,7 @@ Status OptimizerPipeline::load_checkpoint(CheckpointSource& source) {
       break;
     }
   }
-  return after_step();
+  return Status::ok();
 }
 
 }  // namespace zinf::zero

@@ -73,7 +73,7 @@ void OptimizerPipeline::start_pipeline(const std::vector<std::size_t>& order, bo
     pieces_left_[index] = static_cast<int>(group_last_[index] - group_first_[index] + 1);
   }
   // The last step's split parameter was published; its NVMe write from split_out_ may still be in
-  // flight (after_step() does not wait for parameter writes): the next one to fill split_out_ waits.
+  // flight (the step boundary does not wait for parameter writes): the next one to fill split_out_ waits.
   if (split_out_param_ >= 0) split_out_written_ = split_out_param_;
   split_out_param_ = -1;
 }
@@ -98,8 +98,8 @@ bool OptimizerPipeline::grads_final(std::size_t group, bool block) {
   return run.grads_ready->query();
 }
 
-Status OptimizerPipeline::note_committed(model::ParamId id) {
-  if (pipeline_order_ == nullptr || !overlapped_) return Status::ok();
+void OptimizerPipeline::note_committed(model::ParamId id) {
+  if (!overlapping()) return;
   const auto index = static_cast<std::size_t>(id);
   for (std::size_t g = group_first_[index]; g <= group_last_[index]; ++g) {
     GroupRun& run = runs_[g];
@@ -107,7 +107,6 @@ Status OptimizerPipeline::note_committed(model::ParamId id) {
     // Its gradients are final once they are all in the gradient store.
     reducer_->record_when_stored(*run.grads_ready, run.grads_recorded);
   }
-  return advance_pipeline(false);
 }
 
 Status OptimizerPipeline::check_not_stepped(model::ParamId id, std::string_view what) const {
@@ -121,14 +120,6 @@ Status OptimizerPipeline::check_not_stepped(model::ParamId id, std::string_view 
         "gradient, which zero.overlap_optimizer cannot allow; set it to false",
         what, table_[id].name));
   }
-  return Status::ok();
-}
-
-Status OptimizerPipeline::before_acquire(model::ParamId id) {
-  ZINF_RETURN_IF_ERROR(check_not_stepped(id, "acquire"));
-  // Another point to move the optimizer pipeline along: sub-groups whose gradients have reached
-  // the host since the last commit go to the optimizer thread now rather than at the next commit.
-  if (pipeline_order_ != nullptr && overlapped_) ZINF_RETURN_IF_ERROR(advance_pipeline(false));
   return Status::ok();
 }
 
@@ -171,7 +162,7 @@ Status OptimizerPipeline::submit_group(std::size_t position) {
     // may be on loan to the coordinator (finish_group).
     if (!streamed && params_->on_nvme()) {
       ZINF_RETURN_IF_ERROR(params_->wait_writes(id));
-      coordinator_->revoke_lent(id);
+      publisher_->end_loan(id);
     }
     Slice slice{streamed ? set_states(*set, id) : host_states(id),
                 piece_view(grads_->slice(id), piece),
@@ -212,7 +203,7 @@ Status OptimizerPipeline::submit_group(std::size_t position) {
   // The set's new parameter values are overwritten: the loans of its last sub-group end.
   if (set != nullptr) {
     PipelineSet& lender = sets_[position % sets_.size()];
-    for (model::ParamId id : lender.lent) coordinator_->revoke_lent(id);
+    for (model::ParamId id : lender.lent) publisher_->end_loan(id);
     lender.lent.clear();
   }
   const std::uint64_t elements = static_cast<std::uint64_t>(group.flat_end - group.flat_begin);
@@ -329,10 +320,10 @@ Status OptimizerPipeline::advance_pipeline(bool block) {
   // Every sub-group is stepped. The last sub-groups' states are still being written behind: those
   // writes go on into the next forward pass (the drives stay busy while compute starts), and a set
   // is waited for when it is next read into (read_group) or drained (finish_sets). The new
-  // parameters' writes and copies are waited for by after_step(). The persistent copies' gathers
+  // parameters' copies are waited for at the step boundary (StepScheduler). The persistent copies' gathers
   // go out in the pipeline's order.
   for (PipelineSet& set : sets_) set.carried = set.group >= 0;
-  for (model::ParamId id : deferred_gathers_) coordinator_->gather_persistent(id);
+  for (model::ParamId id : deferred_gathers_) publisher_->gather(id);
   deferred_gathers_.clear();
   pipeline_order_ = nullptr;
   return Status::ok();

@@ -1,7 +1,8 @@
 // OptimizerPipeline: the optimizer side of PartitionedStates (partitioned_states.h) — it owns the
 // fp32 master weights and Adam moments of this rank's slices on their tier (zero.optimizer), runs
 // the optimizer step where they live and sends the new parameter values back through the
-// parameter store and the ParamCoordinator. Every branch on the optimizer's tier is here:
+// parameter store and the coordinator's ParamPublisher (param_publisher.h). Every branch on the optimizer's tier is
+// here:
 // - device: the master weights and moments are StateStores in device memory (state_store.h); the
 //   step runs the device's Ops after the backward pass, parameter by parameter;
 // - cpu: StateStores in host memory; CPU Adam on the optimizer thread (optimizer_worker.h), one
@@ -11,14 +12,14 @@
 //   parameter larger than a sub-group is split into several (element ranges of its slice).
 // With zero.overlap_optimizer on a host tier, prepare_step() starts the step's pipeline before the
 // forward pass and each acquire()/commit() of the ParamSource/GradSink moves it along without
-// blocking (before_acquire(), note_committed()); optimizer_step() runs it to the end. Sub-groups
+// blocking (the StepScheduler calls advance()); optimizer_step() runs it to the end. Sub-groups
 // and pipeline sets come from spec/optimizer_pipeline_shape.h, which the planner calls too.
 //
 // Nothing here issues a collective during the backward pass: the gathers of persistent parameter
 // copies wait for optimizer_step() and go out in the pipeline's order (docs/architecture.md §4).
 //
 // Lifetime: made by create() while PartitionedStates allocates (the host budget it sees decides
-// the pipeline's shape), then connect()ed to the NVMe store, the coordinator and the gradient
+// the pipeline's shape), then connect()ed to the NVMe store, the coordinator's ParamPublisher and the gradient
 // reducer, which are made after it. The parameter and gradient stores, the table, partition and
 // device must outlive it. Thread-safety: one thread (the training loop's) makes every call; the
 // optimizer thread only runs a sub-group's arithmetic, and the destructor waits for it.
@@ -45,7 +46,7 @@
 #include "libengine/zero/model_states.h"
 #include "libengine/zero/nvme_state_store.h"
 #include "libengine/zero/optimizer_worker.h"
-#include "libengine/zero/param_coordinator.h"
+#include "libengine/zero/param_publisher.h"
 #include "libengine/zero/partition.h"
 #include "libengine/zero/state_store.h"
 
@@ -81,7 +82,7 @@ class OptimizerPipeline {
   // (locked-memory limit) is one warning through `on_warning`; the transfers then work unregistered.
   void register_transfer_buffers(NvmeStateStore& nvme, const std::function<void(const std::string&)>& on_warning);
   // The parts made after this one. `nvme` is null without an NVMe store. All must outlive it.
-  void connect(NvmeStateStore* nvme, ParamCoordinator& coordinator, GradientReducer& reducer);
+  void connect(NvmeStateStore* nvme, ParamPublisher& publisher, GradientReducer& reducer);
 
   // Initial master weights of parameter id (this rank's slice, fp32 host memory, kept by the caller
   // until `compute` passes the copies); Adam moments start at zero. On NVMe a sub-group goes to its
@@ -90,23 +91,29 @@ class OptimizerPipeline {
   Status put_initial_states(model::ParamId id, const float* values, device::Stream& compute);
   void finish_initial_states();
 
-  // ParamSource/GradSink hooks. check_not_stepped(): Internal, naming `what` and the parameter, when
-  // the overlapped pipeline has begun stepping a sub-group of `id` this step (the model used it
-  // again after committing its gradient). before_acquire() also moves the pipeline along.
-  // note_committed(): parameter id's gradient is committed; moves the pipeline along without
-  // blocking. Errors are the NVMe store's; the pipeline keeps its state (abort comes at the step).
+  // ParamSource/GradSink hooks, called by the StepScheduler (step_scheduler.h). check_not_stepped():
+  // Internal, naming `what` and the parameter, when the overlapped pipeline has begun stepping a
+  // sub-group of `id` this step (the model used it again after committing its gradient).
+  // note_committed(): parameter id's gradient is committed (counted against its sub-groups; their
+  // gradients are final once the reducer has stored them all). overlapping(): this step's pipeline
+  // was started by prepare_step() and has not finished. advance(): moves every sub-group as far as
+  // it can go without blocking — whether a read, a copy or the optimizer thread is done decides
+  // how far, so it changes rank-local state only and issues no collective. Errors are the NVMe
+  // store's; the pipeline keeps its state (abort comes at the step).
   Status check_not_stepped(model::ParamId id, std::string_view what) const;
-  Status before_acquire(model::ParamId id);
-  Status note_committed(model::ParamId id);
+  void note_committed(model::ParamId id);
+  bool overlapping() const { return pipeline_order_ != nullptr && overlapped_; }
+  Status advance() { return advance_pipeline(false); }
 
-  // ModelStates::prepare_step() and optimizer_step() (model_states.h). On a failure or a skipped
-  // step the pipeline is stopped (the thread's job and every transfer into the sets finish) and
-  // the next step starts afresh.
+  // ModelStates::prepare_step() and optimizer_step() (model_states.h), without the step boundary
+  // (the StepScheduler's). On a failure or a skipped step the pipeline is stopped (the thread's job and every transfer
+  // into the sets finish) and the next step starts afresh.
   Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler);
   Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr, optim::LossScaler& scaler);
   // The master, m and v arrays of the checkpoint layout (partitioned_checkpoint_layout()), streamed
   // parameter by parameter (at most one sub-group of NVMe states in host memory). A load also
-  // republishes every parameter from its master weights.
+  // republishes every parameter from its master weights; the step boundary (the StepScheduler's)
+  // follows it.
   Status save_checkpoint(CheckpointSink& sink);
   Status load_checkpoint(CheckpointSource& source);
 
@@ -185,7 +192,7 @@ class OptimizerPipeline {
   // The host copy of parameter id's storage-precision values after an update (`source`, host
   // memory) goes to the parameter's tier and its resident device copy.
   // `defer_gather`: a persistent copy's gather waits in deferred_gathers_ (see the pipeline).
-  // `lend`: `source` stays unchanged until revoke_lent(id) is called before it changes (a pipeline
+  // `lend`: `source` stays unchanged until end_loan(id) is called before it changes (a pipeline
   // buffer), so the coordinator may keep it for the next forward pass without a copy.
   Status publish(model::ParamId id, const void* source, bool defer_gather = false, bool lend = false);
   // Parameters on the device tier updated there (optimizer on the device, checkpoint load): this
@@ -195,7 +202,6 @@ class OptimizerPipeline {
   Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
   Status read_group(std::size_t group, PipelineSet& set);
   Status finish_set(PipelineSet& set);
-  Status after_step();
 
   // Takes the sub-groups spec::shape_optimizer_pipeline() cut (their flat ranges are this rank's).
   void adopt_groups(const std::vector<spec::SubGroupRange>& ranges);
@@ -235,7 +241,7 @@ class OptimizerPipeline {
   StateStore* grads_;   // storage precision, on zero.grads
   // connect():
   NvmeStateStore* nvme_ = nullptr;
-  ParamCoordinator* coordinator_ = nullptr;
+  ParamPublisher* publisher_ = nullptr;  // the parameter coordinator's publish/loan side
   GradientReducer* reducer_ = nullptr;
   device::CpuOps host_ops_;
 
@@ -279,7 +285,6 @@ class OptimizerPipeline {
   double worker_seconds_seen_ = 0;  // the worker's busy time when its last job was collected
   bool job_overlapped_ = false;     // the job on the worker began before the backward pass ended
   device::CpuOps worker_ops_;
-  std::unique_ptr<device::Event> computed_;  // the compute stream's point a transfer waits for
   LinkBytes host_to_device_;
   // Last: destroyed first, so no job outlives the buffers it writes.
   std::unique_ptr<OptimizerWorker> worker_;

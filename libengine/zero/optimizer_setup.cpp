@@ -170,11 +170,10 @@ void OptimizerPipeline::register_transfer_buffers(NvmeStateStore& nvme,
   }
 }
 
-void OptimizerPipeline::connect(NvmeStateStore* nvme, ParamCoordinator& coordinator, GradientReducer& reducer) {
+void OptimizerPipeline::connect(NvmeStateStore* nvme, ParamPublisher& publisher, GradientReducer& reducer) {
   nvme_ = nvme;
-  coordinator_ = &coordinator;
+  publisher_ = &publisher;
   reducer_ = &reducer;
-  computed_ = device_.create_event();
 }
 
 Status OptimizerPipeline::put_initial_states(model::ParamId id, const float* values, device::Stream& compute) {

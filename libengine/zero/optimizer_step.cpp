@@ -17,20 +17,13 @@ Status OptimizerPipeline::publish(model::ParamId id, const void* source, bool de
   device::Stream& h2d = device_.stream(device::StreamRole::kHostToDevice);
   ZINF_ASSIGN_OR_RETURN(const std::size_t to_device, params_->publish(id, source, h2d));
   host_to_device_.optimizer += to_device;
-  if (params_->on_nvme()) coordinator_->stage_published(id, source, lend);
-  if (coordinator_->persistent(id)) {
-    host_to_device_.optimizer += coordinator_->publish_persistent(id, source, !defer_gather);
-    if (defer_gather) deferred_gathers_.push_back(id);
-  }
+  host_to_device_.optimizer += publisher_->publish(id, source, {.defer_gather = defer_gather, .lend = lend});
+  if (defer_gather) deferred_gathers_.push_back(id);
   return Status::ok();
 }
 
 void OptimizerPipeline::republish_device_slice(model::ParamId id) {
-  if (!coordinator_->persistent(id)) return;
-  // The slice was written on the compute stream; the copy into the persistent copy follows it.
-  device_.stream(device::StreamRole::kCompute).record(*computed_);
-  device_.stream(device::StreamRole::kHostToDevice).wait(*computed_);
-  coordinator_->publish_persistent_from_device(id, params_->slice(id).data());
+  publisher_->publish_from_device(id, params_->slice(id).data());
 }
 
 Status OptimizerPipeline::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
@@ -54,7 +47,7 @@ Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer
   // the old values.
   const auto fail = [&](Status status) { return abort_pipeline(std::move(status)); };
   if (Status s = reducer_->finish_backward(); !s.is_ok()) return fail(s);
-  coordinator_->invalidate();
+  publisher_->invalidate();
   if (host_optimizer()) {
     if (pipeline_order_ == nullptr) {
       // DeepSpeed's order: the whole step after the backward pass. The first sub-groups' reads do
@@ -82,7 +75,6 @@ Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer
     // No step: the reads issued ahead are drained (their buffers are reused next step).
     ZINF_CHECK(!plan_, "optimizer_step: a step planned without the norm was skipped");
     ZINF_RETURN_IF_ERROR(abort_pipeline(Status::ok()));
-    ZINF_RETURN_IF_ERROR(after_step());
     return plan.report;
   }
   if (plan_) {
@@ -100,18 +92,7 @@ Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer
   plan_.reset();
   if (!stepped.is_ok()) return fail(stepped);
   optim::AdamOptimizer::end_step(plan, scaler);
-  ZINF_RETURN_IF_ERROR(after_step());
   return plan.report;
-}
-
-Status OptimizerPipeline::after_step() {
-  // Copies out of host buffers and the gathers of persistent copies finish before those buffers
-  // change again; the next forward pass's first transfers start now. The parameters' NVMe writes go
-  // on into the forward pass: a read of a parameter is issued behind its write and sees the new
-  // bytes (the store keeps each extent's order and serves the writes reads wait for first), and
-  // whoever next fills a write's source buffer waits for that write (finish_set, submit_group).
-  ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
-  return coordinator_->prefetch_next_forward();
 }
 
 Status OptimizerPipeline::step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan) {

@@ -43,18 +43,10 @@
 #include "libengine/zero/buffer_pool.h"
 #include "libengine/zero/engine_stats.h"
 #include "libengine/zero/nvme_state_store.h"
+#include "libengine/zero/param_home.h"
+#include "libengine/zero/param_publisher.h"
 
 namespace zinf::zero {
-
-// Where the values of one parameter live, in storage precision (this rank's slice; the whole
-// parameter at one rank).
-struct ParamHome {
-  spec::Tier tier = spec::Tier::kDevice;
-  void* data = nullptr;                 // device (tier device) or host (tier cpu) memory
-  NvmeStateStore::ExtentId extent = 0;  // tier nvme
-  std::size_t bytes = 0;                // this rank's slice (the elements it owns)
-  std::int64_t slice_numel = 0;         // every rank's padded slice (partition.h); 0: bytes / element size
-};
 
 struct ParamCoordinatorOptions {
   DType precision = DType::kF32;      // storage precision of the parameters
@@ -68,13 +60,14 @@ struct ParamCoordinatorOptions {
   comm::Communicator* comm = nullptr;
 };
 
-class ParamCoordinator {
+class ParamCoordinator final : public ParamPublisher {
  public:
-  // `homes[id]` says where parameter id lives; `table`, `device` and `nvme` (may be null when no
-  // parameter is on NVMe) must outlive the coordinator. Allocates the resident copies of persistent
+  // `homes` says where each parameter lives (asked when needed: NVMe extents are written after
+  // this); `table`, `homes`, `device` and `nvme` (may be null when no parameter is on NVMe) must
+  // outlive the coordinator. Allocates the resident copies of persistent
   // parameters (filled by refresh_resident()). OutOfMemory names what did not fit.
   static Result<std::unique_ptr<ParamCoordinator>> create(const model::ParamTable& table, device::Device& device,
-                                                          std::vector<ParamHome> homes, NvmeStateStore* nvme,
+                                                          const ParamHomes& homes, NvmeStateStore* nvme,
                                                           const ParamCoordinatorOptions& options);
   ~ParamCoordinator();
   ParamCoordinator(const ParamCoordinator&) = delete;
@@ -87,55 +80,29 @@ class ParamCoordinator {
   void release(model::ParamId id);
   void begin_phase(model::Phase phase);
 
-  // The parameters changed (optimizer step, checkpoint load): every gathered copy is dropped, but
-  // for the new values stage_published() kept since the last step. Resident copies are the caller's
-  // to refresh. Precondition: nothing acquired.
-  void invalidate();
-  // The new values of parameter id (this rank's slice, storage precision, host memory) are being
-  // written to its NVMe extent by the caller. When the next forward pass needs the parameter early
-  // (within prefetch_bytes of NVMe parameters from its start) they are kept as if read back, so that
-  // pass neither waits for the write nor reads the bytes back: the optimizer writes the first
-  // layers' parameters last, and the forward pass needs them first. `lend` false: `values` is
-  // copied into host staging (when it has room) before this returns. `lend` true: `values` itself
-  // is used, no copy — the caller keeps it unchanged until it calls revoke_lent(id). Returns the
-  // bytes kept (0: not kept, the pass reads them back).
-  std::size_t stage_published(model::ParamId id, const void* values, bool lend);
-  // Ends a loan of stage_published(..., lend = true), before the caller changes the values: waits
-  // for a host-to-device copy still reading them; a parameter not yet copied is read back from NVMe
-  // when needed. Nothing when id's values are not on loan.
-  void revoke_lent(model::ParamId id);
+  // ParamPublisher (param_publisher.h): the optimizer's side. invalidate(): the gathered copies
+  // are dropped, but for the values publish() kept since the last step (resident copies are
+  // refreshed by publish()). publish() keeps an NVMe-resident parameter's new values (copied into
+  // host staging when it has room, or on loan) when the next forward pass needs it within
+  // prefetch_bytes of NVMe parameters from its start: the optimizer writes the first layers'
+  // parameters last, and the forward pass needs them first. With defer_gather the optimizer
+  // overlapped with the backward pass publishes at times that differ between ranks, and gathers
+  // wait for gather(), issued in the pipeline's order.
+  std::size_t publish(model::ParamId id, const void* host_values, Publish how) override;
+  void publish_from_device(model::ParamId id, const void* device_slice) override;
+  void gather(model::ParamId id) override;
+  void end_loan(model::ParamId id) override;
+  void invalidate() override;
+  Status wait_published() override;
+
   // Starts the first transfers of the next forward pass (after invalidate() and once the new
   // values are in their homes or being written there in order). Once per step: the look-ahead
   // grows here when the step stalled (agreed over the ranks: a host collective on every rank).
   Status prefetch_next_forward();
 
-  // The NVMe extent of an NVMe-resident parameter, once its initial values are written (the
-  // extents are made after the coordinator, which owns the resident copies they start from).
-  void set_extent(model::ParamId id, NvmeStateStore::ExtentId extent) {
-    homes_[static_cast<std::size_t>(id)].extent = extent;
-  }
-
-  // Resident parameters keep a device copy: persistent ones get theirs here. True when parameter id
-  // has a persistent device copy (not for parameters on the device tier at one rank, whose storage
-  // is their own copy).
+  // True when parameter id has a persistent device copy (not for parameters on the device tier at
+  // one rank, whose storage is their own copy).
   bool persistent(model::ParamId id) const;
-  // Writes this rank's new slice of persistent parameter id (storage precision, host memory) into
-  // its device copy and gathers the other ranks' slices into it: host-to-device stream, then the
-  // collective stream. `host_slice` must stay unchanged until both streams pass (the owner
-  // synchronizes them before the next forward pass). Returns the bytes copied to the device.
-  // With `gather` false the gather is left to gather_persistent(id): the optimizer overlapped with
-  // the backward pass publishes at times that differ between ranks, and collectives must be issued
-  // in the same order on every rank.
-  std::size_t publish_persistent(model::ParamId id, const void* host_slice, bool gather = true);
-  // Gathers the other ranks' slices into persistent parameter id's device copy, after the copy of
-  // this rank's slice publish_persistent(id, ..., false) started. Nothing at one rank.
-  void gather_persistent(model::ParamId id);
-  // The same from this rank's slice in device memory (a device-tier parameter after a step on the
-  // device); returns 0 (no bytes crossed to the device).
-  std::size_t publish_persistent_from_device(model::ParamId id, const void* device_slice);
-  // The parameters' homes are written; gathers of persistent copies are on their way. Waits for the
-  // copies and gathers of publish_persistent() (their sources may change after this).
-  Status wait_published();
 
   // The acquire order of `phase` as recorded (on the first step, or since a mismatch re-recorded
   // it): every acquire, resident parameters included, in call order. Complete once the phase's pass
@@ -158,8 +125,8 @@ class ParamCoordinator {
     std::unique_ptr<device::Event> copied;  // the host→device copy into device_copy (and its gather) is done
     std::unique_ptr<device::Event> staged;  // gathering: this rank's slice is in device_copy
     device::DeviceBuffer host_copy;         // NVMe-resident parameters: the host staging of a read
-    const void* lent = nullptr;             // or the caller's new values, on loan (stage_published)
-    bool copy_from_lent = false;            // the last host-to-device copy read `lent` (revoke_lent waits)
+    const void* lent = nullptr;             // or the caller's new values, on loan (publish)
+    bool copy_from_lent = false;            // the last host-to-device copy read `lent` (end_loan waits)
     device::DeviceBuffer workspace;         // compute-dtype view while acquired (mixed on the CPU backend)
     device::DeviceBuffer resident;          // persistent copy
     bool in_use = false;
@@ -170,7 +137,7 @@ class ParamCoordinator {
     bool known = false;
   };
 
-  ParamCoordinator(const model::ParamTable& table, device::Device& device, std::vector<ParamHome> homes,
+  ParamCoordinator(const model::ParamTable& table, device::Device& device, const ParamHomes& homes,
                    NvmeStateStore* nvme, const ParamCoordinatorOptions& options);
   bool resident(model::ParamId id) const;
   bool gathering() const { return options_.comm != nullptr && options_.comm->world_size() > 1; }
@@ -183,7 +150,11 @@ class ParamCoordinator {
   // Gathering: after `from` (on the stream it was recorded on) the ranks' slices of parameter id
   // are all-gathered into `copy` in place; `done` marks the end on the collective stream.
   void gather_into(model::ParamId id, void* copy, device::Event& from, device::Event& done);
+  // Writes this rank's new slice of persistent parameter id into its device copy (host-to-device
+  // stream) and, with `gather`, gathers the other ranks' slices into it (collective stream).
   std::size_t publish_persistent_copy(model::ParamId id, const void* slice, device::CopyKind kind, bool gather);
+  // Keeps an NVMe-resident parameter's new values for the next forward pass (see publish()).
+  void stage_published(model::ParamId id, const void* values, bool lend);
   void follow_trace(model::ParamId id);
   // Ends the current pass: a recorded order becomes known; a followed one that was cut short is trimmed.
   void close_pass();
@@ -209,7 +180,8 @@ class ParamCoordinator {
 
   const model::ParamTable& table_;
   device::Device& device_;
-  std::vector<ParamHome> homes_;
+  const ParamHomes& homes_;
+  std::unique_ptr<device::Event> computed_;  // publish_from_device(): the compute stream's point
   NvmeStateStore* nvme_;
   ParamCoordinatorOptions options_;
   std::vector<Slot> slots_;
@@ -226,7 +198,7 @@ class ParamCoordinator {
   model::Phase phase_ = model::Phase::kForward;
   bool in_pass_ = false;      // a phase has begun since the last invalidate()
   bool invalidated_ = false;  // invalidate() ran since the last prefetch_next_forward()
-  // By parameter: its new values go to host staging when published (stage_published); valid while
+  // By parameter: its new values go to host staging when published (publish()); valid while
   // traces_[kForward] is known.
   std::vector<bool> early_in_forward_;
   bool recording_ = false;

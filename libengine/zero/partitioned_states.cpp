@@ -104,8 +104,7 @@ Status PartitionedStates::plan_and_allocate() {
     optimizer_->register_transfer_buffers(*nvme_, on_warning_);
   }
 
-  std::vector<ParamHome> homes(static_cast<std::size_t>(table_.size()));
-  for (model::ParamId id = 0; id < table_.size(); ++id) homes[static_cast<std::size_t>(id)] = params_->home(id);
+  if (comm_ != nullptr) order_ = std::make_unique<CollectiveOrder>(*comm_);
   ParamCoordinatorOptions coordination;
   coordination.precision = precision_;
   coordination.compute_dtype = compute_dtype_;
@@ -120,9 +119,9 @@ Status PartitionedStates::plan_and_allocate() {
     coordination.persistence_threshold = params_->on_device() ? 0 : zero_.persistence_threshold;
   }
   coordination.on_warning = on_warning_;
-  coordination.comm = comm_;
+  coordination.comm = order_.get();
   Result<std::unique_ptr<ParamCoordinator>> coordinator =
-      ParamCoordinator::create(table_, device_, std::move(homes), nvme_.get(), coordination);
+      ParamCoordinator::create(table_, device_, *params_, nvme_.get(), coordination);
   if (!coordinator.is_ok()) {
     return as_field_error(coordinator.status(), "scenario.device_memory",
                           "raise it or lower zero.persistence_threshold");
@@ -147,8 +146,9 @@ Status PartitionedStates::plan_and_allocate() {
           bytes_text(dev.current_bytes + transient)));
     }
   }
-  reducer_ = std::make_unique<GradientReducer>(table_, partition_, device_, *grads_, comm_, zero_, precision_);
+  reducer_ = std::make_unique<GradientReducer>(table_, partition_, device_, *grads_, order_.get(), zero_, precision_);
   optimizer_->connect(nvme_.get(), *coordinator_, *reducer_);
+  scheduler_ = std::make_unique<StepScheduler>(*coordinator_, *reducer_, *optimizer_, nvme_.get(), order_.get());
   return Status::ok();
 }
 
@@ -173,8 +173,8 @@ Status PartitionedStates::initialise() {
       source = stored.data();
     }
     ZINF_RETURN_IF_ERROR(params_->put(id, source, compute));
-    if (params_->on_nvme()) coordinator_->set_extent(id, params_->home(id).extent);
-    if (coordinator_->persistent(id)) coordinator_->publish_persistent(id, source);
+    // Into the persistent device copy, if it has one (the store now knows its NVMe extent).
+    (void)coordinator_->publish(id, source, {});
     // The host vectors are reused for the next parameter: wait for these copies first.
     ZINF_RETURN_IF_ERROR(compute.synchronize());
     ZINF_RETURN_IF_ERROR(coordinator_->wait_published());
@@ -184,37 +184,27 @@ Status PartitionedStates::initialise() {
   return device_.synchronize();
 }
 
-void PartitionedStates::begin_phase(model::Phase phase) {
-  if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
-  coordinator_->begin_phase(phase);
-}
+void PartitionedStates::begin_phase(model::Phase phase) { scheduler_->begin_phase(phase); }
 
-Result<Tensor> PartitionedStates::acquire(model::ParamId id) {
-  ZINF_RETURN_IF_ERROR(optimizer_->before_acquire(id));
-  return coordinator_->acquire(id);
-}
+Result<Tensor> PartitionedStates::acquire(model::ParamId id) { return scheduler_->acquire(id); }
 
 Result<Tensor> PartitionedStates::grad_buffer(model::ParamId id) {
   ZINF_CHECK(id >= 0 && id < table_.size(), "grad_buffer: parameter id out of range");
-  ZINF_RETURN_IF_ERROR(optimizer_->check_not_stepped(id, "a gradient"));
-  return reducer_->grad_buffer(id);
+  return scheduler_->grad_buffer(id);
 }
 
 Status PartitionedStates::zero_grads() { return reducer_->zero_grads(); }
 
-Status PartitionedStates::commit(model::ParamId id) {
-  ZINF_RETURN_IF_ERROR(reducer_->commit(id));
-  return optimizer_->note_committed(id);
-}
+Status PartitionedStates::commit(model::ParamId id) { return scheduler_->commit(id); }
 
 Status PartitionedStates::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
                                        const optim::LossScaler& scaler) {
-  return optimizer_->prepare_step(optimizer, lr, scaler);
+  return scheduler_->prepare_step(optimizer, lr, scaler);
 }
 
 Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
                                                             optim::LossScaler& scaler) {
-  return optimizer_->optimizer_step(optimizer, lr, scaler);
+  return scheduler_->optimizer_step(optimizer, lr, scaler);
 }
 
 std::vector<CheckpointArrayInfo> PartitionedStates::checkpoint_layout() const {
@@ -223,7 +213,10 @@ std::vector<CheckpointArrayInfo> PartitionedStates::checkpoint_layout() const {
 
 Status PartitionedStates::save_checkpoint(CheckpointSink& sink) { return optimizer_->save_checkpoint(sink); }
 
-Status PartitionedStates::load_checkpoint(CheckpointSource& source) { return optimizer_->load_checkpoint(source); }
+Status PartitionedStates::load_checkpoint(CheckpointSource& source) {
+  ZINF_RETURN_IF_ERROR(optimizer_->load_checkpoint(source));
+  return scheduler_->step_boundary();
+}
 
 std::vector<StateBytes> PartitionedStates::state_bytes() const {
   using spec::Tier;

@@ -16,6 +16,9 @@
 //   memory otherwise; NVMe-resident states stream through a pipeline of sub-groups (read ahead,
 //   step, write behind) whose size comes from the host budget — and sends the new parameter values
 //   back to their tier (and to resident device copies).
+// - What runs when on the training thread — the pipeline moving along at each acquire and commit,
+//   prefetching, the step boundary — is the StepScheduler's (step_scheduler.h), which also
+//   enforces the collective-order rule (collective_order.h).
 // - Checkpoints stream array by array (at most one sub-group of NVMe states in host memory).
 //
 // Everything is allocated at create(): a plan that cannot work in the device or host budget is
@@ -43,6 +46,7 @@
 #include "libengine/spec/optimizer_pipeline_shape.h"
 #include "libengine/spec/zero_config.h"
 #include "libengine/zero/buffer_pool.h"
+#include "libengine/zero/collective_order.h"
 #include "libengine/zero/gradient_reducer.h"
 #include "libengine/zero/model_states.h"
 #include "libengine/zero/nvme_state_store.h"
@@ -50,6 +54,7 @@
 #include "libengine/zero/param_coordinator.h"
 #include "libengine/zero/partition.h"
 #include "libengine/zero/state_store.h"
+#include "libengine/zero/step_scheduler.h"
 
 namespace zinf::zero {
 
@@ -80,7 +85,7 @@ class PartitionedStates final : public ModelStates {
   PartitionedStates& operator=(const PartitionedStates&) = delete;
 
   Result<Tensor> acquire(model::ParamId id) override;
-  void release(model::ParamId id) override { coordinator_->release(id); }
+  void release(model::ParamId id) override { scheduler_->release(id); }
   void begin_phase(model::Phase phase) override;
   Result<Tensor> grad_buffer(model::ParamId id) override;
   Status commit(model::ParamId id) override;
@@ -140,8 +145,12 @@ class PartitionedStates final : public ModelStates {
   // The optimizer states and step on zero.optimizer (optimizer_pipeline.h). Destroyed before the
   // stores its optimizer thread's job reads.
   std::unique_ptr<OptimizerPipeline> optimizer_;
+  // comm_ as the coordinator and the reducer see it: every collective checked against the
+  // collective-order rule. Null at one rank without a communicator.
+  std::unique_ptr<CollectiveOrder> order_;
   std::unique_ptr<ParamCoordinator> coordinator_;
   std::unique_ptr<GradientReducer> reducer_;  // the GradSink's work: buffers, buckets, copies to the host
+  std::unique_ptr<StepScheduler> scheduler_;  // what runs when (ParamSource, GradSink and step calls)
 };
 
 }  // namespace zinf::zero

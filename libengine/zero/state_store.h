@@ -29,7 +29,7 @@
 #include "libengine/spec/state_placement.h"
 #include "libengine/tensor/tensor.h"
 #include "libengine/zero/nvme_state_store.h"
-#include "libengine/zero/param_coordinator.h"
+#include "libengine/zero/param_home.h"
 #include "libengine/zero/partition.h"
 
 namespace zinf::zero {
@@ -49,7 +49,7 @@ Status as_field_error(const Status& status, std::string_view field, std::string_
 // "device", "cpu" or "nvme": the words of the scenario's zero fields.
 std::string_view tier_word(spec::Tier tier);
 
-class StateStore {
+class StateStore : public ParamHomes {
  public:
   virtual ~StateStore() = default;
   StateStore(const StateStore&) = delete;
@@ -94,8 +94,8 @@ class StateStore {
   virtual bool done(model::ParamId /*id*/) { return true; }
   virtual Status wait_writes(model::ParamId /*id*/) { return Status::ok(); }
 
-  // Where the coordinator finds parameter id (param_coordinator.h); the NVMe extent once put().
-  virtual ParamHome home(model::ParamId id) const = 0;
+  // Where the coordinator finds parameter id (param_home.h); the NVMe extent once put().
+  ParamHome home(model::ParamId id) const override = 0;
   // Bytes this rank holds on the store's tier.
   virtual std::uint64_t bytes() const = 0;
   // NVMe bytes it will create (NvmeStateStoreOptions::planned_bytes); 0 elsewhere.

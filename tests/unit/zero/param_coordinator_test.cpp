@@ -21,10 +21,17 @@ namespace {
 using model::ParamId;
 using model::Phase;
 
+// Where the test's parameters live (the engine asks its parameter store, state_store.h).
+struct Homes final : ParamHomes {
+  std::vector<ParamHome> list;
+  ParamHome home(ParamId id) const override { return list.at(static_cast<std::size_t>(id)); }
+};
+
 // Parameters in CPU memory, values i + 1000·id (so a mixed-up copy shows).
 struct Params {
   model::ParamTable table;
   std::vector<std::vector<float>> values;
+  Homes homes;  // the host vectors above (their buffers stay put when Params moves)
 
   explicit Params(const std::vector<std::pair<std::string, Shape>>& specs) {
     for (const auto& [name, shape] : specs) {
@@ -33,13 +40,9 @@ struct Params {
       for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) + 1000.0f * static_cast<float>(id);
       values.push_back(std::move(v));
     }
-  }
-  std::vector<ParamHome> homes() {
-    std::vector<ParamHome> out;
     for (auto& v : values) {
-      out.push_back(ParamHome{.tier = spec::Tier::kCpu, .data = v.data(), .bytes = v.size() * sizeof(float)});
+      homes.list.push_back(ParamHome{.tier = spec::Tier::kCpu, .data = v.data(), .bytes = v.size() * sizeof(float)});
     }
-    return out;
   }
   std::size_t bytes(ParamId id) const { return values[static_cast<std::size_t>(id)].size() * sizeof(float); }
 };
@@ -55,7 +58,7 @@ struct Harness {
     options.max_live_bytes = max_live_bytes;
     options.on_warning = [this](const std::string& line) { warnings.push_back(line); };
     Result<std::unique_ptr<ParamCoordinator>> made =
-        ParamCoordinator::create(params.table, *device, params.homes(), nullptr, options);
+        ParamCoordinator::create(params.table, *device, params.homes, nullptr, options);
     INFO(made.status().message());
     REQUIRE(made.is_ok());
     coordinator = std::move(made).value();
@@ -173,7 +176,7 @@ TEST_CASE("param coordinator: max_live_bytes at its edge — the two largest fit
     ParamCoordinatorOptions options;
     options.max_live_bytes = two_largest - 1;
     Result<std::unique_ptr<ParamCoordinator>> refused =
-        ParamCoordinator::create(params.table, *device, params.homes(), nullptr, options);
+        ParamCoordinator::create(params.table, *device, params.homes, nullptr, options);
     REQUIRE_FALSE(refused.is_ok());
     CHECK(refused.status().code() == ErrorCode::kInvalidArgument);
     INFO(refused.status().message());
@@ -222,9 +225,9 @@ TEST_CASE(
   // Only the budgets are checked at creation: no NVMe store is needed to see them.
   Params params = three_sizes();
   auto device = device::make_cpu_device({});
-  std::vector<ParamHome> homes = params.homes();
-  homes[1].tier = spec::Tier::kNvme;  // "mid", 1 KiB, the largest on NVMe
-  homes[2].tier = spec::Tier::kNvme;
+  Homes homes = params.homes;
+  homes.list[1].tier = spec::Tier::kNvme;  // "mid", 1 KiB, the largest on NVMe
+  homes.list[2].tier = spec::Tier::kNvme;
   ParamCoordinatorOptions options;
   options.max_live_bytes = 2048 + 1024;
   options.prefetch_bytes = 1024;
@@ -251,7 +254,7 @@ TEST_CASE("param coordinator: persistent parameters are outside the two-largest 
   options.persistence_threshold = 256;
   options.max_live_bytes = 2048;
   Result<std::unique_ptr<ParamCoordinator>> made =
-      ParamCoordinator::create(params.table, *device, params.homes(), nullptr, options);
+      ParamCoordinator::create(params.table, *device, params.homes, nullptr, options);
   INFO(made.status().message());
   REQUIRE(made.is_ok());
   CHECK_FALSE(made.value()->persistent(0));
@@ -261,7 +264,7 @@ TEST_CASE("param coordinator: persistent parameters are outside the two-largest 
   made.value().reset();
   options.max_live_bytes = 2047;
   Result<std::unique_ptr<ParamCoordinator>> refused =
-      ParamCoordinator::create(params.table, *device, params.homes(), nullptr, options);
+      ParamCoordinator::create(params.table, *device, params.homes, nullptr, options);
   REQUIRE_FALSE(refused.is_ok());
   INFO(refused.status().message());
   CHECK(refused.status().message().find("(big and -") != std::string::npos);
