@@ -9,6 +9,7 @@ namespace zinf::cli {
 
 using nlohmann::json;
 using probes::ratio_with_spread;
+using probes::SampleSpread;
 using probes::spread_of;
 
 json Rows::to_json() const {
