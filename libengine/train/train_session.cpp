@@ -9,6 +9,7 @@
 #include "libengine/core/units.h"
 #include "libengine/device/device_factory.h"
 #include "libengine/memory/aligned_buffer.h"
+#include "libengine/optim/adam_optimizer.h"
 #include "libengine/spec/scenario_deepspeed.h"
 #include "libengine/zero/partitioned_states.h"
 #include "libengine/zero/replicated_states.h"

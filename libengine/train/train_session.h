@@ -16,9 +16,9 @@
 #include "libengine/device/device.h"
 #include "libengine/io/io_engine.h"
 #include "libengine/model/gpt.h"
-#include "libengine/optim/adam_optimizer.h"
 #include "libengine/optim/loss_scaler.h"
 #include "libengine/optim/lr_schedule.h"
+#include "libengine/optim/optimizer.h"
 #include "libengine/spec/scenario.h"
 #include "libengine/train/batch_source.h"
 #include "libengine/train/trainer.h"
@@ -81,7 +81,7 @@ class TrainSession {
   Trainer& trainer() { return *trainer_; }
   // The pieces the trainer drives, for a caller that builds its own Trainer over them (a test that
   // puts a decorator between the trainer and the states).
-  optim::AdamOptimizer& optimizer() { return *optimizer_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
   const optim::LrSchedule& schedule() const { return *schedule_; }
   optim::LossScaler& scaler() { return *scaler_; }
   // The data-parallel ranks this session trains with (a world of one unless make_comm said otherwise).
@@ -98,7 +98,7 @@ class TrainSession {
   std::optional<BatchSource> data_;
   std::unique_ptr<model::Gpt> model_;
   std::unique_ptr<zero::ModelStates> states_;
-  std::unique_ptr<optim::AdamOptimizer> optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;
   std::unique_ptr<Trainer> trainer_;

@@ -228,13 +228,14 @@ Status PartitionedStates::commit(model::ParamId id) {
   return optimizer_->note_committed(id);
 }
 
-Status PartitionedStates::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
-                                       const optim::LossScaler& scaler) {
+Status PartitionedStates::prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) {
+  ZINF_RETURN_IF_ERROR(check_state_slots(optimizer));
   return optimizer_->prepare_step(optimizer, lr, scaler);
 }
 
-Result<optim::StepReport> PartitionedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+Result<optim::StepReport> PartitionedStates::optimizer_step(optim::Optimizer& optimizer, double lr,
                                                             optim::LossScaler& scaler) {
+  ZINF_RETURN_IF_ERROR(check_state_slots(optimizer));
   return optimizer_->optimizer_step(optimizer, lr, scaler);
 }
 

@@ -121,10 +121,10 @@ class SwappedBlocksStates final : public zero::ModelStates {
   const model::ParamTable& table() const override { return inner_.table(); }
   const zero::Partition* partition() const override { return inner_.partition(); }
   Status zero_grads() override { return inner_.zero_grads(); }
-  Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler) override {
+  Status prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) override {
     return inner_.prepare_step(optimizer, lr, scaler);
   }
-  Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr, optim::LossScaler& scaler) override {
+  Result<optim::StepReport> optimizer_step(optim::Optimizer& optimizer, double lr, optim::LossScaler& scaler) override {
     return inner_.optimizer_step(optimizer, lr, scaler);
   }
   std::vector<zero::CheckpointArrayInfo> checkpoint_layout() const override { return inner_.checkpoint_layout(); }
