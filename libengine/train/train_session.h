@@ -36,7 +36,8 @@ Status check_world_size(const spec::Scenario& scenario, int world_size);
 using CommFactory = std::function<Result<std::unique_ptr<comm::Communicator>>(device::Device&)>;
 
 // How TrainSession::create builds a session beyond what the scenario says. Every field has a
-// default: a session of one rank that starts afresh and runs to the end.
+// default (an initializer, so designated initialisation may name any subset): a session of one
+// rank that starts afresh and runs to the end.
 struct TrainSessionOptions {
   // Whether the trainer may continue from a checkpoint in scenario.checkpoint.dir (and only when
   // scenario.checkpoint.resume is set too).
@@ -44,12 +45,12 @@ struct TrainSessionOptions {
   // End this invocation after that step (TrainerOptions::stop_after); 0: run to the end.
   std::int64_t stop_after = 0;
   // One line per warning (buffered I/O fallback, a changed parameter order); may be empty.
-  std::function<void(const std::string&)> on_warning;
+  std::function<void(const std::string&)> on_warning{};
   // The I/O engine of the NVMe tier (tests pass a fault-injecting one); null: io_uring.
-  std::unique_ptr<io::IoEngine> io_engine;
+  std::unique_ptr<io::IoEngine> io_engine{};
   // Builds the communicator of the data-parallel ranks (comm::create_communicator from the launch
   // environment; tests a thread or fault-injecting one); empty: one rank.
-  CommFactory make_comm;
+  CommFactory make_comm{};
   // Processes of this run on this node, known before the communicator from the launcher: with
   // scenario.threads 0 each uses its share of the node's cores.
   int local_size = 1;
