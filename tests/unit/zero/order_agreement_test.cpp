@@ -178,14 +178,14 @@ std::vector<RankRun> train_two_ranks(const spec::Scenario& scenario, bool swap) 
   std::vector<RankRun> runs(2);
   const std::vector<Status> statuses = testing::run_ranks(world, [&](int rank) -> Status {
     RankRun& run = runs[static_cast<std::size_t>(rank)];
-    train::TrainSessionOptions options;
-    options.make_comm = [&world, rank](device::Device&) -> Result<std::unique_ptr<comm::Communicator>> {
+    train::TrainSessionOptions session_options;
+    session_options.make_comm = [&world, rank](device::Device&) -> Result<std::unique_ptr<comm::Communicator>> {
       return std::unique_ptr<comm::Communicator>(std::make_unique<testing::ThreadCommunicator>(world, rank));
     };
-    options.local_size = 2;
-    options.copy_threads = true;
+    session_options.local_size = 2;
+    session_options.copy_threads = true;
     ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                          train::TrainSession::create(scenario, std::move(options)));
+                          train::TrainSession::create(scenario, std::move(session_options)));
     SwappedBlocksStates states(session->states(), swap && rank == 1);
     for (ParamId id = 0; id < states.table().size(); ++id) {
       run.swap_map.push_back(states.map(id));
