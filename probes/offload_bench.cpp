@@ -160,8 +160,7 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
   for (std::int64_t rep = 0; rep < repeat; ++rep) {
     for (const Side& side : sides) {
       say(fmt::format("repetition {}/{}: {}", rep + 1, repeat, side.name));
-      ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                            train::TrainSession::create(*side.scenario, false));
+      ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session, train::TrainSession::create(*side.scenario));
       SideRecorder recorder(*side.side, warmup, session->device());
       ZINF_RETURN_IF_ERROR(session->trainer().run(recorder).status());
       recorder.finish();

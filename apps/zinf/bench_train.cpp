@@ -203,7 +203,7 @@ Result<double> BenchTrainCommand::run_torch_once(const spec::Scenario& s, const 
                                 "--threads", std::to_string(kernels::cpu::compute_threads()),
                                 "--seed",    std::to_string(s.seed),
                                 "--lr",      fmt::format("{}", s.optimizer.lr),
-                                "--device",  std::string(spec::device_kind_name(s.device)),
+                                "--device",  std::string(device::device_kind_name(s.device)),
                                 "--dtype",   std::string(dtype_name(s.precision))};
   const std::vector<std::string> adamw{
       "--beta1", fmt::format("{}", s.optimizer.beta1), "--beta2",        fmt::format("{}", s.optimizer.beta2),
@@ -272,7 +272,7 @@ Status BenchTrainCommand::run(const Io& io) {
   std::string script = torch_script_;
   if (torch_) {
     const bool supported = scenario.precision == DType::kF32 ||
-                           (scenario.precision == DType::kBF16 && scenario.device == spec::DeviceKind::kCuda);
+                           (scenario.precision == DType::kBF16 && scenario.device == device::DeviceKind::kCuda);
     if (!supported) {
       return Status::invalid_argument(
           fmt::format("scenario.precision: {} — the PyTorch comparison runs fp32, or bf16 on \"device\": \"cuda\"; use "
@@ -290,7 +290,7 @@ Status BenchTrainCommand::run(const Io& io) {
     if (hf_config.value("model_type", std::string()) != "gpt2") ZINF_RETURN_IF_ERROR(hf_config_.write(hf_config));
   }
 
-  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session, train::TrainSession::create(scenario, false));
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session, train::TrainSession::create(scenario));
   const int threads = kernels::cpu::compute_threads();
   ZINF_ASSIGN_OR_RETURN(const probes::ComputePeak peak,
                         probes::measure_matmul_peak(session->device(), session->model().config().compute_dtype));

@@ -313,20 +313,22 @@ Status TrainCommand::run(const Io& io) {
     ZINF_ASSIGN_OR_RETURN(const std::int64_t timeout_s, parse_int_in_range(comm_timeout_, "--comm-timeout", 1, 86400));
     comm_options.timeout = std::chrono::seconds(timeout_s);
   }
-  // One process alone trains without a communicator factory, as `zinf bench train` does: the device
-  // then runs its copies on the training thread (TrainSession::create), which a lone rank can afford
-  // and which saves ~300 thread hand-offs a step on scenarios/offload-nvme.json.
-  train::TrainSession::CommFactory make_comm;
+  train::TrainSessionOptions session_options;
+  session_options.resume = !no_resume_;
+  session_options.stop_after = stop_after.value_or(0);
+  session_options.on_warning = [quiet, &err](const std::string& line) {
+    if (!quiet) err << "warning: " << line << '\n';
+  };
+  session_options.local_size = launch.local_size;
+  // One process alone trains without a communicator factory and with its copies on the training
+  // thread, as `zinf bench train` does: a lone rank can afford that, and it saves ~300 thread
+  // hand-offs a step on scenarios/offload-nvme.json (device/cpu_device.h).
   if (launch.world_size > 1) {
-    make_comm = [&](device::Device& device) { return comm::create_communicator(device, comm_options); };
+    session_options.make_comm = [&](device::Device& device) { return comm::create_communicator(device, comm_options); };
+    session_options.copy_threads = true;
   }
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                        train::TrainSession::create(
-                            scenario, /*resume=*/!no_resume_, stop_after.value_or(0),
-                            [quiet, &err](const std::string& line) {
-                              if (!quiet) err << "warning: " << line << '\n';
-                            },
-                            nullptr, std::move(make_comm), launch.local_size));
+                        train::TrainSession::create(scenario, std::move(session_options)));
   device::Device& device = session->device();
   const train::BatchSource& data = session->data();
   model::Gpt& model = session->model();
@@ -378,7 +380,7 @@ Status TrainCommand::run(const Io& io) {
   // that have not started, and a probe that cannot run — no room for its 128 MiB next to the run's
   // swap files — is recorded as unmeasured here rather than costing a finished run its record).
   ZINF_ASSIGN_OR_RETURN(RunHardware hardware,
-                        run_hardware(scenario, hw_, run.peak.flops_per_s, scenario.device == spec::DeviceKind::kCpu));
+                        run_hardware(scenario, hw_, run.peak.flops_per_s, scenario.device == device::DeviceKind::kCpu));
   if (!quiet) {
     for (const std::string& what : hardware.unmeasured) {
       io.err << "warning: " << what << "; the plan's times are not predicted\n";

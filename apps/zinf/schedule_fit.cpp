@@ -9,7 +9,7 @@ namespace zinf::cli {
 std::optional<std::string> fit_schedule_warmup(spec::Scenario& scenario, std::int64_t written_steps,
                                                std::string_view flag) {
   spec::LrScheduleConfig& schedule = scenario.optimizer.schedule;
-  if (schedule.kind == spec::ScheduleKind::kConstant || scenario.steps > schedule.warmup_steps) return std::nullopt;
+  if (schedule.kind == optim::LrScheduleKind::kConstant || scenario.steps > schedule.warmup_steps) return std::nullopt;
   const std::int64_t before = schedule.warmup_steps;
   // The same fraction of the run as the scenario's (quickstart: 20 of 500 steps = 4%), rounded down,
   // and always leaving one step for the decay. written_steps >= warmup_steps (the loader checks it).

@@ -29,14 +29,12 @@
 
 #include "libengine/core/function_ref.h"
 #include "libengine/core/status.h"
+#include "libengine/device/device_kind.h"
 #include "libengine/device/ops.h"
 #include "libengine/memory/memory_tier.h"
 #include "libengine/tensor/tensor.h"
 
 namespace zinf::device {
-
-enum class DeviceKind { kCpu, kCuda };
-std::string_view device_kind_name(DeviceKind kind);  // "cpu", "cuda"
 
 enum class StreamRole { kCompute, kHostToDevice, kDeviceToHost, kCollective };
 inline constexpr int kStreamRoleCount = 4;

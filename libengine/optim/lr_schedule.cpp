@@ -10,18 +10,6 @@
 
 namespace zinf::optim {
 
-std::string_view lr_schedule_kind_name(LrScheduleKind kind) {
-  switch (kind) {
-    case LrScheduleKind::kConstant:
-      return "constant";
-    case LrScheduleKind::kCosine:
-      return "cosine";
-    case LrScheduleKind::kLinear:
-      return "linear";
-  }
-  return "?";
-}
-
 Result<LrScheduleKind> lr_schedule_kind_from_name(std::string_view name, std::string_view field) {
   for (LrScheduleKind kind : {LrScheduleKind::kConstant, LrScheduleKind::kCosine, LrScheduleKind::kLinear}) {
     if (name == lr_schedule_kind_name(kind)) return kind;

@@ -15,13 +15,10 @@
 #include <string_view>
 
 #include "libengine/core/status.h"
+#include "libengine/optim/lr_schedule_kind.h"
 
 namespace zinf::optim {
 
-enum class LrScheduleKind { kConstant, kCosine, kLinear };
-
-// "constant", "cosine", "linear".
-std::string_view lr_schedule_kind_name(LrScheduleKind kind);
 // The kind named `name`; anything else is InvalidArgument naming `field` and the allowed names.
 Result<LrScheduleKind> lr_schedule_kind_from_name(std::string_view name, std::string_view field);
 

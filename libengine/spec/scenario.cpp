@@ -156,11 +156,11 @@ constexpr std::array kSourceNames{std::pair{std::string_view("markov"), DataSour
                                   std::pair{std::string_view("file"), DataSource::kFile}};
 constexpr std::array kOptimizerNames{std::pair{std::string_view("adamw"), OptimizerType::kAdamW},
                                      std::pair{std::string_view("adam"), OptimizerType::kAdam}};
-constexpr std::array kScheduleNames{std::pair{std::string_view("constant"), ScheduleKind::kConstant},
-                                    std::pair{std::string_view("cosine"), ScheduleKind::kCosine},
-                                    std::pair{std::string_view("linear"), ScheduleKind::kLinear}};
-constexpr std::array kDeviceNames{std::pair{std::string_view("cpu"), DeviceKind::kCpu},
-                                  std::pair{std::string_view("cuda"), DeviceKind::kCuda}};
+constexpr std::array kScheduleNames{std::pair{std::string_view("constant"), optim::LrScheduleKind::kConstant},
+                                    std::pair{std::string_view("cosine"), optim::LrScheduleKind::kCosine},
+                                    std::pair{std::string_view("linear"), optim::LrScheduleKind::kLinear}};
+constexpr std::array kDeviceNames{std::pair{std::string_view("cpu"), device::DeviceKind::kCpu},
+                                  std::pair{std::string_view("cuda"), device::DeviceKind::kCuda}};
 
 const std::vector<std::string_view> kTopKeys{
     "name",      "model",      "data",       "batch",  "seq",           "steps",     "precision",
@@ -293,7 +293,7 @@ Status parse_optimizer(const JsonObject& root, Scenario& out) {
   ZINF_ASSIGN_OR_RETURN(const std::optional<JsonObject> schedule, section(opt, "schedule"));
   if (!schedule) return Status::ok();
   ZINF_RETURN_IF_ERROR(schedule->reject_unknown_keys({"kind", "warmup_steps", "min_lr_ratio"}));
-  ZINF_ASSIGN_OR_RETURN(o.schedule.kind, choice(*schedule, "kind", ScheduleKind::kConstant, kScheduleNames));
+  ZINF_ASSIGN_OR_RETURN(o.schedule.kind, choice(*schedule, "kind", optim::LrScheduleKind::kConstant, kScheduleNames));
   ZINF_ASSIGN_OR_RETURN(o.schedule.warmup_steps, non_negative_int(*schedule, "warmup_steps", 0, kMaxSteps));
   if (o.schedule.warmup_steps > out.steps) {
     return Status::invalid_argument(fmt::format("{}: {} exceeds steps {}", schedule->field_path("warmup_steps"),
@@ -392,18 +392,6 @@ Status resolve_tiling(const JsonObject& root, Scenario& out) {
 
 std::string_view data_source_name(DataSource source) { return source == DataSource::kFile ? "file" : "markov"; }
 std::string_view optimizer_type_name(OptimizerType type) { return type == OptimizerType::kAdam ? "adam" : "adamw"; }
-std::string_view schedule_kind_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kConstant:
-      return "constant";
-    case ScheduleKind::kCosine:
-      return "cosine";
-    case ScheduleKind::kLinear:
-      return "linear";
-  }
-  return "?";
-}
-std::string_view device_kind_name(DeviceKind device) { return device == DeviceKind::kCuda ? "cuda" : "cpu"; }
 
 bool operator==(const Scenario& a, const Scenario& b) {
   const ModelShape& x = a.shape;
@@ -461,7 +449,7 @@ Result<Scenario> parse_scenario(const nlohmann::json& document, std::string_view
   ZINF_RETURN_IF_ERROR(parse_optimizer(root, out));
   ZINF_RETURN_IF_ERROR(parse_loss_scale(root, out));
 
-  ZINF_ASSIGN_OR_RETURN(out.device, choice(root, "device", DeviceKind::kCpu, kDeviceNames));
+  ZINF_ASSIGN_OR_RETURN(out.device, choice(root, "device", device::DeviceKind::kCpu, kDeviceNames));
   if (given(root, "device_memory")) {
     // 0 is the same as leaving the field out (no budget), as for every size budget of a scenario
     // (scenarios/README.md).

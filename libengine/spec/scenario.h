@@ -22,6 +22,8 @@
 
 #include "libengine/core/dtype.h"
 #include "libengine/core/status.h"
+#include "libengine/device/device_kind.h"
+#include "libengine/optim/lr_schedule_kind.h"
 #include "libengine/spec/model_shape.h"
 #include "libengine/spec/operator_tiling.h"
 #include "libengine/spec/zero_config.h"
@@ -44,13 +46,9 @@ inline constexpr std::int64_t kScenarioDefaultSeq = 64;
 
 enum class DataSource { kMarkov, kFile };
 enum class OptimizerType { kAdamW, kAdam };  // AdamW: decoupled weight decay; Adam: L2 added to the gradient
-enum class ScheduleKind { kConstant, kCosine, kLinear };
-enum class DeviceKind { kCpu, kCuda };
 
 std::string_view data_source_name(DataSource source);      // "markov", "file"
 std::string_view optimizer_type_name(OptimizerType type);  // "adamw", "adam"
-std::string_view schedule_kind_name(ScheduleKind kind);    // "constant", "cosine", "linear"
-std::string_view device_kind_name(DeviceKind device);      // "cpu", "cuda"
 
 // Where the training tokens come from. The Markov fields mean what train::MarkovSpec's do (its
 // vocabulary is model.vocab); `path` is used only for the file source.
@@ -67,7 +65,7 @@ struct ScenarioData {
 // Learning rate over the run: linear warm-up from 0 to lr over warmup_steps, then constant, or a
 // cosine/linear decay to lr·min_lr_ratio at the last step.
 struct LrScheduleConfig {
-  ScheduleKind kind = ScheduleKind::kConstant;
+  optim::LrScheduleKind kind = optim::LrScheduleKind::kConstant;
   std::int64_t warmup_steps = 0;  // 0 .. steps
   double min_lr_ratio = 0.1;      // 0 .. 1; unused by kConstant
   bool operator==(const LrScheduleConfig&) const = default;
@@ -134,7 +132,7 @@ struct Scenario {
   OptimizerConfig optimizer;
   LossScaleConfig loss_scale;
   std::uint64_t seed = 0;
-  DeviceKind device = DeviceKind::kCpu;
+  device::DeviceKind device = device::DeviceKind::kCpu;
   std::optional<std::uint64_t> device_memory_bytes;  // budget of the device tier; nullopt = no budget
   std::int64_t threads = 0;                          // compute threads; 0 = all cores
   bool activation_checkpointing = false;

@@ -57,7 +57,7 @@ json optimizer_json(const OptimizerConfig& o) {
               {"eps", o.eps},
               {"weight_decay", o.weight_decay},
               {"grad_clip", o.grad_clip},
-              {"schedule", json{{"kind", schedule_kind_name(o.schedule.kind)},
+              {"schedule", json{{"kind", optim::lr_schedule_kind_name(o.schedule.kind)},
                                 {"warmup_steps", o.schedule.warmup_steps},
                                 {"min_lr_ratio", o.schedule.min_lr_ratio}}}};
 }
@@ -92,7 +92,7 @@ nlohmann::json to_json(const Scenario& s) {
            {"precision", dtype_name(s.precision)},
            {"optimizer", optimizer_json(s.optimizer)},
            {"seed", s.seed},
-           {"device", device_kind_name(s.device)},
+           {"device", device::device_kind_name(s.device)},
            {"threads", s.threads},
            {"activation_checkpointing", s.activation_checkpointing},
            {"tiling", s.tiling_auto ? json("auto") : json(s.tiling)},

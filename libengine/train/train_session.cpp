@@ -9,6 +9,7 @@
 #include "libengine/core/units.h"
 #include "libengine/device/device_factory.h"
 #include "libengine/memory/aligned_buffer.h"
+#include "libengine/optim/adam_optimizer.h"
 #include "libengine/spec/scenario_deepspeed.h"
 #include "libengine/zero/partitioned_states.h"
 #include "libengine/zero/replicated_states.h"
@@ -52,18 +53,6 @@ Status in_scenario(const Status& status) {
   return status;
 }
 
-optim::LrScheduleKind schedule_kind(spec::ScheduleKind kind) {
-  switch (kind) {
-    case spec::ScheduleKind::kConstant:
-      return optim::LrScheduleKind::kConstant;
-    case spec::ScheduleKind::kCosine:
-      return optim::LrScheduleKind::kCosine;
-    case spec::ScheduleKind::kLinear:
-      return optim::LrScheduleKind::kLinear;
-  }
-  return optim::LrScheduleKind::kConstant;
-}
-
 }  // namespace
 
 Status check_world_size(const spec::Scenario& scenario, int world_size) {
@@ -76,23 +65,21 @@ Status check_world_size(const spec::Scenario& scenario, int world_size) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario& scenario, bool resume,
-                                                           std::int64_t stop_after,
-                                                           std::function<void(const std::string&)> on_warning,
-                                                           std::unique_ptr<io::IoEngine> io_engine,
-                                                           const CommFactory& make_comm, int local_size) {
+Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario& scenario,
+                                                           TrainSessionOptions options) {
   const spec::LrScheduleConfig& sched = scenario.optimizer.schedule;
-  if (sched.kind != spec::ScheduleKind::kConstant && scenario.steps <= sched.warmup_steps) {
+  if (sched.kind != optim::LrScheduleKind::kConstant && scenario.steps <= sched.warmup_steps) {
     // Checked here as well as by the parser because --steps may shorten a run after parsing.
     return Status::invalid_argument(fmt::format(
         "scenario.steps: {} is not more than optimizer.schedule.warmup_steps {}; a {} schedule decays over the "
         "steps after warm-up (raise steps, e.g. with --steps, or lower warmup_steps)",
-        scenario.steps, sched.warmup_steps, spec::schedule_kind_name(sched.kind)));
+        scenario.steps, sched.warmup_steps, optim::lr_schedule_kind_name(sched.kind)));
   }
   std::unique_ptr<TrainSession> session(new TrainSession(scenario));
   // Ranks on one node share its cores.
-  const int threads = scenario.threads > 0 ? static_cast<int>(scenario.threads)
-                                           : std::max(1, kernels::cpu::available_cores() / std::max(1, local_size));
+  const int threads = scenario.threads > 0
+                          ? static_cast<int>(scenario.threads)
+                          : std::max(1, kernels::cpu::available_cores() / std::max(1, options.local_size));
   if (!kernels::cpu::address_space_for_threads(threads)) {
     // OpenBLAS would spin forever on the buffer mmap it cannot get; say so instead.
     return Status::invalid_argument(fmt::format(
@@ -103,12 +90,10 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   }
   kernels::cpu::set_compute_threads(threads);
   device::DeviceOptions device_options;
-  device_options.kind =
-      scenario.device == spec::DeviceKind::kCuda ? device::DeviceKind::kCuda : device::DeviceKind::kCpu;
+  device_options.kind = scenario.device;
   device_options.memory_budget_bytes = scenario.device_memory_bytes.value_or(0);
   device_options.host_memory_budget_bytes = scenario.zero.host_memory_bytes;
-  // One process alone: its copies run on the training thread (device/cpu_device.h says why).
-  device_options.copy_threads = static_cast<bool>(make_comm);
+  device_options.copy_threads = options.copy_threads;
   Result<std::unique_ptr<device::Device>> device = device::make_device(device_options);
   if (!device.is_ok()) {
     const std::string& message = device.status().message();
@@ -116,8 +101,8 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   }
   session->device_ = std::move(device).value();
   std::unique_ptr<comm::Communicator> ranks;
-  if (make_comm) {
-    ZINF_ASSIGN_OR_RETURN(ranks, make_comm(*session->device_));
+  if (options.make_comm) {
+    ZINF_ASSIGN_OR_RETURN(ranks, options.make_comm(*session->device_));
   } else {
     ranks = std::make_unique<comm::LocalCommunicator>(*session->device_);
   }
@@ -167,8 +152,8 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
     state_options.compute_dtype = compute_dtype;
     state_options.seed = scenario.seed;
     state_options.zero = scenario.zero;
-    state_options.io_engine = std::move(io_engine);
-    state_options.on_warning = on_warning;
+    state_options.io_engine = std::move(options.io_engine);
+    state_options.on_warning = options.on_warning;
     state_options.comm = comm;
     Result<std::unique_ptr<zero::PartitionedStates>> states =
         zero::PartitionedStates::create(session->model_->params(), *session->device_, std::move(state_options));
@@ -201,7 +186,7 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   session->optimizer_ = std::make_unique<optim::AdamOptimizer>(std::move(optimizer).value());
 
   optim::LrScheduleConfig schedule;
-  schedule.kind = schedule_kind(scenario.optimizer.schedule.kind);
+  schedule.kind = scenario.optimizer.schedule.kind;
   schedule.lr = scenario.optimizer.lr;
   schedule.warmup_steps = scenario.optimizer.schedule.warmup_steps;
   schedule.total_steps = scenario.steps;
@@ -218,25 +203,26 @@ Result<std::unique_ptr<TrainSession>> TrainSession::create(const spec::Scenario&
   if (!scaler.is_ok()) return Status(scaler.status().code(), "scenario." + scaler.status().message());
   session->scaler_ = std::make_unique<optim::LossScaler>(std::move(scaler).value());
 
-  TrainerOptions options;
-  options.steps = scenario.steps;
-  options.stop_after = stop_after;
-  options.eval_every = scenario.eval.every;
-  options.eval_batches = scenario.eval.every > 0 ? scenario.eval.batches : 0;
+  TrainerOptions trainer_options;
+  trainer_options.steps = scenario.steps;
+  trainer_options.stop_after = options.stop_after;
+  trainer_options.eval_every = scenario.eval.every;
+  trainer_options.eval_batches = scenario.eval.every > 0 ? scenario.eval.batches : 0;
   if (!scenario.checkpoint.dir.empty()) {
-    options.checkpoint_dir = scenario.checkpoint.dir;
-    options.checkpoint_every = scenario.checkpoint.every;
-    options.checkpoint_keep_last = static_cast<int>(scenario.checkpoint.keep_last);
-    options.resume = scenario.checkpoint.resume && resume;
-    options.checkpoint_strict = scenario.checkpoint.strict;
+    trainer_options.checkpoint_dir = scenario.checkpoint.dir;
+    trainer_options.checkpoint_every = scenario.checkpoint.every;
+    trainer_options.checkpoint_keep_last = static_cast<int>(scenario.checkpoint.keep_last);
+    trainer_options.resume = scenario.checkpoint.resume && options.resume;
+    trainer_options.checkpoint_strict = scenario.checkpoint.strict;
   }
-  options.fingerprint = spec::fingerprint(scenario);
-  options.init_weights = scenario.init.safetensors;
-  options.comm = comm;
-  options.comm_timing = comm_timing;
-  options.on_warning = on_warning;
-  session->trainer_ = std::make_unique<Trainer>(*session->model_, *session->states_, *session->optimizer_,
-                                                *session->schedule_, *session->scaler_, *session->data_, options);
+  trainer_options.fingerprint = spec::fingerprint(scenario);
+  trainer_options.init_weights = scenario.init.safetensors;
+  trainer_options.comm = comm;
+  trainer_options.comm_timing = comm_timing;
+  trainer_options.on_warning = options.on_warning;
+  session->trainer_ =
+      std::make_unique<Trainer>(*session->model_, *session->states_, *session->optimizer_, *session->schedule_,
+                                *session->scaler_, *session->data_, trainer_options);
   return session;
 }
 

@@ -89,7 +89,7 @@ bool due(std::int64_t completed_steps, std::int64_t every, std::int64_t total_st
 
 }  // namespace
 
-Trainer::Trainer(model::Gpt& model, zero::ModelStates& states, optim::AdamOptimizer& optimizer,
+Trainer::Trainer(model::Gpt& model, zero::ModelStates& states, optim::Optimizer& optimizer,
                  const optim::LrSchedule& schedule, optim::LossScaler& scaler, const BatchSource& data,
                  TrainerOptions options)
     : model_(model),

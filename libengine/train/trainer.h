@@ -22,9 +22,9 @@
 #include "libengine/comm/timed_communicator.h"
 #include "libengine/core/status.h"
 #include "libengine/model/gpt.h"
-#include "libengine/optim/adam_optimizer.h"
 #include "libengine/optim/loss_scaler.h"
 #include "libengine/optim/lr_schedule.h"
+#include "libengine/optim/optimizer.h"
 #include "libengine/train/batch_source.h"
 #include "libengine/train/checkpoint_set.h"
 #include "libengine/train/step_metrics.h"
@@ -92,9 +92,8 @@ struct TrainOutcome {
 class Trainer {
  public:
   // Every reference must outlive the Trainer.
-  Trainer(model::Gpt& model, zero::ModelStates& states, optim::AdamOptimizer& optimizer,
-          const optim::LrSchedule& schedule, optim::LossScaler& scaler, const BatchSource& data,
-          TrainerOptions options);
+  Trainer(model::Gpt& model, zero::ModelStates& states, optim::Optimizer& optimizer, const optim::LrSchedule& schedule,
+          optim::LossScaler& scaler, const BatchSource& data, TrainerOptions options);
 
   // Runs steps [first, options.steps) (or up to stop_after). After the first step's backward pass
   // the ranks check that they acquired the parameters in the same order (train/order_agreement.h)
@@ -147,7 +146,7 @@ class Trainer {
 
   model::Gpt& model_;
   zero::ModelStates& states_;
-  optim::AdamOptimizer& optimizer_;
+  optim::Optimizer& optimizer_;
   const optim::LrSchedule& schedule_;
   optim::LossScaler& scaler_;
   const BatchSource& data_;

@@ -1,6 +1,15 @@
 #include "libengine/zero/model_states.h"
 
+#include <fmt/format.h>
+
 namespace zinf::zero {
+
+Status check_state_slots(const optim::Optimizer& optimizer) {
+  if (optimizer.state_slots() >= 0 && optimizer.state_slots() <= optim::kMaxStateSlots) return Status::ok();
+  return Status::invalid_argument(
+      fmt::format("optimizer: keeps {} fp32 state arrays per parameter element; the model's states hold {}",
+                  optimizer.state_slots(), optim::kMaxStateSlots));
+}
 
 std::vector<CheckpointArrayInfo> standard_checkpoint_layout(const model::ParamTable& table) {
   std::vector<CheckpointArrayInfo> layout;

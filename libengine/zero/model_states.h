@@ -22,8 +22,8 @@
 #include "libengine/device/device.h"
 #include "libengine/model/param_source.h"
 #include "libengine/model/param_table.h"
-#include "libengine/optim/adam_optimizer.h"
 #include "libengine/optim/loss_scaler.h"
+#include "libengine/optim/optimizer.h"
 #include "libengine/spec/state_placement.h"
 #include "libengine/zero/engine_stats.h"
 #include "libengine/zero/partition.h"
@@ -80,6 +80,10 @@ std::vector<CheckpointArrayInfo> standard_checkpoint_layout(const model::ParamTa
 std::vector<CheckpointArrayInfo> partitioned_checkpoint_layout(const model::ParamTable& table,
                                                                const Partition& partition);
 
+// OK when `optimizer` keeps no more state slots per element than a state owner holds
+// (optim::kMaxStateSlots); InvalidArgument saying so otherwise.
+Status check_state_slots(const optim::Optimizer& optimizer);
+
 class ModelStates : public model::ParamSource, public model::GradSink {
  public:
   ~ModelStates() override = default;
@@ -100,7 +104,7 @@ class ModelStates : public model::ParamSource, public model::GradSink {
   // the owner start the step's optimizer work early (read states ahead, step the parameters whose
   // gradients are final while the backward pass goes on) with the same bits as the step after the
   // backward pass. Nothing by default. Precondition: after zero_grads(), nothing acquired.
-  virtual Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler) {
+  virtual Status prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) {
     (void)optimizer;
     (void)lr;
     (void)scaler;
@@ -109,11 +113,14 @@ class ModelStates : public model::ParamSource, public model::GradSink {
 
   // One optimizer step over every state this rank owns with learning rate `lr`, gradients produced
   // under `scaler.scale()`, driving `optimizer`'s begin_step / step_slice / end_step where the
-  // states live. Precondition: the backward pass has committed every gradient; nothing acquired.
-  // Fails as AdamOptimizer::begin_step does (nothing changed then), or with the I/O or device error
-  // that stopped the step (IoError naming the state, the path and the errno for NVMe); a step that
-  // failed midway leaves the states undefined: resume from the last checkpoint.
-  virtual Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+  // states live, with the first optimizer.state_slots() of the owner's optim::kMaxStateSlots fp32
+  // slots per element. Precondition: the backward pass has committed every gradient; nothing
+  // acquired. Fails with InvalidArgument for an optimizer with more state slots
+  // (check_state_slots()) and as Optimizer::begin_step does (nothing changed then), or with the
+  // I/O or device error that stopped the step (IoError naming the state, the path and the errno
+  // for NVMe); a step that failed midway leaves the states undefined: resume from the last
+  // checkpoint.
+  virtual Result<optim::StepReport> optimizer_step(optim::Optimizer& optimizer, double lr,
                                                    optim::LossScaler& scaler) = 0;
 
   // The fp32 arrays a checkpoint of this owner holds, in file order: "master/<name>" for every

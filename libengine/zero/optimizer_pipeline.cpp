@@ -15,6 +15,7 @@
 // only runs the arithmetic of one sub-group at a time. Nothing here issues a collective during the
 // backward pass: persistent copies' gathers wait for optimizer_step(), in the pipeline's order.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <span>
 #include <utility>
@@ -215,8 +216,10 @@ Status OptimizerPipeline::submit_group(std::size_t position) {
   worker_busy_ = true;
   worker_->submit([this, slices = std::move(slices), plan = *plan_, optimizer = step_optimizer_]() mutable {
     for (Slice& s : slices) {
-      optimizer->step_slice(worker_ops_, plan, s.decays, s.states.master, s.states.exp_avg, s.states.exp_avg_sq, s.grad,
-                            mixed() ? &s.out : nullptr);
+      const std::array<Tensor, optim::kMaxStateSlots> slots{s.states.exp_avg, s.states.exp_avg_sq};
+      optimizer->step_slice(worker_ops_, plan, s.decays, s.states.master,
+                            std::span<const Tensor>(slots).first(static_cast<std::size_t>(optimizer->state_slots())),
+                            s.grad, mixed() ? &s.out : nullptr);
       if (s.copy != nullptr) std::memcpy(s.copy, s.states.master.data(), s.states.master.bytes());
     }
   });

@@ -108,8 +108,8 @@ class OptimizerPipeline {
   // ModelStates::prepare_step() and optimizer_step() (model_states.h), without the step boundary
   // (the StepScheduler's). On a failure or a skipped step the pipeline is stopped (the thread's job and every transfer
   // into the sets finish) and the next step starts afresh.
-  Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler);
-  Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr, optim::LossScaler& scaler);
+  Status prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler);
+  Result<optim::StepReport> optimizer_step(optim::Optimizer& optimizer, double lr, optim::LossScaler& scaler);
   // The master, m and v arrays of the checkpoint layout (partitioned_checkpoint_layout()), streamed
   // parameter by parameter (at most one sub-group of NVMe states in host memory). A load also
   // republishes every parameter from its master weights; the step boundary (the StepScheduler's)
@@ -199,7 +199,7 @@ class OptimizerPipeline {
   // rank's new slice goes into the whole persistent copy and is gathered (stages 1 and 2 at
   // several ranks); nothing otherwise.
   void republish_device_slice(model::ParamId id);
-  Status step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan);
+  Status step_on_device(optim::Optimizer& optimizer, const optim::StepPlan& plan);
   Status read_group(std::size_t group, PipelineSet& set);
   Status finish_set(PipelineSet& set);
 
@@ -273,7 +273,7 @@ class OptimizerPipeline {
   bool overlapped_ = false;                                   // started by prepare_step()
   bool backward_done_ = false;
   std::optional<optim::StepPlan> plan_;
-  const optim::AdamOptimizer* step_optimizer_ = nullptr;
+  const optim::Optimizer* step_optimizer_ = nullptr;
   double prepared_lr_ = 0;
   std::size_t read_position_ = 0;
   std::size_t step_position_ = 0;

@@ -2,6 +2,7 @@
 // optimizer states live — device Ops, CPU Adam over host arrays, or CPU Adam over NVMe-resident
 // sub-groups streamed through the host pipeline sets (optimizer_pipeline.cpp) — and the new
 // parameter values go back to their tier.
+#include <array>
 #include <cmath>
 #include <span>
 #include <utility>
@@ -26,8 +27,7 @@ void OptimizerPipeline::republish_device_slice(model::ParamId id) {
   publisher_->publish_from_device(id, params_->slice(id).data());
 }
 
-Status OptimizerPipeline::prepare_step(const optim::AdamOptimizer& optimizer, double lr,
-                                       const optim::LossScaler& scaler) {
+Status OptimizerPipeline::prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) {
   if (!host_optimizer() || !zero_.overlap_optimizer) return Status::ok();
   // Stepping sub-groups while the backward pass commits gradients needs the plan now; without it
   // (clipping, dynamic loss scaling) only the reads of the optimizer states run ahead.
@@ -38,7 +38,7 @@ Status OptimizerPipeline::prepare_step(const optim::AdamOptimizer& optimizer, do
   return advance_pipeline(false);
 }
 
-Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::Optimizer& optimizer, double lr,
                                                             optim::LossScaler& scaler) {
   const device::ProfilerRange range(device_, "optimizer");
   ZINF_CHECK(pipeline_order_ == nullptr || (step_optimizer_ == &optimizer && prepared_lr_ == lr),
@@ -79,10 +79,7 @@ Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer
   }
   if (plan_) {
     // The sub-groups stepped during the backward pass used this plan: the same bits.
-    const kernels::AdamHyper& a = plan_->hyper;
-    const kernels::AdamHyper& b = plan.hyper;
-    ZINF_CHECK(a.lr == b.lr && a.step == b.step && a.grad_scale == b.grad_scale && a.beta1 == b.beta1 &&
-                   a.beta2 == b.beta2 && a.eps == b.eps && a.decoupled_weight_decay == b.decoupled_weight_decay,
+    ZINF_CHECK(plan_->same_update(plan),
                "optimizer_step: the plan made before the gradient norm differs from begin_step()'s");
   }
   plan_ = plan;
@@ -91,17 +88,19 @@ Result<optim::StepReport> OptimizerPipeline::optimizer_step(optim::AdamOptimizer
   if (nvme_) nvme_->set_phase(TrafficPhase::kForwardBackward);
   plan_.reset();
   if (!stepped.is_ok()) return fail(stepped);
-  optim::AdamOptimizer::end_step(plan, scaler);
+  optim::Optimizer::end_step(plan, scaler);
   return plan.report;
 }
 
-Status OptimizerPipeline::step_on_device(optim::AdamOptimizer& optimizer, const optim::StepPlan& plan) {
+Status OptimizerPipeline::step_on_device(optim::Optimizer& optimizer, const optim::StepPlan& plan) {
   device::Ops& ops = device_.ops();
   for (model::ParamId id = 0; id < table_.size(); ++id) {
     const Tensor params = params_->slice(id);
     const Tensor grad = grads_->slice(id);
     const Tensor master = master_->slice(id);
-    optimizer.step_slice(ops, plan, table_[id].weight_decay, master, adam_m_->slice(id), adam_v_->slice(id), grad,
+    const std::array<Tensor, optim::kMaxStateSlots> slots{adam_m_->slice(id), adam_v_->slice(id)};
+    optimizer.step_slice(ops, plan, table_[id].weight_decay, master,
+                         std::span<const Tensor>(slots).first(static_cast<std::size_t>(optimizer.state_slots())), grad,
                          mixed() ? &params : nullptr);
     if (!mixed()) ops.copy(params, master);
     republish_device_slice(id);

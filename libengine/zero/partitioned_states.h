@@ -96,9 +96,8 @@ class PartitionedStates final : public ModelStates {
   // the step without the gradient norm (no clipping, no dynamic loss scaling) each sub-group is
   // stepped on the optimizer thread as soon as the backward pass has committed its gradients.
   // Nothing otherwise. optimizer_step() must follow with the same optimizer, lr and scaler.
-  Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler) override;
-  Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr,
-                                           optim::LossScaler& scaler) override;
+  Status prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) override;
+  Result<optim::StepReport> optimizer_step(optim::Optimizer& optimizer, double lr, optim::LossScaler& scaler) override;
   std::vector<CheckpointArrayInfo> checkpoint_layout() const override;
   Status save_checkpoint(CheckpointSink& sink) override;
   Status load_checkpoint(CheckpointSource& source) override;

@@ -232,8 +232,9 @@ std::vector<StateBytes> ReplicatedStates::state_bytes() const {
   };
 }
 
-Result<optim::StepReport> ReplicatedStates::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+Result<optim::StepReport> ReplicatedStates::optimizer_step(optim::Optimizer& optimizer, double lr,
                                                            optim::LossScaler& scaler) {
+  ZINF_RETURN_IF_ERROR(check_state_slots(optimizer));
   const device::ProfilerRange range(device_, "optimizer");
   device::Ops& ops = device_.ops();
   std::vector<Tensor> grads;
@@ -259,10 +260,12 @@ Result<optim::StepReport> ReplicatedStates::optimizer_step(optim::AdamOptimizer&
   if (!plan.apply) return plan.report;
   for (model::ParamId id = 0; id < table_.size(); ++id) {
     const ParamStates p = param_states(id);
-    optimizer.step_slice(ops, plan, table_[id].weight_decay, p.master, p.exp_avg, p.exp_avg_sq, p.grad,
-                         p.param_half.data() != nullptr ? &p.param_half : nullptr);
+    const std::array<Tensor, optim::kMaxStateSlots> slots{p.exp_avg, p.exp_avg_sq};
+    optimizer.step_slice(ops, plan, table_[id].weight_decay, p.master,
+                         std::span<const Tensor>(slots).first(static_cast<std::size_t>(optimizer.state_slots())),
+                         p.grad, p.param_half.data() != nullptr ? &p.param_half : nullptr);
   }
-  optim::AdamOptimizer::end_step(plan, scaler);
+  optim::Optimizer::end_step(plan, scaler);
   return plan.report;
 }
 

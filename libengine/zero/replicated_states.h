@@ -101,8 +101,7 @@ class ReplicatedStates final : public ModelStates {
   // ModelStates: the optimizer step over every parameter through the device's Ops (the norm is the
   // one value that comes back to the host), and checkpoints through the host view of
   // checkpoint_arrays() (a host mirror on CUDA).
-  Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr,
-                                           optim::LossScaler& scaler) override;
+  Result<optim::StepReport> optimizer_step(optim::Optimizer& optimizer, double lr, optim::LossScaler& scaler) override;
   std::vector<CheckpointArrayInfo> checkpoint_layout() const override;
   Status save_checkpoint(CheckpointSink& sink) override;
   Status load_checkpoint(CheckpointSource& source) override;

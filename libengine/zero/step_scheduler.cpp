@@ -38,7 +38,7 @@ Status StepScheduler::commit(model::ParamId id) {
   return tick();
 }
 
-Status StepScheduler::prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler) {
+Status StepScheduler::prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) {
   event();
   // Starting the pipeline only issues reads of the optimizer states (and, with the plan known,
   // steps sub-groups whose gradients are final): rank-local.
@@ -46,7 +46,7 @@ Status StepScheduler::prepare_step(const optim::AdamOptimizer& optimizer, double
   return optimizer_.prepare_step(optimizer, lr, scaler);
 }
 
-Result<optim::StepReport> StepScheduler::optimizer_step(optim::AdamOptimizer& optimizer, double lr,
+Result<optim::StepReport> StepScheduler::optimizer_step(optim::Optimizer& optimizer, double lr,
                                                         optim::LossScaler& scaler) {
   event();
   ZINF_ASSIGN_OR_RETURN(const optim::StepReport report, optimizer_.optimizer_step(optimizer, lr, scaler));

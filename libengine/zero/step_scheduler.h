@@ -55,8 +55,8 @@ class StepScheduler {
   // ModelStates::prepare_step() and optimizer_step(). After a step (applied or skipped) the step
   // boundary: the published values' copies and gathers finish and the next forward pass's first
   // transfers start (with the look-ahead vote, a host collective at several ranks).
-  Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler);
-  Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr, optim::LossScaler& scaler);
+  Status prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler);
+  Result<optim::StepReport> optimizer_step(optim::Optimizer& optimizer, double lr, optim::LossScaler& scaler);
   // The step boundary on its own: after a checkpoint load has republished every parameter. The
   // coordinator's error (a copy, a gather, the look-ahead vote).
   Status step_boundary();

@@ -357,15 +357,21 @@ TEST_CASE("plan_without_norm is begin_step's plan when nothing depends on the no
     CHECK(adam.step_count() == step);  // changes nothing
     const StepPlan plan = adam.begin_step(lr, 4.0 * (step + 1), none).value();
     CHECK(early->apply);
-    CHECK(early->hyper.step == plan.hyper.step);
-    CHECK(early->hyper.step == step + 1);
-    CHECK(early->hyper.lr == plan.hyper.lr);
-    CHECK(early->hyper.grad_scale == plan.hyper.grad_scale);
-    CHECK(early->hyper.beta1 == plan.hyper.beta1);
-    CHECK(early->hyper.beta2 == plan.hyper.beta2);
-    CHECK(early->hyper.eps == plan.hyper.eps);
-    CHECK(early->hyper.decoupled_weight_decay == plan.hyper.decoupled_weight_decay);
+    CHECK(early->same_update(plan));
+    CHECK(early->step == plan.step);
+    CHECK(early->step == step + 1);
+    CHECK(early->lr == plan.lr);
+    CHECK(early->grad_scale == plan.grad_scale);
     CHECK(early->report.clip_coef == 1.0);
+    // The kernel's hyper-parameters follow from the plan alone: the same for both.
+    for (const bool decays : {false, true}) {
+      const kernels::AdamHyper a = adam.hyper(*early, decays);
+      const kernels::AdamHyper b = adam.hyper(plan, decays);
+      CHECK((a.lr == b.lr && a.step == b.step && a.grad_scale == b.grad_scale && a.beta1 == b.beta1 &&
+             a.beta2 == b.beta2 && a.eps == b.eps && a.weight_decay == b.weight_decay &&
+             a.decoupled_weight_decay == b.decoupled_weight_decay));
+      CHECK(a.weight_decay == (decays ? 0.1 : 0.0));
+    }
   }
   // Clipping needs the norm; so does dynamic loss scaling (a step may be skipped); a bad rate is begin_step's error.
   CHECK_FALSE(AdamOptimizer::create({.grad_clip = 1.0}).value().plan_without_norm(1e-3, none).has_value());

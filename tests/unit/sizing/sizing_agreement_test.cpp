@@ -57,7 +57,7 @@ void check_agreement(spec::Scenario scenario) {
   hw.compute_on_host = true;
   const planner::EnginePrediction plan = planner::predict_engine(scenario, hw);
 
-  auto built = train::TrainSession::create(scenario, /*resume=*/false);
+  auto built = train::TrainSession::create(scenario, {.resume = false});
   REQUIRE(built.is_ok());
   train::TrainSession& session = *built.value();
   const memory::TierUsage device = session.device().memory().usage();

@@ -65,7 +65,7 @@ TEST_CASE("every ready scenario parses, and tiny-budget is refused at the memory
   CHECK(quick.data.source == DataSource::kMarkov);
   CHECK(quick.data.successors == 4);
   CHECK(quick.data.chain_seed == 1234);
-  CHECK(quick.optimizer.schedule.kind == ScheduleKind::kCosine);
+  CHECK(quick.optimizer.schedule.kind == optim::LrScheduleKind::kCosine);
   CHECK(quick.output.record == "runs/quickstart/record.json");
 
   const Scenario gpt2 = load_scenario(kScenariosDir + "/gpt2-small-bf16.json", test_resolver).value();
@@ -127,10 +127,10 @@ TEST_CASE("defaults fill every optional field") {
   CHECK(s.optimizer.eps == 1e-8);
   CHECK(s.optimizer.weight_decay == 0.1);
   CHECK(s.optimizer.grad_clip == 1.0);
-  CHECK(s.optimizer.schedule.kind == ScheduleKind::kConstant);
+  CHECK(s.optimizer.schedule.kind == optim::LrScheduleKind::kConstant);
   CHECK(s.optimizer.schedule.warmup_steps == 0);
   CHECK(s.seed == 0);
-  CHECK(s.device == DeviceKind::kCpu);
+  CHECK(s.device == device::DeviceKind::kCpu);
   CHECK_FALSE(s.device_memory_bytes.has_value());
   CHECK(s.threads == 0);
   CHECK_FALSE(s.activation_checkpointing);

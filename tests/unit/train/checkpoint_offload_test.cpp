@@ -53,7 +53,7 @@ Recorder train(const json& document) {
   Result<spec::Scenario> parsed = parse(document);
   INFO(parsed.status().message());
   REQUIRE(parsed.is_ok());
-  auto session = train::TrainSession::create(parsed.value(), false);
+  auto session = train::TrainSession::create(parsed.value());
   INFO(session.status().message());
   REQUIRE(session.is_ok());
   Recorder recorder;
@@ -102,7 +102,7 @@ TEST_CASE("checkpoint offload: a budget the in-device checkpoints overflow is re
   {
     auto parsed = parse(scenario("fp32", with_activations(zero, "cpu")));
     REQUIRE(parsed.is_ok());
-    auto session = train::TrainSession::create(parsed.value(), false);
+    auto session = train::TrainSession::create(parsed.value());
     REQUIRE(session.is_ok());
     offloaded_bytes = session.value()->device().memory().usage().peak_bytes;
     host_bytes = session.value()->model().checkpoints().host_bytes();
@@ -116,7 +116,7 @@ TEST_CASE("checkpoint offload: a budget the in-device checkpoints overflow is re
   in_device["steps"] = 5;
   auto parsed = parse(in_device);
   REQUIRE(parsed.is_ok());
-  auto refused = train::TrainSession::create(parsed.value(), false);
+  auto refused = train::TrainSession::create(parsed.value());
   REQUIRE_FALSE(refused.is_ok());
   CHECK(refused.status().code() == ErrorCode::kInvalidArgument);
   CHECK_THAT(refused.status().message(), Catch::StartsWith("scenario.device_memory: "));
@@ -131,7 +131,7 @@ TEST_CASE("checkpoint offload: a budget the in-device checkpoints overflow is re
   offloaded["zero"]["host_memory"] = host_bytes - 1;
   auto host_parsed = parse(offloaded);
   REQUIRE(host_parsed.is_ok());
-  auto host_refused = train::TrainSession::create(host_parsed.value(), false);
+  auto host_refused = train::TrainSession::create(host_parsed.value());
   REQUIRE_FALSE(host_refused.is_ok());
   CHECK_THAT(host_refused.status().message(), Catch::StartsWith("scenario.zero.host_memory: "));
 }

@@ -54,7 +54,7 @@ TEST_CASE("a token file truncated during training ends the run with an error nam
                                    {"steps", 5},
                                    {"threads", 1}};
   const spec::Scenario scenario = spec::parse_scenario(document, "t.json", spec::ShapeResolver{}).value();
-  auto session = TrainSession::create(scenario, /*resume=*/false);
+  auto session = TrainSession::create(scenario);
   REQUIRE(session.is_ok());
   TruncatingObserver observer(tokens);
   const Result<TrainOutcome> outcome = (*session)->trainer().run(observer);
@@ -85,7 +85,7 @@ TEST_CASE("compute threads whose buffers exceed the address-space limit are refu
                                      {"threads", 64}};
     const Result<spec::Scenario> scenario = spec::parse_scenario(document, "t.json", spec::ShapeResolver{});
     if (!scenario.is_ok()) ::_exit(13);
-    const auto session = TrainSession::create(*scenario, false);
+    const auto session = TrainSession::create(*scenario);
     if (session.is_ok()) ::_exit(14);
     if (session.status().message().find("scenario.threads: 64 compute threads need 8.50 GiB of address space") != 0) {
       ::_exit(15);

@@ -31,7 +31,7 @@ TEST_CASE("one rank: every step reports no communication", "[train][comm]") {
                                {"threads", 1}};
     if (stage > 0) document["zero"] = {{"stage", stage}};
     const spec::Scenario scenario = spec::parse_scenario(document, "t.json", spec::ShapeResolver{}).value();
-    auto session = TrainSession::create(scenario, /*resume=*/false);
+    auto session = TrainSession::create(scenario);
     REQUIRE(session.is_ok());
     Keep observer;
     REQUIRE((*session)->trainer().run(observer).is_ok());

@@ -121,11 +121,10 @@ class SwappedBlocksStates final : public zero::ModelStates {
   const model::ParamTable& table() const override { return inner_.table(); }
   const zero::Partition* partition() const override { return inner_.partition(); }
   Status zero_grads() override { return inner_.zero_grads(); }
-  Status prepare_step(const optim::AdamOptimizer& optimizer, double lr, const optim::LossScaler& scaler) override {
+  Status prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) override {
     return inner_.prepare_step(optimizer, lr, scaler);
   }
-  Result<optim::StepReport> optimizer_step(optim::AdamOptimizer& optimizer, double lr,
-                                           optim::LossScaler& scaler) override {
+  Result<optim::StepReport> optimizer_step(optim::Optimizer& optimizer, double lr, optim::LossScaler& scaler) override {
     return inner_.optimizer_step(optimizer, lr, scaler);
   }
   std::vector<zero::CheckpointArrayInfo> checkpoint_layout() const override { return inner_.checkpoint_layout(); }
@@ -179,12 +178,14 @@ std::vector<RankRun> train_two_ranks(const spec::Scenario& scenario, bool swap) 
   std::vector<RankRun> runs(2);
   const std::vector<Status> statuses = testing::run_ranks(world, [&](int rank) -> Status {
     RankRun& run = runs[static_cast<std::size_t>(rank)];
-    const train::TrainSession::CommFactory make_comm =
-        [&world, rank](device::Device&) -> Result<std::unique_ptr<comm::Communicator>> {
+    train::TrainSessionOptions session_options;
+    session_options.make_comm = [&world, rank](device::Device&) -> Result<std::unique_ptr<comm::Communicator>> {
       return std::unique_ptr<comm::Communicator>(std::make_unique<testing::ThreadCommunicator>(world, rank));
     };
+    session_options.local_size = 2;
+    session_options.copy_threads = true;
     ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                          train::TrainSession::create(scenario, false, 0, {}, nullptr, make_comm, 2));
+                          train::TrainSession::create(scenario, std::move(session_options)));
     SwappedBlocksStates states(session->states(), swap && rank == 1);
     for (ParamId id = 0; id < states.table().size(); ++id) {
       run.swap_map.push_back(states.map(id));

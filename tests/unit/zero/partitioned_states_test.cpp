@@ -64,7 +64,7 @@ spec::Scenario parse(const json& document) {
 // The losses of a run; its engine figures per step and its optimizer sub-group count when asked for.
 std::vector<double> train_losses(const json& document, std::vector<zero::EngineStats>* engine = nullptr,
                                  std::size_t* sub_groups = nullptr) {
-  Result<std::unique_ptr<train::TrainSession>> session = train::TrainSession::create(parse(document), false);
+  Result<std::unique_ptr<train::TrainSession>> session = train::TrainSession::create(parse(document));
   INFO(session.status().message());
   REQUIRE(session.is_ok());
   if (sub_groups != nullptr) {
@@ -215,7 +215,7 @@ TEST_CASE("partitioned states: fp16 with dynamic loss scaling skips the same ste
   const std::vector<double> reference = train_losses(base);
   {
     // The reference run really skips steps (so the engines' skip paths are compared too).
-    auto session = train::TrainSession::create(parse(base), false);
+    auto session = train::TrainSession::create(parse(base));
     REQUIRE(session.is_ok());
     LossRecorder recorder;
     REQUIRE(session.value()->trainer().run(recorder).is_ok());
@@ -333,7 +333,7 @@ TEST_CASE("partitioned states: resume from a checkpoint of NVMe-resident states 
     // Saved piece by piece: split parameters.
     json split = base;
     split["zero"]["sub_group_size"] = 1000;
-    auto session = train::TrainSession::create(parse(split), true, /*stop_after=*/7);
+    auto session = train::TrainSession::create(parse(split), {.resume = true, .stop_after = 7});
     REQUIRE(session.is_ok());
     LossRecorder first;
     REQUIRE(session.value()->trainer().run(first).is_ok());
@@ -352,7 +352,7 @@ TEST_CASE("partitioned states: resume from a checkpoint of NVMe-resident states 
     if (sub_group_size > 0) resumed["zero"]["sub_group_size"] = sub_group_size;
     resumed["checkpoint"] = base["checkpoint"];
     resumed["checkpoint"]["dir"] = copy.path();
-    auto session = train::TrainSession::create(parse(resumed), true);
+    auto session = train::TrainSession::create(parse(resumed), {.resume = true});
     REQUIRE(session.is_ok());
     LossRecorder rest;
     auto outcome = session.value()->trainer().run(rest);
@@ -386,7 +386,7 @@ TEST_CASE("partitioned states: budgets too small for the plan are refused before
     json document = base;
     document["zero"] = c.zero;
     document["zero"]["persistence_threshold"] = 100;
-    auto session = train::TrainSession::create(parse(document), false);
+    auto session = train::TrainSession::create(parse(document));
     INFO(c.zero.dump());
     REQUIRE_FALSE(session.is_ok());
     CHECK(session.status().code() == ErrorCode::kInvalidArgument);
@@ -423,7 +423,7 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
     return train_losses(plain);
   }();
   {
-    auto session = train::TrainSession::create(parse(document), true, /*stop_after=*/3);
+    auto session = train::TrainSession::create(parse(document), {.resume = true, .stop_after = 3});
     REQUIRE(session.is_ok());
     LossRecorder first;
     REQUIRE(session.value()->trainer().run(first).is_ok());
@@ -434,7 +434,7 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
   const auto read_error = [&](const json& from, std::uint64_t nth, const std::string& what) {
     auto engine = fault_engine();
     io::FaultInjectingEngine* faults = engine.get();
-    auto session = train::TrainSession::create(parse(from), true, 0, {}, std::move(engine));
+    auto session = train::TrainSession::create(parse(from), {.resume = true, .io_engine = std::move(engine)});
     REQUIRE(session.is_ok());
     faults->add_rule(io::FaultRule::fail(faults->counters().reads_seen + nth, EIO).counting_only(io::IoOpKind::kRead));
     LossRecorder recorder;
@@ -464,7 +464,7 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
     io::FaultInjectingEngine* faults = engine.get();
     json fresh = document;
     fresh["checkpoint"]["resume"] = false;
-    auto session = train::TrainSession::create(parse(fresh), true, 0, {}, std::move(engine));
+    auto session = train::TrainSession::create(parse(fresh), {.resume = true, .io_engine = std::move(engine)});
     REQUIRE(session.is_ok());
     faults->add_rule(
         io::FaultRule::fail(faults->counters().writes_seen + 2, ENOSPC).counting_only(io::IoOpKind::kWrite));
@@ -481,7 +481,7 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
   // Nothing of the failed runs stays behind: the swap files are anonymous and gone with the session.
   CHECK(directory_empty(nvme.path()));
   // The checkpoint of step 3 still loads and the run continues the uninterrupted curve.
-  auto session = train::TrainSession::create(parse(document), true);
+  auto session = train::TrainSession::create(parse(document), {.resume = true});
   REQUIRE(session.is_ok());
   LossRecorder rest;
   auto outcome = session.value()->trainer().run(rest);

@@ -85,15 +85,19 @@ std::vector<RankOutcome> train_at(const spec::Scenario& scenario, int world_size
   std::vector<RankOutcome> runs(static_cast<std::size_t>(world_size));
   const std::vector<Status> statuses = testing::run_ranks(world, [&](int rank) -> Status {
     RankOutcome& run = runs[static_cast<std::size_t>(rank)];
-    const train::TrainSession::CommFactory make_comm =
-        [&world, rank](device::Device&) -> Result<std::unique_ptr<comm::Communicator>> {
-      return std::unique_ptr<comm::Communicator>(std::make_unique<testing::ThreadCommunicator>(world, rank));
-    };
-    ZINF_ASSIGN_OR_RETURN(
-        std::unique_ptr<train::TrainSession> session,
-        train::TrainSession::create(
-            scenario, resume, stop_after, [&run](const std::string& line) { run.warnings.push_back(line); }, nullptr,
-            world_size > 1 ? make_comm : train::TrainSession::CommFactory(), world_size));
+    train::TrainSessionOptions options;
+    options.resume = resume;
+    options.stop_after = stop_after;
+    options.on_warning = [&run](const std::string& line) { run.warnings.push_back(line); };
+    options.local_size = world_size;
+    if (world_size > 1) {
+      options.make_comm = [&world, rank](device::Device&) -> Result<std::unique_ptr<comm::Communicator>> {
+        return std::unique_ptr<comm::Communicator>(std::make_unique<testing::ThreadCommunicator>(world, rank));
+      };
+      options.copy_threads = true;
+    }
+    ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
+                          train::TrainSession::create(scenario, std::move(options)));
     struct Recorder final : train::StepObserver {
       explicit Recorder(std::vector<double>& into) : losses(into) {}
       void on_step(const train::StepMetrics& metrics) override { losses.push_back(metrics.loss); }

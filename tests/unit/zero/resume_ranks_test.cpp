@@ -97,13 +97,16 @@ RankRun train_ranks(const spec::Scenario& scenario, bool resume, std::int64_t st
   const std::vector<Status> outcomes = testing::run_ranks(
       world,
       [&](int rank) -> Status {
-        const train::TrainSession::CommFactory make_comm =
-            [&world, rank](device::Device&) -> Result<std::unique_ptr<comm::Communicator>> {
+        train::TrainSessionOptions options;
+        options.resume = resume;
+        options.stop_after = stop_after;
+        options.make_comm = [&world, rank](device::Device&) -> Result<std::unique_ptr<comm::Communicator>> {
           return std::unique_ptr<comm::Communicator>(std::make_unique<testing::ThreadCommunicator>(world, rank));
         };
-        ZINF_ASSIGN_OR_RETURN(
-            std::unique_ptr<train::TrainSession> session,
-            train::TrainSession::create(scenario, resume, stop_after, {}, nullptr, make_comm, kRanks));
+        options.local_size = kRanks;
+        options.copy_threads = true;
+        ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
+                              train::TrainSession::create(scenario, std::move(options)));
         LossRecorder recorder;
         ZINF_ASSIGN_OR_RETURN(const train::TrainOutcome outcome, session->trainer().run(recorder));
         runs[static_cast<std::size_t>(rank)] = {recorder.losses, outcome.first_step};
