@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Times README command 1 (install-deps, configure, build the zinf binary, plan 1T on a DGX-2) on a
+# fresh clone with a cold compiler cache (CCACHE_DISABLE=1), once with CUDA off and once with CUDA
+# detected (when nvcc is found), and prints one table: wall seconds per phase, the build's CPU
+# seconds (user + sys of the compiler processes) and the load average before and after each run.
+# Wall time only means something on a quiet machine; the CPU seconds do not depend on the load.
+#
+# Usage: scripts/measure-command1.sh [--jobs N] [--variants "cpu cuda"] [--keep] [--with-venv]
+#   --jobs N        build parallelism (default: nproc, as `cmake --build --preset zinf` uses)
+#   --variants L    which runs, any of: cpu (-DZINF_WITH_CUDA=OFF), cuda (CUDA detected: AUTO)
+#   --keep          keep the temporary clones (printed) instead of removing them
+#   --with-venv     link this checkout's .venv into each clone, so install-deps checks the project
+#                   venv as the README's command runs it; DeepSpeed's ops are then built for the
+#                   clone into a temporary TORCH_EXTENSIONS_DIR (timed in the install-deps phase).
+#                   Without it, install-deps runs with ZINF_PEERS=0: a fresh clone has no venv, and
+#                   installing one (several GB) is not what command 1 is measured for.
+# The clone is of this checkout's HEAD (commit it first); nothing outside the temporary directory
+# is written. Exit status: 0 when every run finished, 1 when a phase failed (its log is printed).
+set -euo pipefail
+
+die() { printf 'measure-command1: %s\n' "$*" >&2; exit 2; }
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+jobs=$(nproc)
+variants="cpu cuda"
+keep=0
+with_venv=0
+while (($#)); do
+  case "$1" in
+    --jobs) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--jobs: '${2:-}' is not a positive integer"; jobs=$2; shift 2 ;;
+    --variants) variants=${2:-}; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --with-venv) with_venv=1; shift ;;
+    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (allowed: --jobs N, --variants \"cpu cuda\", --keep, --with-venv)" ;;
+  esac
+done
+for v in $variants; do
+  [[ "$v" == cpu || "$v" == cuda ]] || die "--variants: '$v' is not one of: cpu, cuda"
+done
+[[ -z "$(git -C "$root" status --porcelain --untracked-files=no)" ]] ||
+  printf 'measure-command1: note: uncommitted changes in %s are not in the clone (HEAD is measured)\n' "$root" >&2
+if ((with_venv)) && [[ ! -x "$root/.venv/bin/python" ]]; then
+  die "--with-venv: $root/.venv has no python; run scripts/install-deps.sh first"
+fi
+
+nvcc_found=0
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then nvcc_found=1; fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/zinf-command1.XXXXXX")
+((keep)) || trap 'rm -rf "$work"' EXIT
+export CCACHE_DISABLE=1
+commit=$(git -C "$root" rev-parse --short=12 HEAD)
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+rows=()
+# run_phase <name> <log> <command...>: runs the command, records its wall seconds in $phase_s.
+run_phase() {
+  local name=$1 log=$2 t0
+  shift 2
+  t0=$(now)
+  if ! "$@" >"$log" 2>&1; then
+    printf 'measure-command1: phase %s failed; last lines of %s:\n' "$name" "$log" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+  phase_s=$(elapsed "$t0" "$(now)")
+}
+
+for v in $variants; do
+  if [[ "$v" == cuda && $nvcc_found == 0 ]]; then
+    rows+=("$(printf '%-5s | %s' cuda 'skipped: nvcc not found')")
+    continue
+  fi
+  clone="$work/$v/zinf"
+  mkdir -p "$work/$v"
+  git clone --quiet --no-hardlinks "$root" "$clone"
+  cuda_flag=()
+  [[ "$v" == cpu ]] && cuda_flag=(-DZINF_WITH_CUDA=OFF)
+  load0=$(loadavg)
+  if ((with_venv)); then
+    ln -s "$root/.venv" "$clone/.venv"
+    run_phase install-deps "$work/$v/install.log" env TORCH_EXTENSIONS_DIR="$work/$v/torch_extensions" \
+      "$clone/scripts/install-deps.sh"
+  else
+    run_phase install-deps "$work/$v/install.log" env ZINF_PEERS=0 "$clone/scripts/install-deps.sh"
+  fi
+  t_install=$phase_s
+  cd "$clone"
+  run_phase configure "$work/$v/configure.log" cmake --preset default "${cuda_flag[@]}"
+  t_configure=$phase_s
+  # GNU time reports the user and sys seconds of cmake and every compiler it waited for.
+  run_phase build "$work/$v/build.log" /usr/bin/time -o "$work/$v/build.cpu" -f '%U %S' \
+    cmake --build --preset zinf -j "$jobs"
+  t_build=$phase_s
+  cpu_build=$(awk '{ printf "%.0f", $1 + $2 }' "$work/$v/build.cpu")
+  run_phase plan "$work/$v/plan.log" build/default/bin/zinf plan --params 1T --hw dgx2-v100
+  t_plan=$phase_s
+  cd "$root"
+  steps=$(grep -c '^\[[0-9]*/[0-9]*\]' "$work/$v/build.log" || true)
+  total=$(awk -v a="$t_install" -v b="$t_configure" -v c="$t_build" -v d="$t_plan" 'BEGIN { printf "%.1f", a + b + c + d }')
+  rows+=("$(printf '%-5s | %12s | %9s | %7s | %5s | %7s | %9s | %5s | %s -> %s' "$v" "$t_install" "$t_configure" \
+    "$t_build" "$t_plan" "$total" "$cpu_build" "$steps" "$load0" "$(loadavg)")")
+done
+
+printf '\nREADME command 1 on a fresh clone of %s, cold cache (CCACHE_DISABLE=1), -j %s\n' "$commit" "$jobs"
+printf 'machine: %s cores (%s), %s; ISA: %s\n' "$(nproc)" \
+  "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)" \
+  "$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
+  "$(grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+printf '%-5s | %12s | %9s | %7s | %5s | %7s | %9s | %5s | %s\n' variant 'install-deps' configure build plan 'total s' \
+  'build CPU' steps 'load before -> after'
+printf '%s\n' "${rows[@]}"
+((keep)) && printf 'clones and logs kept in %s\n' "$work"
+exit 0
