@@ -46,8 +46,8 @@ BlockScratch Block::carve_scratch(TensorCarver& carver, const spec::ModelShape& 
                                   std::int64_t seq) {
   const sizing::BlockScratchLayout l = sizing::block_scratch_layout(shape, batch, seq);
   BlockScratch s;
-  for (auto [tensor, layout] :
-       {std::pair{&s.dln, &l.dln}, std::pair{&s.dwide, &l.dwide}, std::pair{&s.dmid, &l.dmid}, std::pair{&s.dgate, &l.dgate}}) {
+  for (auto [tensor, layout] : {std::pair{&s.dln, &l.dln}, std::pair{&s.dwide, &l.dwide}, std::pair{&s.dmid, &l.dmid},
+                                std::pair{&s.dgate, &l.dgate}}) {
     *tensor = carver.take_layout(*layout);
   }
   return s;

@@ -29,8 +29,8 @@ OneLayerDeviceBytes one_layer_device_bytes_breakdown(const Scenario& scenario) {
   const double layer_params = static_cast<double>(count_parameters(scenario.shape).per_layer);
   // One block's activations and backward scratch as the model carves them (sizing/activation_layout.h),
   // in the compute dtype: fp32 on the CPU backend, the storage precision on a GPU.
-  const std::size_t compute_bytes =
-      scenario.device == DeviceKind::kCpu ? dtype_size_bytes(DType::kF32) : dtype_size_bytes(scenario.precision);
+  const std::size_t compute_bytes = scenario.device == device::DeviceKind::kCpu ? dtype_size_bytes(DType::kF32)
+                                                                                : dtype_size_bytes(scenario.precision);
   OneLayerDeviceBytes bytes;
   bytes.model_states = saturate(layer_params * per_param);
   // The layout counts elements in 64 bits: a shape whose tensors could not be counted there saturates

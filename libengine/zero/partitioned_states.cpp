@@ -197,8 +197,7 @@ Status PartitionedStates::zero_grads() { return reducer_->zero_grads(); }
 
 Status PartitionedStates::commit(model::ParamId id) { return scheduler_->commit(id); }
 
-Status PartitionedStates::prepare_step(const optim::Optimizer& optimizer, double lr,
-                                       const optim::LossScaler& scaler) {
+Status PartitionedStates::prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) {
   ZINF_RETURN_IF_ERROR(check_state_slots(optimizer));
   return scheduler_->prepare_step(optimizer, lr, scaler);
 }

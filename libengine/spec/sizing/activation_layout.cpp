@@ -38,9 +38,7 @@ std::uint64_t BlockActivationLayout::bytes(std::size_t e) const {
       {&ln1_out, &ln1_mean, &ln1_rstd, &qkv, &attn, &lse, &mid, &ln2_out, &ln2_mean, &ln2_rstd, &fc, &gate, &act}, e);
 }
 
-std::uint64_t BlockScratchLayout::bytes(std::size_t e) const {
-  return sum_bytes({&dln, &dwide, &dmid, &dgate}, e);
-}
+std::uint64_t BlockScratchLayout::bytes(std::size_t e) const { return sum_bytes({&dln, &dwide, &dmid, &dgate}, e); }
 
 std::int64_t qkv_width(const spec::ModelShape& shape) { return (shape.heads + 2 * shape.kv_heads) * shape.head_dim; }
 
