@@ -29,6 +29,25 @@ bool same_shape(const spec::ModelShape& a, const spec::ModelShape& b) {
   return spec::decoder_model_json(a) == spec::decoder_model_json(b) && a.rope == b.rope && a.norm_bias == b.norm_bias;
 }
 
+// A Llama-family shape with every non-default field set (GQA, untied head, llama3 rope scaling),
+// so a record that drops or mistranslates one of them reads back different.
+spec::ModelShape tiny_llama_shape() {
+  spec::ModelShape s;
+  s.name = "tiny-llama";
+  s.layers = 1, s.hidden = 16, s.heads = 4, s.kv_heads = 2, s.head_dim = 4, s.ffn_hidden = 20, s.vocab = 23;
+  s.max_positions = 32;
+  s.norm = spec::NormKind::kRmsNorm, s.norm_bias = false, s.norm_eps = 1e-6;
+  s.mlp = spec::MlpKind::kGated;
+  s.position = spec::PositionKind::kRotary;
+  s.qkv_bias = s.attn_out_bias = s.mlp_bias = false;
+  s.tied_embeddings = false;
+  s.rope.theta = 500000.0;
+  s.rope.scaling = spec::RopeScalingKind::kLlama3;
+  s.rope.factor = 8.0, s.rope.low_freq_factor = 1.5, s.rope.high_freq_factor = 4.5;
+  s.rope.original_max_positions = 16.0;
+  return s;
+}
+
 spec::ModelShape shape_of(bool tied) {
   spec::ModelShape s = spec::gpt_like_shape(2, 8, 2, 11, 5);
   s.ffn_hidden = 12;
@@ -187,19 +206,7 @@ TEST_CASE("weights_source: the scenario's init section parses, round-trips and r
 
 TEST_CASE("checkpoint_model: a Llama-family record keeps norm eps and rope settings", "[weights_source]") {
   // What `zinf export` writes into config.json: eps and rope must survive the checkpoint.
-  spec::ModelShape s;
-  s.name = "tiny-llama";
-  s.layers = 1, s.hidden = 16, s.heads = 4, s.kv_heads = 2, s.head_dim = 4, s.ffn_hidden = 20, s.vocab = 23;
-  s.max_positions = 32;
-  s.norm = spec::NormKind::kRmsNorm, s.norm_bias = false, s.norm_eps = 1e-6;
-  s.mlp = spec::MlpKind::kGated;
-  s.position = spec::PositionKind::kRotary;
-  s.qkv_bias = s.attn_out_bias = s.mlp_bias = false;
-  s.tied_embeddings = false;
-  s.rope.theta = 500000.0;
-  s.rope.scaling = spec::RopeScalingKind::kLlama3;
-  s.rope.factor = 8.0, s.rope.low_freq_factor = 1.5, s.rope.high_freq_factor = 4.5;
-  s.rope.original_max_positions = 16.0;
+  const spec::ModelShape s = tiny_llama_shape();
   model::GptConfig config;
   config.shape = s;
   config.seq = 1;
@@ -260,19 +267,7 @@ nlohmann::json legacy_shape_record(const spec::ModelShape& s, bool with_eps_and_
 }
 
 TEST_CASE("checkpoint_model: records written before the arch form still read, to the same shape", "[weights_source]") {
-  spec::ModelShape llama;
-  llama.name = "tiny-llama";
-  llama.layers = 1, llama.hidden = 16, llama.heads = 4, llama.kv_heads = 2, llama.head_dim = 4;
-  llama.ffn_hidden = 20, llama.vocab = 23, llama.max_positions = 32;
-  llama.norm = spec::NormKind::kRmsNorm, llama.norm_bias = false, llama.norm_eps = 1e-6;
-  llama.mlp = spec::MlpKind::kGated;
-  llama.position = spec::PositionKind::kRotary;
-  llama.qkv_bias = llama.attn_out_bias = llama.mlp_bias = false;
-  llama.tied_embeddings = false;
-  llama.rope.theta = 500000.0;
-  llama.rope.scaling = spec::RopeScalingKind::kLlama3;
-  llama.rope.factor = 8.0, llama.rope.low_freq_factor = 1.5, llama.rope.high_freq_factor = 4.5;
-  llama.rope.original_max_positions = 16.0;
+  const spec::ModelShape llama = tiny_llama_shape();
   auto back = read_checkpoint_model(legacy_shape_record(llama, true), "ckpt");
   REQUIRE(back.is_ok());
   CHECK(same_shape(back.value().shape, llama));
