@@ -278,6 +278,9 @@ LaunchStatus embedding_forward(Elem elem, void* out, const std::int32_t* tokens,
 LaunchStatus embedding_backward(Elem elem, float* dwte, float* dwpe, const void* dout, const std::int32_t* tokens,
                                 std::int64_t batch, std::int64_t seq_len, std::int64_t channels, std::int64_t vocab,
                                 void* scratch, std::size_t scratch_bytes, Stream stream) {
+  // No positions is a no-op whatever the pointers, as embedding_backward_rows and the forward are.
+  if (batch == 0 || seq_len == 0 || channels == 0)
+    return batch < 0 || seq_len < 0 || channels < 0 ? detail::invalid_argument() : 0;
   if (dwpe == nullptr) return detail::invalid_argument();
   return embedding_backward_rows(elem, dwte, 0, vocab, dwpe, dout, tokens, batch, seq_len, channels, vocab, scratch,
                                  scratch_bytes, stream);

@@ -203,7 +203,10 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 3)
       for (int k = 0; k < kVec; ++k) {
         const float norm = (detail::to_f32(xp.v[k]) - row_mean) * row_rstd;
         const float g = detail::to_f32(dyp.v[k]);
-        const float dnorm = g * detail::to_f32(wp.v[k]);
+        // __fmul_rn: dnorm rounded once, never fused into the sums, so pass 2's centring (dnorm -
+        // mean(dnorm)) subtracts the very values pass 1 added: exactly 0 for a single channel,
+        // where rstd = 1/sqrt(eps) would amplify an FMA's rounding residue 300-fold.
+        const float dnorm = __fmul_rn(g, detail::to_f32(wp.v[k]));
         dnorm_sum += dnorm;
         dnorm_norm_sum += dnorm * norm;
         dweight_acc[k * vectors + j] += g * norm;
@@ -251,7 +254,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 3)
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const float norm = (detail::to_f32(xp.v[k]) - row_mean) * row_rstd;
-        const float dnorm = detail::to_f32(dyp.v[k]) * detail::to_f32(wp.v[k]);
+        const float dnorm = __fmul_rn(detail::to_f32(dyp.v[k]), detail::to_f32(wp.v[k]));  // as pass 1
         d.v[k] =
             detail::from_f32<T>(detail::to_f32(d.v[k]) + row_rstd * ((dnorm - dnorm_mean) - norm * dnorm_norm_mean));
       }
