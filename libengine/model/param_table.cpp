@@ -1,25 +1,10 @@
 #include "libengine/model/param_table.h"
 
 #include <algorithm>
-#include <cmath>
+
+#include "kernels/random.h"
 
 namespace zinf::model {
-namespace {
-
-// splitmix64's finaliser: a counter-based generator, so element i's value needs no state from
-// elements before it (a ZeRO rank initialising its slice gets the same numbers as a whole copy).
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-double unit_open(std::uint64_t bits) {  // (0, 1]
-  return (static_cast<double>(bits >> 11) + 1.0) * (1.0 / 9007199254740992.0);
-}
-
-}  // namespace
 
 ParamId ParamTable::add(ParamInfo info) {
   info.numel = info.shape.numel();
@@ -52,15 +37,12 @@ void ParamTable::init_values(std::uint64_t seed, ParamId id, std::int64_t begin,
     case ParamInit::kNormal:
       break;
   }
-  const std::uint64_t stream = mix(seed ^ mix(static_cast<std::uint64_t>(info.whole_id) + 0x51ED2701ull));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    // Box-Muller on two counter-derived uniforms; one normal per element.
-    const std::uint64_t index = static_cast<std::uint64_t>(info.whole_offset + begin) + i;
-    const double u1 = unit_open(mix(stream ^ (2 * index)));
-    const double u2 = unit_open(mix(stream ^ (2 * index + 1)));
-    const double normal = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-    out[i] = static_cast<float>(normal * info.init_std);
-  }
+  // Counter-based (kernels/random.h): element i's value needs no state from the elements before it,
+  // so a ZeRO rank initialising its slice, or a tile, gets the same numbers as a whole copy.
+  const std::uint64_t stream = kernels::cpu::counter_mix(
+      seed ^ kernels::cpu::counter_mix(static_cast<std::uint64_t>(info.whole_id) + 0x51ED2701ull));
+  kernels::cpu::counter_normal_fill(out.data(), out.size(), stream,
+                                    static_cast<std::uint64_t>(info.whole_offset + begin), info.init_std);
 }
 
 }  // namespace zinf::model

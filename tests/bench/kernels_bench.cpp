@@ -34,6 +34,7 @@
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/random.h"
 #include "kernels/residual.h"
 #include "tests/bench/kernels_bench_support.h"
 
@@ -96,6 +97,21 @@ void BM_MemoryBandwidth(benchmark::State& state) {
   state.SetLabel(run_label() + " a[i] += s*b[i]");
 }
 BENCHMARK(BM_MemoryBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Weight initialisation: the counter-based normal fill ---------------------------------------
+
+// Compute-bound (libm's log and cos in double): elements per second, against one thread of the
+// same fill in the same run (the ratio is the threads' speed-up; 1.0 on one core).
+void BM_CounterNormalFill(benchmark::State& state) {
+  const auto threads = static_cast<int>(state.range(0));
+  constexpr std::size_t kElements = std::size_t{1} << 22;
+  auto out = zeros(kElements);
+  const double seconds =
+      timed_loop(state, [&] { cpu::counter_normal_fill(out.get(), kElements, 0x1234, 0, 0.02, threads); });
+  state.counters["elements/s"] = static_cast<double>(kElements) * static_cast<double>(state.iterations()) / seconds;
+  state.SetLabel(run_label() + (threads == 0 ? " compute threads" : " 1 thread"));
+}
+BENCHMARK(BM_CounterNormalFill)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---- LayerNorm [R, C] ----------------------------------------------------------------------------
 
