@@ -327,6 +327,12 @@ Status TrainCommand::run(const Io& io) {
     session_options.make_comm = [&](device::Device& device) { return comm::create_communicator(device, comm_options); };
     session_options.copy_threads = true;
   }
+  // Allocating and initialising a large model's states (page-locked host memory, swap files)
+  // takes a while with nothing else to show: say so before, and how long it took after.
+  if (!quiet) {
+    err << fmt::format("preparing {}: allocating and initialising the model states...\n", scenario.name) << std::flush;
+  }
+  const Clock::time_point preparing = Clock::now();
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
                         train::TrainSession::create(scenario, std::move(session_options)));
   device::Device& device = session->device();
@@ -403,9 +409,10 @@ Status TrainCommand::run(const Io& io) {
       io.err << fmt::format("data parallel over {} ranks ({}), {} per node; {} rows of each batch per rank\n",
                             comm.world_size(), comm.backend(), comm.local_size(), scenario.batch / comm.world_size());
     }
-    io.err << fmt::format("training {} ({} parameters) on {}, {} threads; {}\n", scenario.name,
+    io.err << fmt::format("training {} ({} parameters) on {}, {} threads; {} (ready in {:.1f} s)\n", scenario.name,
                           format_count(static_cast<double>(run.params)), run.device_description, run.threads,
-                          run.data_description);
+                          run.data_description, std::chrono::duration<double>(Clock::now() - preparing).count())
+           << std::flush;
     io.err << fmt::format("engine: {}\n", run.engine.description);
     if (scenario.tiling_auto || scenario.tiling > 1) {
       io.err << fmt::format("tiling: {}\n", run.engine.tiling.at("choice").get<std::string>());
