@@ -1,5 +1,5 @@
 // CUDA RoPE rotation (kernels/rope.h), forward and backward, on `elem` heads with fp32 cos/sin
-// tables. One thread per (row, head, pair) in a grid-stride loop, plus, when out != inp, one per
+// tables. One block per row, its threads over (head, pair), plus, when out != inp, one per
 // pass-through element (dimensions rd..hd-1). The arithmetic is the CPU's, operation for operation,
 // with explicitly rounded intrinsics (__fmul_rn, __fadd_rn, __fsub_rn) so nvcc fuses nothing: fp32
 // results equal the CPU's bit for bit; 16-bit results are that fp32 value rounded once.
@@ -28,36 +28,42 @@ struct Geometry {
 template <typename T, bool kForward>
 __global__ void __launch_bounds__(kThreads)
     rope_kernel(T* out, const T* inp, const float* __restrict__ cos, const float* __restrict__ sin, Geometry g) {
-  const std::int64_t per_head = g.half + g.pass;
-  const std::int64_t total = g.rows * g.heads * per_head;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += stride) {
-    const std::int64_t j = k % per_head;
-    const std::int64_t row_head = k / per_head;
-    const std::int64_t head = row_head % g.heads;
-    const std::int64_t row = row_head / g.heads;
-    const std::int64_t offset = row * g.row_stride + head * g.head_dim;
-    if (j >= g.half) {  // pass-through dimension 2*half + (j - half)
-      const std::int64_t d = g.half + j;
-      out[offset + d] = inp[offset + d];
-      continue;
-    }
+  // A block per row (a grid-stride loop over rows): the row's position and addresses are computed
+  // once, and its (head, pair) split is 32-bit (launch() checks that it fits). With a 64-bit
+  // division and modulo per element over the whole tensor this kernel moved 0.28 of the HBM
+  // bandwidth on an H200: index arithmetic, not memory, was its bound.
+  const int half = static_cast<int>(g.half);
+  const int per_head = static_cast<int>(g.half + g.pass);
+  const int work = static_cast<int>(g.heads) * per_head;
+  for (std::int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
     const std::int64_t position = g.pos_offset + row % g.seq_len;
-    const float c = cos[position * g.half + j];
-    const float s = sin[position * g.half + j];
-    const float x1 = detail::to_f32(inp[offset + j]);
-    const float x2 = detail::to_f32(inp[offset + g.half + j]);
-    float y1;
-    float y2;
-    if (kForward) {
-      y1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
-      y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
-    } else {
-      y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
-      y2 = __fsub_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+    const float* row_cos = cos + position * g.half;
+    const float* row_sin = sin + position * g.half;
+    for (int t = static_cast<int>(threadIdx.x); t < work; t += static_cast<int>(blockDim.x)) {
+      const int head = t / per_head;
+      const int j = t - head * per_head;
+      const std::int64_t offset = row * g.row_stride + static_cast<std::int64_t>(head) * g.head_dim;
+      if (j >= half) {  // pass-through dimension 2*half + (j - half)
+        const std::int64_t d = half + j;
+        out[offset + d] = inp[offset + d];
+        continue;
+      }
+      const float c = row_cos[j];
+      const float s = row_sin[j];
+      const float x1 = detail::to_f32(inp[offset + j]);
+      const float x2 = detail::to_f32(inp[offset + g.half + j]);
+      float y1;
+      float y2;
+      if (kForward) {
+        y1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+        y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+      } else {
+        y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+        y2 = __fsub_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+      }
+      out[offset + j] = detail::from_f32<T>(y1);
+      out[offset + half + j] = detail::from_f32<T>(y2);
     }
-    out[offset + j] = detail::from_f32<T>(y1);
-    out[offset + g.half + j] = detail::from_f32<T>(y2);
   }
 }
 
@@ -78,10 +84,10 @@ LaunchStatus launch(Elem elem, void* out, const void* inp, const float* cos, con
                    static_cast<std::int64_t>(shape.rotary_dim / 2),
                    out == inp ? 0 : static_cast<std::int64_t>(shape.head_dim - shape.rotary_dim),
                    static_cast<std::int64_t>(shape.pos_offset)};
-  const std::int64_t total = g.rows * g.heads * (g.half + g.pass);
+  if (g.heads * (g.half + g.pass) > INT32_MAX) return detail::invalid_argument();  // the kernel's 32-bit split
   return detail::dispatch_elem(elem, [&](auto tag) -> LaunchStatus {
     using T = decltype(tag);
-    rope_kernel<T, kForward><<<detail::blocks_for(total, kThreads), kThreads, 0, detail::native(stream)>>>(
+    rope_kernel<T, kForward><<<detail::blocks_for(g.rows, 1), kThreads, 0, detail::native(stream)>>>(
         static_cast<T*>(out), static_cast<const T*>(inp), cos, sin, g);
     return detail::last_launch_status();
   });
