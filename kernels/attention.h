@@ -1,5 +1,5 @@
 // Causal multi-head self-attention (GPT-2's attention core, after the fused QKV projection and
-// before the output projection), with grouped K/V heads (GQA/MQA) on the CPU, forward and
+// before the output projection), with grouped K/V heads (GQA/MQA), forward and
 // backward, on raw fp32 arrays. CPU variants, and the CUDA ones at the end.
 // Memory-efficient and blocked like flash attention: per (batch, head) the sequence is cut into
 // blocks of 64 query rows and 64 keys; the forward pass keeps an online softmax per query row over
@@ -8,12 +8,12 @@
 // stored: scratch is O(T * hs) per thread. Blocks wholly above the diagonal are skipped.
 //
 // Dimension legend: B batch, T sequence, C channels, NH heads, hs = C / NH head size, NKV key/value
-// heads (CPU; NH a multiple of NKV, G = NH / NKV query heads per K/V head), W = (NH + 2 NKV) hs.
+// heads (NH a multiple of NKV, G = NH / NKV query heads per K/V head), W = (NH + 2 NKV) hs.
 //
-// Layout (CPU): qkv[b, t, :] is the fused projection's packed row of W floats: q heads (NH hs),
+// Layout: qkv[b, t, :] is the fused projection's packed row of W floats: q heads (NH hs),
 // then k heads (NKV hs), then v heads (NKV hs). Query head h owns columns h*hs .. h*hs + hs - 1 of
 // q and of out, and reads K/V head g = h / G (HF transformers' repeat_kv). NKV = NH is llm.c's
-// [q | k | v] layout with W = 3C. The CUDA functions take NKV = NH only (W = 3C).
+// [q | k | v] layout with W = 3C. The CUDA functions take the same layout.
 // Forward, per (b, h) and query position t, with scale = 1/sqrt(hs):
 //   s[t, t'] = scale * dot(q[t], k[t'])            for t' <= t (causal: later keys are masked out)
 //   lse[t]   = log(sum_{t' <= t} exp(s[t, t']))
@@ -88,15 +88,21 @@ namespace zinf::kernels::cuda {
 // stored in global memory. The backward recomputes P per tile; dk/dv and dq are produced by
 // separate passes (no floating-point atomics), so results are deterministic. dqkv is accumulated
 // (+=) in `elem`. Any head size works; head sizes 32, 64 and 128 take the tensor-core path for
-// bf16/fp16, others a general one.
+// bf16/fp16, others a general one. Grouped K/V heads (kv_heads < heads) are read in place from the
+// packed layout: query head h reads K/V head h / G. One thread block owns a K/V head's dK/dV tile
+// and runs through every query head of its group, adding their contributions in fp32 registers
+// (query heads in increasing order) before one rounding to `elem` — so the K/V gradients are the
+// group sums of the CPU contract, in another fixed fp32 order (not the CPU's bits; deterministic).
+// Invalid arguments (shapes outside the contract, kv_heads < 1 or not dividing heads, null
+// pointers, too little scratch) return cudaErrorInvalidValue and launch nothing.
+// scratch: attention_backward_scratch_bytes (D, fp32 [B,NH,T]; it does not depend on kv_heads).
 std::size_t attention_backward_scratch_bytes(std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                                              std::int64_t heads);
-LaunchStatus attention_forward(Elem elem, void* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const void* qkv /*[B,T,3C]*/,
+LaunchStatus attention_forward(Elem elem, void* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const void* qkv /*[B,T,W]*/,
                                std::int64_t batch, std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
-                               Stream stream);
-LaunchStatus attention_backward(Elem elem, void* dqkv /*[B,T,3C]*/, const void* dout /*[B,T,C]*/,
-                                const void* qkv /*[B,T,3C]*/, const void* out /*[B,T,C]*/,
-                                const float* lse /*[B,NH,T]*/, std::int64_t batch, std::int64_t seq_len,
-                                std::int64_t channels, std::int64_t heads, void* scratch, std::size_t scratch_bytes,
-                                Stream stream);
+                               std::int64_t kv_heads, Stream stream);
+LaunchStatus attention_backward(Elem elem, void* dqkv /*[B,T,W]*/, const void* dout /*[B,T,C]*/,
+                                const void* qkv /*[B,T,W]*/, const void* out /*[B,T,C]*/, const float* lse /*[B,NH,T]*/,
+                                std::int64_t batch, std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
+                                std::int64_t kv_heads, void* scratch, std::size_t scratch_bytes, Stream stream);
 }  // namespace zinf::kernels::cuda

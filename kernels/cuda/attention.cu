@@ -5,6 +5,14 @@
 // lse; the backward recomputes P = exp(scale * q.k - lse) per tile. No [T, T] matrix ever reaches
 // global memory, and tiles wholly above the diagonal are skipped.
 //
+// qkv is the packed [B, T, (NH + 2 NKV) hs] row of the fused projection (kernels/attention.h):
+// grouped K/V heads are read in place, query head h taking K/V head h / (NH / NKV); NKV = NH is
+// plain multi-head attention. The forward and dQ passes run one block per (batch, query head,
+// block) and simply point at the shared K/V head. The dK/dV pass runs one block per (batch, K/V
+// head, key block), which loops over the query heads of its group (in increasing order) and adds
+// their contributions in the same fp32 accumulators: K and V are loaded once per group, dK and dV
+// rounded to the element type once, and no block shares an output element with another.
+//
 // Two paths, chosen per call:
 // - Tensor cores: bf16/fp16 with hs 32, 64 or 128 and 16-byte aligned arrays. mma.sync m16n8k16
 //   (16-bit inputs, fp32 accumulation) fed by ldmatrix from shared tiles whose rows are padded by 8
@@ -16,9 +24,10 @@
 //     forward   grid (B*NH, ceil(T/128)), 256 threads, two blocks per SM: 128 queries (8 warps) x
 //               key tiles of 64 (hs 32) or 32 (hs 64, 128); Q, two K and two V tiles in shared
 //               memory (30, 36, 68 KiB at hs 32, 64, 128).
-//     dK, dV    grid (B*NH, ceil(T/64)), 128 threads: 64 keys (4 warps) kept in shared memory, a loop
-//               over the query tiles at or after them (64 queries, 16 at hs 128), Q, dO, lse and D
-//               double-buffered (31, 55, 51 KiB). S^T = K Q^T and dP^T = V dO^T are computed
+//     dK, dV    grid (B*NKV, ceil(T/64)), 128 threads: 64 keys (4 warps) kept in shared memory, a
+//               loop over the group's query heads and, per head, the query tiles at or after the
+//               keys (64 queries, 16 at hs 128), Q, dO, lse and D double-buffered across both loops
+//               (31, 55, 51 KiB). S^T = K Q^T and dP^T = V dO^T are computed
 //               transposed so that P^T and dS^T come out in the A layout of dV += P^T dO and
 //               dK += dS^T Q.
 //     dQ        grid (B*NH, ceil(T/64)), 128 threads: 64 queries (4 warps), a loop over 64-key tiles
@@ -35,7 +44,7 @@
 // and written by exactly one thread, no atomics, every sum in a fixed order, so the results are
 // the same bits from run to run. Grids list the heaviest causal blocks first (late query blocks in
 // the forward and dQ pass, early key blocks in the dK/dV pass). Not here: dropout, masks other
-// than causal, attention bias, key/value heads shared between query heads.
+// than causal, attention bias.
 //
 // Files: attention_shared.cuh (shape, constants, launchers), attention_mma.cuh (PTX wrappers),
 // attention_tensor_core.cu and attention_general.cu (the kernels); this file holds the entry points.
@@ -60,14 +69,15 @@ using detail::aligned16;
 std::size_t attention_backward_scratch_bytes(std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                                              std::int64_t heads) {
   Problem p;
-  if (!make_problem(batch, seq_len, channels, heads, &p)) return 0;
+  if (!make_problem(batch, seq_len, channels, heads, heads, &p)) return 0;
   return delta_bytes(p);
 }
 
 LaunchStatus attention_forward(Elem elem, void* out, float* lse, const void* qkv, std::int64_t batch,
-                               std::int64_t seq_len, std::int64_t channels, std::int64_t heads, Stream stream) {
+                               std::int64_t seq_len, std::int64_t channels, std::int64_t heads, std::int64_t kv_heads,
+                               Stream stream) {
   Problem p;
-  if (!make_problem(batch, seq_len, channels, heads, &p) || out == nullptr || qkv == nullptr) {
+  if (!make_problem(batch, seq_len, channels, heads, kv_heads, &p) || out == nullptr || qkv == nullptr) {
     return detail::invalid_argument();
   }
   const cudaStream_t s = detail::native(stream);
@@ -86,10 +96,11 @@ LaunchStatus attention_forward(Elem elem, void* out, float* lse, const void* qkv
 
 LaunchStatus attention_backward(Elem elem, void* dqkv, const void* dout, const void* qkv, const void* out,
                                 const float* lse, std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                                std::int64_t heads, void* scratch, std::size_t scratch_bytes, Stream stream) {
+                                std::int64_t heads, std::int64_t kv_heads, void* scratch, std::size_t scratch_bytes,
+                                Stream stream) {
   Problem p;
-  if (!make_problem(batch, seq_len, channels, heads, &p) || dqkv == nullptr || dout == nullptr || qkv == nullptr ||
-      out == nullptr || lse == nullptr || scratch == nullptr || scratch_bytes < delta_bytes(p) ||
+  if (!make_problem(batch, seq_len, channels, heads, kv_heads, &p) || dqkv == nullptr || dout == nullptr ||
+      qkv == nullptr || out == nullptr || lse == nullptr || scratch == nullptr || scratch_bytes < delta_bytes(p) ||
       reinterpret_cast<std::uintptr_t>(scratch) % alignof(float) != 0) {
     return detail::invalid_argument();
   }

@@ -22,6 +22,12 @@ using detail::to_f32;
 // tx + 8 j (j < 4) and output columns tx + 8 j (j < 8). A row's 8 threads are 8 consecutive lanes,
 // so row reductions are three xor-shuffles. Shared tiles of the reduction have 33-float rows: the 8
 // different rows one warp reads at a time then sit in 8 different banks.
+//
+// The backward kernels ask for 5 blocks per SM, as many as their 41 KiB of shared memory allow (96
+// registers). Left free, ptxas took 128 registers once the packed layout's K/V pointers came in (4
+// blocks per SM) and still spilled 4 bytes in the 16-bit dK/dV kernel; at 5 nothing spills (ptxas
+// -v, sm_90). The forward takes 72 registers (7 blocks); capped at 64 (8 blocks) it spilled.
+constexpr int kGenBackwardBlocks = 5;
 
 // Rows [row0, row0 + kGenTile) x columns [col0, col0 + kCols) of one head (global rows `stride`
 // apart) into tile[kGenTile][kLdS] as fp32; zero outside T x hs.
@@ -47,22 +53,25 @@ struct GeneralForwardSmem {
 template <typename T>
 __global__ void __launch_bounds__(kGenThreads)
     general_forward_kernel(T* __restrict__ out /*[B,T,C]*/, float* __restrict__ lse /*[B,NH,T] or null*/,
-                           const T* __restrict__ qkv /*[B,T,3C]*/, int seq_len, int channels, int heads, int head_size,
-                           float scale) {
+                           const T* __restrict__ qkv /*[B,T,W]*/, Packed layout, float scale) {
   __shared__ GeneralForwardSmem sm;
+  const int seq_len = layout.seq_len;
+  const int heads = layout.heads;
+  const int head_size = layout.head_size;
+  const int channels = heads * head_size;
   const int pair = static_cast<int>(blockIdx.x);
   const int b = pair / heads;
   const int h = pair % heads;
+  const int g = h / layout.group();
   const int block = static_cast<int>(gridDim.y - 1 - blockIdx.y);
   const int q0 = block * kGenTile;
   const int col0 = static_cast<int>(blockIdx.z) * kGenOut;
   const int ty = static_cast<int>(threadIdx.x) / 8;
   const int tx = static_cast<int>(threadIdx.x) % 8;
-  const std::int64_t stride = 3LL * channels;
-  const T* const q_head =
-      qkv + static_cast<std::int64_t>(b) * seq_len * stride + static_cast<std::int64_t>(h) * head_size;
-  const T* const k_head = q_head + channels;
-  const T* const v_head = q_head + 2 * channels;
+  const std::int64_t stride = layout.stride();
+  const T* const q_head = layout.q(qkv, b, h);
+  const T* const k_head = layout.k(qkv, b, g);
+  const T* const v_head = layout.v(qkv, b, g);
 
   float acc[2][8] = {};
   float row_max[2] = {-INFINITY, -INFINITY};
@@ -163,98 +172,108 @@ struct GeneralBackwardSmem {
   float y[kGenTile][kGenOut];        // the block's output columns of Q (dK/dV)
 };
 
-// dK, dV for keys [32 y, 32 y + 32) and head columns [64 z, 64 z + 64): a loop over the query tiles
-// from the diagonal to the end. Thread rows are keys, score columns queries.
+// dK, dV of key/value head g for keys [32 y, 32 y + 32) and head columns [64 z, 64 z + 64): for
+// each query head of g's group in increasing order, a loop over the query tiles from the diagonal
+// to the end, every product added to the same fp32 accumulators (the group's sum, rounded once).
+// Thread rows are keys, score columns queries. Grid x: (batch, K/V head) pairs.
 template <typename T>
-__global__ void __launch_bounds__(kGenThreads)
-    general_dkdv_kernel(T* __restrict__ dqkv /*[B,T,3C]*/, const T* __restrict__ dout /*[B,T,C]*/,
-                        const T* __restrict__ qkv /*[B,T,3C]*/, const float* __restrict__ lse /*[B,NH,T]*/,
-                        const float* __restrict__ delta /*[B,NH,T]*/, int seq_len, int channels, int heads,
-                        int head_size, float scale) {
+__global__ void __launch_bounds__(kGenThreads, kGenBackwardBlocks)
+    general_dkdv_kernel(T* __restrict__ dqkv /*[B,T,W]*/, const T* __restrict__ dout /*[B,T,C]*/,
+                        const T* __restrict__ qkv /*[B,T,W]*/, const float* __restrict__ lse /*[B,NH,T]*/,
+                        const float* __restrict__ delta /*[B,NH,T]*/, Packed layout, float scale) {
   __shared__ GeneralBackwardSmem sm;
-  const int pair = static_cast<int>(blockIdx.x);
-  const int b = pair / heads;
-  const int h = pair % heads;
+  const int seq_len = layout.seq_len;
+  const int heads = layout.heads;
+  const int head_size = layout.head_size;
+  const int channels = heads * head_size;
+  const int group = layout.group();
+  const int kv_pair = static_cast<int>(blockIdx.x);
+  const int b = kv_pair / layout.kv_heads;
+  const int g = kv_pair % layout.kv_heads;
   const int block = static_cast<int>(blockIdx.y);
   const int key0 = block * kGenTile;
   const int col0 = static_cast<int>(blockIdx.z) * kGenOut;
   const int ty = static_cast<int>(threadIdx.x) / 8;
   const int tx = static_cast<int>(threadIdx.x) % 8;
-  const std::int64_t stride = 3LL * channels;
-  const std::int64_t head_offset = static_cast<std::int64_t>(h) * head_size;
-  const T* const q_head = qkv + static_cast<std::int64_t>(b) * seq_len * stride + head_offset;
-  const T* const k_head = q_head + channels;
-  const T* const v_head = q_head + 2 * channels;
-  const T* const do_head = dout + static_cast<std::int64_t>(b) * seq_len * channels + head_offset;
-  const float* const lse_pair = lse + static_cast<std::int64_t>(pair) * seq_len;
-  const float* const delta_pair = delta + static_cast<std::int64_t>(pair) * seq_len;
+  const std::int64_t stride = layout.stride();
+  const T* const k_head = layout.k(qkv, b, g);
+  const T* const v_head = layout.v(qkv, b, g);
   const int num_blocks = ceil_div(seq_len, kGenTile);
 
   float dk[2][8] = {};
   float dv[2][8] = {};
-  for (int tile = block; tile < num_blocks; ++tile) {
-    const int q0 = tile * kGenTile;
-    float st[2][4] = {};
-    float dpt[2][4] = {};
-    for (int d0 = 0; d0 < head_size; d0 += kGenChunk) {
-      __syncthreads();
-      load_rows<kGenChunk>(sm.k, k_head, stride, key0, seq_len, d0, head_size);
-      load_rows<kGenChunk>(sm.v, v_head, stride, key0, seq_len, d0, head_size);
-      load_rows<kGenChunk>(sm.q, q_head, stride, q0, seq_len, d0, head_size);
-      load_rows<kGenChunk>(sm.o, do_head, channels, q0, seq_len, d0, head_size);
-      __syncthreads();
+  for (int member = 0; member < group; ++member) {
+    const int h = g * group + member;
+    const int pair = b * heads + h;
+    const T* const q_head = layout.q(qkv, b, h);
+    const T* const do_head =
+        dout + static_cast<std::int64_t>(b) * seq_len * channels + static_cast<std::int64_t>(h) * head_size;
+    const float* const lse_pair = lse + static_cast<std::int64_t>(pair) * seq_len;
+    const float* const delta_pair = delta + static_cast<std::int64_t>(pair) * seq_len;
+    for (int tile = block; tile < num_blocks; ++tile) {
+      const int q0 = tile * kGenTile;
+      float st[2][4] = {};
+      float dpt[2][4] = {};
+      for (int d0 = 0; d0 < head_size; d0 += kGenChunk) {
+        __syncthreads();
+        load_rows<kGenChunk>(sm.k, k_head, stride, key0, seq_len, d0, head_size);
+        load_rows<kGenChunk>(sm.v, v_head, stride, key0, seq_len, d0, head_size);
+        load_rows<kGenChunk>(sm.q, q_head, stride, q0, seq_len, d0, head_size);
+        load_rows<kGenChunk>(sm.o, do_head, channels, q0, seq_len, d0, head_size);
+        __syncthreads();
 #pragma unroll 8
-      for (int d = 0; d < kGenChunk; ++d) {
-        const float ka = sm.k[2 * ty][d];
-        const float kb = sm.k[2 * ty + 1][d];
-        const float va = sm.v[2 * ty][d];
-        const float vb = sm.v[2 * ty + 1][d];
+        for (int d = 0; d < kGenChunk; ++d) {
+          const float ka = sm.k[2 * ty][d];
+          const float kb = sm.k[2 * ty + 1][d];
+          const float va = sm.v[2 * ty][d];
+          const float vb = sm.v[2 * ty + 1][d];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float qv = sm.q[tx + 8 * j][d];
-          const float ov = sm.o[tx + 8 * j][d];
-          st[0][j] = fmaf(ka, qv, st[0][j]);
-          st[1][j] = fmaf(kb, qv, st[1][j]);
-          dpt[0][j] = fmaf(va, ov, dpt[0][j]);
-          dpt[1][j] = fmaf(vb, ov, dpt[1][j]);
+          for (int j = 0; j < 4; ++j) {
+            const float qv = sm.q[tx + 8 * j][d];
+            const float ov = sm.o[tx + 8 * j][d];
+            st[0][j] = fmaf(ka, qv, st[0][j]);
+            st[1][j] = fmaf(kb, qv, st[1][j]);
+            dpt[0][j] = fmaf(va, ov, dpt[0][j]);
+            dpt[1][j] = fmaf(vb, ov, dpt[1][j]);
+          }
         }
       }
-    }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int query = q0 + tx + 8 * j;
-      const bool query_valid = query < seq_len;
-      const float query_lse = query_valid ? lse_pair[query] : 0.0f;
-      const float query_delta = query_valid ? delta_pair[query] : 0.0f;
+      for (int j = 0; j < 4; ++j) {
+        const int query = q0 + tx + 8 * j;
+        const bool query_valid = query < seq_len;
+        const float query_lse = query_valid ? lse_pair[query] : 0.0f;
+        const float query_delta = query_valid ? delta_pair[query] : 0.0f;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        float p = 0.0f;
-        float ds = 0.0f;
-        if (query_valid && key0 + 2 * ty + i <= query) {
-          p = expf(scale * st[i][j] - query_lse);
-          ds = p * (dpt[i][j] - query_delta);
+        for (int i = 0; i < 2; ++i) {
+          float p = 0.0f;
+          float ds = 0.0f;
+          if (query_valid && key0 + 2 * ty + i <= query) {
+            p = expf(scale * st[i][j] - query_lse);
+            ds = p * (dpt[i][j] - query_delta);
+          }
+          sm.p[2 * ty + i][tx + 8 * j] = p;
+          sm.ds[2 * ty + i][tx + 8 * j] = ds;
         }
-        sm.p[2 * ty + i][tx + 8 * j] = p;
-        sm.ds[2 * ty + i][tx + 8 * j] = ds;
       }
-    }
-    load_rows<kGenOut>(sm.x, do_head, channels, q0, seq_len, col0, head_size);
-    load_rows<kGenOut>(sm.y, q_head, stride, q0, seq_len, col0, head_size);
-    __syncthreads();
+      load_rows<kGenOut>(sm.x, do_head, channels, q0, seq_len, col0, head_size);
+      load_rows<kGenOut>(sm.y, q_head, stride, q0, seq_len, col0, head_size);
+      __syncthreads();
 #pragma unroll 8
-    for (int query = 0; query < kGenTile; ++query) {
-      const float pa = sm.p[2 * ty][query];
-      const float pb = sm.p[2 * ty + 1][query];
-      const float dsa = sm.ds[2 * ty][query];
-      const float dsb = sm.ds[2 * ty + 1][query];
+      for (int query = 0; query < kGenTile; ++query) {
+        const float pa = sm.p[2 * ty][query];
+        const float pb = sm.p[2 * ty + 1][query];
+        const float dsa = sm.ds[2 * ty][query];
+        const float dsb = sm.ds[2 * ty + 1][query];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float ov = sm.x[query][tx + 8 * j];
-        const float qv = sm.y[query][tx + 8 * j];
-        dv[0][j] = fmaf(pa, ov, dv[0][j]);
-        dv[1][j] = fmaf(pb, ov, dv[1][j]);
-        dk[0][j] = fmaf(dsa, qv, dk[0][j]);
-        dk[1][j] = fmaf(dsb, qv, dk[1][j]);
+        for (int j = 0; j < 8; ++j) {
+          const float ov = sm.x[query][tx + 8 * j];
+          const float qv = sm.y[query][tx + 8 * j];
+          dv[0][j] = fmaf(pa, ov, dv[0][j]);
+          dv[1][j] = fmaf(pb, ov, dv[1][j]);
+          dk[0][j] = fmaf(dsa, qv, dk[0][j]);
+          dk[1][j] = fmaf(dsb, qv, dk[1][j]);
+        }
       }
     }
   }
@@ -263,13 +282,14 @@ __global__ void __launch_bounds__(kGenThreads)
   for (int i = 0; i < 2; ++i) {
     const int key = key0 + 2 * ty + i;
     if (key < seq_len) {
-      T* const row = dqkv + (static_cast<std::int64_t>(b) * seq_len + key) * stride + head_offset;
+      T* const dk_row = layout.k(dqkv, b, g) + key * stride;
+      T* const dv_row = layout.v(dqkv, b, g) + key * stride;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int col = col0 + tx + 8 * j;
         if (col < head_size) {
-          T* const dk_at = row + channels + col;
-          T* const dv_at = row + 2 * channels + col;
+          T* const dk_at = dk_row + col;
+          T* const dv_at = dv_row + col;
           *dk_at = from_f32<T>(to_f32(*dk_at) + scale * dk[i][j]);
           *dv_at = from_f32<T>(to_f32(*dv_at) + dv[i][j]);
         }
@@ -281,26 +301,30 @@ __global__ void __launch_bounds__(kGenThreads)
 // dQ for queries [32 (last - y), +32) and head columns [64 z, 64 z + 64): a loop over the key tiles
 // up to the diagonal.
 template <typename T>
-__global__ void __launch_bounds__(kGenThreads)
-    general_dq_kernel(T* __restrict__ dqkv /*[B,T,3C]*/, const T* __restrict__ dout /*[B,T,C]*/,
-                      const T* __restrict__ qkv /*[B,T,3C]*/, const float* __restrict__ lse /*[B,NH,T]*/,
-                      const float* __restrict__ delta /*[B,NH,T]*/, int seq_len, int channels, int heads, int head_size,
-                      float scale) {
+__global__ void __launch_bounds__(kGenThreads, kGenBackwardBlocks)
+    general_dq_kernel(T* __restrict__ dqkv /*[B,T,W]*/, const T* __restrict__ dout /*[B,T,C]*/,
+                      const T* __restrict__ qkv /*[B,T,W]*/, const float* __restrict__ lse /*[B,NH,T]*/,
+                      const float* __restrict__ delta /*[B,NH,T]*/, Packed layout, float scale) {
   __shared__ GeneralBackwardSmem sm;
+  const int seq_len = layout.seq_len;
+  const int heads = layout.heads;
+  const int head_size = layout.head_size;
+  const int channels = heads * head_size;
   const int pair = static_cast<int>(blockIdx.x);
   const int b = pair / heads;
   const int h = pair % heads;
+  const int g = h / layout.group();
   const int block = static_cast<int>(gridDim.y - 1 - blockIdx.y);
   const int q0 = block * kGenTile;
   const int col0 = static_cast<int>(blockIdx.z) * kGenOut;
   const int ty = static_cast<int>(threadIdx.x) / 8;
   const int tx = static_cast<int>(threadIdx.x) % 8;
-  const std::int64_t stride = 3LL * channels;
-  const std::int64_t head_offset = static_cast<std::int64_t>(h) * head_size;
-  const T* const q_head = qkv + static_cast<std::int64_t>(b) * seq_len * stride + head_offset;
-  const T* const k_head = q_head + channels;
-  const T* const v_head = q_head + 2 * channels;
-  const T* const do_head = dout + static_cast<std::int64_t>(b) * seq_len * channels + head_offset;
+  const std::int64_t stride = layout.stride();
+  const T* const q_head = layout.q(qkv, b, h);
+  const T* const k_head = layout.k(qkv, b, g);
+  const T* const v_head = layout.v(qkv, b, g);
+  const T* const do_head =
+      dout + static_cast<std::int64_t>(b) * seq_len * channels + static_cast<std::int64_t>(h) * head_size;
 
   float row_lse[2];
   float row_delta[2];
@@ -371,7 +395,7 @@ __global__ void __launch_bounds__(kGenThreads)
   for (int i = 0; i < 2; ++i) {
     const int row = q0 + 2 * ty + i;
     if (row < seq_len) {
-      T* const dq_row = dqkv + (static_cast<std::int64_t>(b) * seq_len + row) * stride + head_offset;
+      T* const dq_row = layout.q(dqkv, b, h) + row * stride;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int col = col0 + tx + 8 * j;
@@ -408,8 +432,9 @@ __global__ void __launch_bounds__(kDeltaThreads)
   }
 }
 
-dim3 general_grid(const Problem& p) {
-  return dim3(static_cast<unsigned int>(p.pairs), static_cast<unsigned int>(ceil_div(p.seq_len, kGenTile)),
+// x: `pairs` (batch, head) pairs — query heads, or K/V heads in the dK/dV pass.
+dim3 general_grid(const Problem& p, std::int64_t pairs) {
+  return dim3(static_cast<unsigned int>(pairs), static_cast<unsigned int>(ceil_div(p.seq_len, kGenTile)),
               static_cast<unsigned int>(ceil_div(p.head_size, kGenOut)));
 }
 
@@ -417,20 +442,18 @@ dim3 general_grid(const Problem& p) {
 
 template <typename T>
 LaunchStatus launch_general_forward(T* out, float* lse, const T* qkv, const Problem& p, cudaStream_t stream) {
-  general_forward_kernel<T><<<general_grid(p), kGenThreads, 0, stream>>>(out, lse, qkv, p.seq_len, p.channels, p.heads,
-                                                                         p.head_size, p.scale);
+  general_forward_kernel<T><<<general_grid(p, p.pairs), kGenThreads, 0, stream>>>(out, lse, qkv, packed_of(p), p.scale);
   return detail::last_launch_status();
 }
 
 template <typename T>
 LaunchStatus launch_general_backward(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta,
                                      const Problem& p, cudaStream_t stream) {
-  const dim3 grid = general_grid(p);
-  general_dkdv_kernel<T><<<grid, kGenThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, p.seq_len, p.channels, p.heads,
-                                                           p.head_size, p.scale);
+  general_dkdv_kernel<T>
+      <<<general_grid(p, p.kv_pairs), kGenThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, packed_of(p), p.scale);
   if (const LaunchStatus status = detail::last_launch_status(); status != 0) return status;
-  general_dq_kernel<T><<<grid, kGenThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, p.seq_len, p.channels, p.heads,
-                                                         p.head_size, p.scale);
+  general_dq_kernel<T>
+      <<<general_grid(p, p.pairs), kGenThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, packed_of(p), p.scale);
   return detail::last_launch_status();
 }
 

@@ -36,28 +36,69 @@ constexpr std::int64_t kMaxHeadSize = 65535LL * kGenOut;
 
 struct Problem {
   int seq_len;
-  int channels;
-  int heads;
+  int channels;  // C = NH hs, the width of out
+  int heads;     // NH
+  int kv_heads;  // NKV; NH is a multiple of it
   int head_size;
-  std::int64_t pairs;  // B * NH, the grid's x
-  float scale;         // 1/sqrt(hs), rounded from double exactly as the CPU does
+  std::int64_t pairs;     // B * NH: the grid's x in the forward and dQ passes
+  std::int64_t kv_pairs;  // B * NKV: the grid's x in the dK/dV pass
+  float scale;            // 1/sqrt(hs), rounded from double exactly as the CPU does
 };
 
 // False for shapes the contract rejects, or too large for the kernels' int arguments and grids.
 inline bool make_problem(std::int64_t batch, std::int64_t seq_len, std::int64_t channels, std::int64_t heads,
-                         Problem* problem) {
+                         std::int64_t kv_heads, Problem* problem) {
   if (batch < 1 || seq_len < 1 || channels < 1 || heads < 1 || channels % heads != 0) return false;
+  if (kv_heads < 1 || kv_heads > heads || heads % kv_heads != 0) return false;
   if (seq_len > kMaxSeqLen || channels > INT_MAX / 3 || batch > INT_MAX / heads || channels / heads > kMaxHeadSize) {
     return false;
   }
   problem->seq_len = static_cast<int>(seq_len);
   problem->channels = static_cast<int>(channels);
   problem->heads = static_cast<int>(heads);
+  problem->kv_heads = static_cast<int>(kv_heads);
   problem->head_size = static_cast<int>(channels / heads);
   problem->pairs = batch * heads;
+  problem->kv_pairs = batch * kv_heads;
   problem->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(channels / heads)));
   return true;
 }
+
+// The packed q|k|v rows (kernels/attention.h): NH query heads, then NKV key heads, then NKV value
+// heads, hs elements each, W = (NH + 2 NKV) hs elements a row; query head h reads K/V head
+// h / (NH / NKV). Passed to the kernels by value. NH, NKV, hs as make_problem accepted them, so
+// W <= 3 C fits an int.
+struct Packed {
+  int seq_len;
+  int heads;
+  int kv_heads;
+  int head_size;
+
+  __host__ __device__ std::int64_t stride() const {
+    return static_cast<std::int64_t>(heads + 2 * kv_heads) * head_size;
+  }
+  __host__ __device__ int group() const { return heads / kv_heads; }
+  // Row 0 of batch b's head `slot` of the row (slot h: query head h; NH + g: key head g; NH + NKV + g:
+  // value head g), in qkv or in a gradient of its layout.
+  template <typename P>
+  __host__ __device__ P* head(P* base, int b, int slot) const {
+    return base + static_cast<std::int64_t>(b) * seq_len * stride() + static_cast<std::int64_t>(slot) * head_size;
+  }
+  template <typename P>
+  __host__ __device__ P* q(P* base, int b, int h) const {
+    return head(base, b, h);
+  }
+  template <typename P>
+  __host__ __device__ P* k(P* base, int b, int g) const {
+    return head(base, b, heads + g);
+  }
+  template <typename P>
+  __host__ __device__ P* v(P* base, int b, int g) const {
+    return head(base, b, heads + kv_heads + g);
+  }
+};
+
+inline Packed packed_of(const Problem& p) { return {p.seq_len, p.heads, p.kv_heads, p.head_size}; }
 
 __host__ __device__ constexpr int ceil_div(int n, int d) { return (n + d - 1) / d; }
 

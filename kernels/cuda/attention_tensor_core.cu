@@ -33,7 +33,7 @@ struct TcForward {
 template <typename T, int kHs>
 __global__ void __launch_bounds__(TcForward<kHs>::kThreads, 2)
     tc_forward_kernel(T* __restrict__ out /*[B,T,C]*/, float* __restrict__ lse /*[B,NH,T] or null*/,
-                      const T* __restrict__ qkv /*[B,T,3C]*/, int seq_len, int channels, int heads, float scale_log2) {
+                      const T* __restrict__ qkv /*[B,T,W]*/, Packed layout, float scale_log2) {
   using Cfg = TcForward<kHs>;
   constexpr int kLd = Cfg::kLd;
   constexpr int kRows = Cfg::kRows;
@@ -44,16 +44,19 @@ __global__ void __launch_bounds__(TcForward<kHs>::kThreads, 2)
   T* const k_tiles = q_tile + kRows * kLd;               // [2][kKeys][kLd]
   T* const v_tiles = k_tiles + 2 * kKeys * kLd;          // [2][kKeys][kLd]
 
+  const int seq_len = layout.seq_len;
+  const int channels = layout.heads * kHs;
   const int pair = static_cast<int>(blockIdx.x);
-  const int b = pair / heads;
-  const int h = pair % heads;
+  const int b = pair / layout.heads;
+  const int h = pair % layout.heads;
+  const int g = h / layout.group();
   const int q0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;  // latest (heaviest) blocks first
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t stride = 3LL * channels;
-  const T* const q_head = qkv + static_cast<std::int64_t>(b) * seq_len * stride + static_cast<std::int64_t>(h) * kHs;
-  const T* const k_head = q_head + channels;
-  const T* const v_head = q_head + 2 * channels;
+  const std::int64_t stride = layout.stride();
+  const T* const q_head = layout.q(qkv, b, h);
+  const T* const k_head = layout.k(qkv, b, g);
+  const T* const v_head = layout.v(qkv, b, g);
   // Key tiles up to the one holding the block's last valid row.
   const int num_tiles = (min(q0 + kRows, seq_len) - 1) / kKeys + 1;
 
@@ -210,10 +213,9 @@ struct TcDq {
 
 template <typename T, int kHs>
 __global__ void __launch_bounds__(TcDq<kHs>::kThreads, 2)
-    tc_dq_kernel(T* __restrict__ dqkv /*[B,T,3C]*/, const T* __restrict__ dout /*[B,T,C]*/,
-                 const T* __restrict__ qkv /*[B,T,3C]*/, const float* __restrict__ lse /*[B,NH,T]*/,
-                 const float* __restrict__ delta /*[B,NH,T]*/, int seq_len, int channels, int heads, float scale,
-                 float scale_log2) {
+    tc_dq_kernel(T* __restrict__ dqkv /*[B,T,W]*/, const T* __restrict__ dout /*[B,T,C]*/,
+                 const T* __restrict__ qkv /*[B,T,W]*/, const float* __restrict__ lse /*[B,NH,T]*/,
+                 const float* __restrict__ delta /*[B,NH,T]*/, Packed layout, float scale, float scale_log2) {
   using Cfg = TcDq<kHs>;
   constexpr int kLd = Cfg::kLd;
   constexpr int kRows = Cfg::kRows;
@@ -225,16 +227,19 @@ __global__ void __launch_bounds__(TcDq<kHs>::kThreads, 2)
   T* const k_tiles = do_tile + kRows * kLd;              // [2][kKeys][kLd]
   T* const v_tiles = k_tiles + 2 * kKeys * kLd;          // [2][kKeys][kLd]
 
+  const int seq_len = layout.seq_len;
+  const int channels = layout.heads * kHs;
   const int pair = static_cast<int>(blockIdx.x);
-  const int b = pair / heads;
-  const int h = pair % heads;
+  const int b = pair / layout.heads;
+  const int h = pair % layout.heads;
+  const int g = h / layout.group();
   const int q0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t stride = 3LL * channels;
-  const T* const q_head = qkv + static_cast<std::int64_t>(b) * seq_len * stride + static_cast<std::int64_t>(h) * kHs;
-  const T* const k_head = q_head + channels;
-  const T* const v_head = q_head + 2 * channels;
+  const std::int64_t stride = layout.stride();
+  const T* const q_head = layout.q(qkv, b, h);
+  const T* const k_head = layout.k(qkv, b, g);
+  const T* const v_head = layout.v(qkv, b, g);
   const T* const do_head =
       dout + static_cast<std::int64_t>(b) * seq_len * channels + static_cast<std::int64_t>(h) * kHs;
   const int num_tiles = (min(q0 + kRows, seq_len) - 1) / kKeys + 1;
@@ -335,7 +340,7 @@ __global__ void __launch_bounds__(TcDq<kHs>::kThreads, 2)
     for (int r = 0; r < 2; ++r) {
       const int row = row_lo + 8 * r;
       if (row < seq_len) {
-        T* const dq_row = dqkv + (static_cast<std::int64_t>(b) * seq_len + row) * stride + h * kHs + col_pair;
+        T* const dq_row = layout.q(dqkv, b, h) + row * stride + col_pair;
 #pragma unroll
         for (int j = 0; j < kHs / 8; ++j) add_pair(dq_row + 8 * j, scale * dq[j][2 * r], scale * dq[j][2 * r + 1]);
       }
@@ -360,10 +365,9 @@ struct TcDkdv {
 
 template <typename T, int kHs>
 __global__ void __launch_bounds__(TcDkdv<kHs>::kThreads, 2)
-    tc_dkdv_kernel(T* __restrict__ dqkv /*[B,T,3C]*/, const T* __restrict__ dout /*[B,T,C]*/,
-                   const T* __restrict__ qkv /*[B,T,3C]*/, const float* __restrict__ lse /*[B,NH,T]*/,
-                   const float* __restrict__ delta /*[B,NH,T]*/, int seq_len, int channels, int heads, float scale,
-                   float scale_log2) {
+    tc_dkdv_kernel(T* __restrict__ dqkv /*[B,T,W]*/, const T* __restrict__ dout /*[B,T,C]*/,
+                   const T* __restrict__ qkv /*[B,T,W]*/, const float* __restrict__ lse /*[B,NH,T]*/,
+                   const float* __restrict__ delta /*[B,NH,T]*/, Packed layout, float scale, float scale_log2) {
   using Cfg = TcDkdv<kHs>;
   constexpr int kLd = Cfg::kLd;
   constexpr int kRows = Cfg::kRows;
@@ -377,33 +381,43 @@ __global__ void __launch_bounds__(TcDkdv<kHs>::kThreads, 2)
   float* const lse_tiles = reinterpret_cast<float*>(shared_bytes + Cfg::kElemBytes);  // [2][kRows]
   float* const delta_tiles = lse_tiles + 2 * kRows;                                   // [2][kRows]
 
-  const int pair = static_cast<int>(blockIdx.x);
-  const int b = pair / heads;
-  const int h = pair % heads;
+  // One block per (batch, K/V head g, key block): K and V stay in shared memory while the block
+  // runs through the query tiles of every query head of g's group, one "step" per (head, tile),
+  // and dK and dV add up over the whole group in the same fp32 registers.
+  const int seq_len = layout.seq_len;
+  const int channels = layout.heads * kHs;
+  const int group = layout.group();
+  const int kv_pair = static_cast<int>(blockIdx.x);
+  const int b = kv_pair / layout.kv_heads;
+  const int g = kv_pair % layout.kv_heads;
   const int key0 = static_cast<int>(blockIdx.y) * kKeys;  // early (heaviest) key blocks first
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t stride = 3LL * channels;
-  const T* const q_head = qkv + static_cast<std::int64_t>(b) * seq_len * stride + static_cast<std::int64_t>(h) * kHs;
-  const T* const k_head = q_head + channels;
-  const T* const v_head = q_head + 2 * channels;
-  const T* const do_head =
-      dout + static_cast<std::int64_t>(b) * seq_len * channels + static_cast<std::int64_t>(h) * kHs;
-  const float* const lse_pair = lse + static_cast<std::int64_t>(pair) * seq_len;
-  const float* const delta_pair = delta + static_cast<std::int64_t>(pair) * seq_len;
-  // Query tiles from the one holding key0 (earlier ones see none of these keys) to the end.
+  const std::int64_t stride = layout.stride();
+  const T* const k_head = layout.k(qkv, b, g);
+  const T* const v_head = layout.v(qkv, b, g);
+  // Per query head, query tiles from the one holding key0 (earlier ones see none of these keys) to the end.
   const int first_tile = key0 / kRows;
-  const int num_tiles = ceil_div(seq_len, kRows) - first_tile;
+  const int tiles_per_head = ceil_div(seq_len, kRows) - first_tile;
+  const int num_steps = group * tiles_per_head;
+  // Step i: query head g * group + i / tiles_per_head, query tile first_tile + i % tiles_per_head.
+  const auto step_row0 = [&](int step) { return (first_tile + step % tiles_per_head) * kRows; };
 
-  // One query tile's Q, dO, lse and D into `stage`; rows past T are zero (and masked below).
-  const auto load_query_tile = [&](int stage, int row0) {
+  // Step `step`'s Q, dO, lse and D into `stage`; rows past T are zero (and masked below).
+  const auto load_query_tile = [&](int stage, int step) {
+    const int h = g * group + step / tiles_per_head;
+    const int row0 = step_row0(step);
+    const std::int64_t pair = static_cast<std::int64_t>(b) * layout.heads + h;
+    const T* const q_head = layout.q(qkv, b, h);
+    const T* const do_head =
+        dout + static_cast<std::int64_t>(b) * seq_len * channels + static_cast<std::int64_t>(h) * kHs;
     load_tile_async<kRows, kHs, kThreads>(q_tiles + stage * kRows * kLd, q_head, stride, row0, seq_len);
     load_tile_async<kRows, kHs, kThreads>(do_tiles + stage * kRows * kLd, do_head, channels, row0, seq_len);
     const int t = static_cast<int>(threadIdx.x);
     if (t < 2 * kRows) {
       const int row = row0 + t % kRows;
       const bool valid = row < seq_len;
-      const float* const src = (t < kRows ? lse_pair : delta_pair) + (valid ? row : 0);
+      const float* const src = (t < kRows ? lse : delta) + pair * seq_len + (valid ? row : 0);
       float* const dst = (t < kRows ? lse_tiles : delta_tiles) + stage * kRows + t % kRows;
       cp_async_4(dst, src, valid);
     }
@@ -411,7 +425,7 @@ __global__ void __launch_bounds__(TcDkdv<kHs>::kThreads, 2)
 
   load_tile_async<kKeys, kHs, kThreads>(k_tile, k_head, stride, key0, seq_len);
   load_tile_async<kKeys, kHs, kThreads>(v_tile, v_head, stride, key0, seq_len);
-  load_query_tile(0, first_tile * kRows);
+  load_query_tile(0, 0);
   cp_async_commit();
 
   const int warp_key0 = key0 + 16 * warp;
@@ -421,11 +435,11 @@ __global__ void __launch_bounds__(TcDkdv<kHs>::kThreads, 2)
   float dk[kHs / 8][4] = {};
   float dv[kHs / 8][4] = {};
 
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    const int stage = tile & 1;
-    const int q0 = (first_tile + tile) * kRows;
-    if (tile + 1 < num_tiles) {
-      load_query_tile(stage ^ 1, q0 + kRows);
+  for (int step = 0; step < num_steps; ++step) {
+    const int stage = step & 1;
+    const int q0 = step_row0(step);
+    if (step + 1 < num_steps) {
+      load_query_tile(stage ^ 1, step + 1);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -507,11 +521,12 @@ __global__ void __launch_bounds__(TcDkdv<kHs>::kThreads, 2)
     for (int r = 0; r < 2; ++r) {
       const int key = key_lo + 8 * r;
       if (key < seq_len) {
-        T* const row = dqkv + (static_cast<std::int64_t>(b) * seq_len + key) * stride + h * kHs + col_pair;
+        T* const dk_row = layout.k(dqkv, b, g) + key * stride + col_pair;
+        T* const dv_row = layout.v(dqkv, b, g) + key * stride + col_pair;
 #pragma unroll
         for (int j = 0; j < kHs / 8; ++j) {
-          add_pair(row + channels + 8 * j, scale * dk[j][2 * r], scale * dk[j][2 * r + 1]);
-          add_pair(row + 2 * channels + 8 * j, dv[j][2 * r], dv[j][2 * r + 1]);
+          add_pair(dk_row + 8 * j, scale * dk[j][2 * r], scale * dk[j][2 * r + 1]);
+          add_pair(dv_row + 8 * j, dv[j][2 * r], dv[j][2 * r + 1]);
         }
       }
     }
@@ -524,8 +539,7 @@ LaunchStatus launch_tc_forward_hs(T* out, float* lse, const T* qkv, const Proble
   const auto kernel = tc_forward_kernel<T, kHs>;
   if (const LaunchStatus status = allow_shared_memory(kernel, Cfg::kSmemBytes); status != 0) return status;
   const dim3 grid(static_cast<unsigned int>(p.pairs), static_cast<unsigned int>(ceil_div(p.seq_len, Cfg::kRows)));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(out, lse, qkv, p.seq_len, p.channels, p.heads,
-                                                           p.scale * kLog2e);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(out, lse, qkv, packed_of(p), p.scale * kLog2e);
   return detail::last_launch_status();
 }
 
@@ -538,12 +552,12 @@ LaunchStatus launch_tc_backward_hs(T* dqkv, const T* dout, const T* qkv, const f
   const auto dq = tc_dq_kernel<T, kHs>;
   if (const LaunchStatus status = allow_shared_memory(dkdv, Dkdv::kSmemBytes); status != 0) return status;
   if (const LaunchStatus status = allow_shared_memory(dq, Dq::kSmemBytes); status != 0) return status;
-  const auto pairs = static_cast<unsigned int>(p.pairs);
-  dkdv<<<dim3(pairs, static_cast<unsigned int>(ceil_div(p.seq_len, Dkdv::kKeys))), Dkdv::kThreads, Dkdv::kSmemBytes,
-         stream>>>(dqkv, dout, qkv, lse, delta, p.seq_len, p.channels, p.heads, p.scale, p.scale * kLog2e);
+  const Packed layout = packed_of(p);
+  dkdv<<<dim3(static_cast<unsigned int>(p.kv_pairs), static_cast<unsigned int>(ceil_div(p.seq_len, Dkdv::kKeys))),
+         Dkdv::kThreads, Dkdv::kSmemBytes, stream>>>(dqkv, dout, qkv, lse, delta, layout, p.scale, p.scale * kLog2e);
   if (const LaunchStatus status = detail::last_launch_status(); status != 0) return status;
-  dq<<<dim3(pairs, static_cast<unsigned int>(ceil_div(p.seq_len, Dq::kRows))), Dq::kThreads, Dq::kSmemBytes, stream>>>(
-      dqkv, dout, qkv, lse, delta, p.seq_len, p.channels, p.heads, p.scale, p.scale * kLog2e);
+  dq<<<dim3(static_cast<unsigned int>(p.pairs), static_cast<unsigned int>(ceil_div(p.seq_len, Dq::kRows))),
+       Dq::kThreads, Dq::kSmemBytes, stream>>>(dqkv, dout, qkv, lse, delta, layout, p.scale, p.scale * kLog2e);
   return detail::last_launch_status();
 }
 

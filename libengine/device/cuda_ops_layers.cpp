@@ -29,7 +29,6 @@ namespace {
 namespace k = zinf::kernels::cuda;
 using cuda_ops_detail::cols;
 using cuda_ops_detail::elem_of;
-using cuda_ops_detail::round_up;
 using cuda_ops_detail::rows;
 using k::Elem;
 
@@ -41,9 +40,6 @@ AttentionHeads check_attention(const Tensor& out, const Tensor& lse, const Tenso
   ZINF_CHECK(lse.dtype() == DType::kF32, "attention: lse is not fp32");
   return heads;
 }
-
-// Byte offsets of the pieces carved from the ops' scratch, each 256-byte aligned.
-constexpr std::size_t kCarveAlign = 256;
 
 }  // namespace
 
@@ -246,22 +242,14 @@ void CudaOps::embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, 
               scratch_.bytes(), stream());
 }
 
-// The CUDA attention kernels take one K and one V per query head (qkv [B,T,3C]). With grouped K/V
-// heads the packed qkv is expanded into the ops' scratch first (gqa_expand), and the backward's
-// gradient summed back over each group (gqa_reduce, a fixed fp32 order) before it is added to dqkv.
+// The CUDA attention kernels read grouped K/V heads in place from the packed qkv and sum each K/V
+// head's gradient over its group inside the kernel (kernels/attention.h), so MHA, GQA and MQA take
+// the same path: no expansion, no scratch beyond the kernel's own.
 void CudaOps::attention_forward(Tensor out, Tensor lse, Tensor qkv) {
   const AttentionHeads h = check_attention(out, lse, qkv);
   if (out.numel() == 0 || !activate()) return;
-  const void* core_qkv = qkv.data();
-  if (h.kv_heads != h.heads) {
-    const Tensor full_shape = Tensor(nullptr, qkv.dtype(), Shape{out.dim(0), out.dim(1), 3 * cols(out)});
-    if (!ensure_scratch(full_shape.bytes())) return;
-    const Tensor full = Tensor(scratch_.data(), qkv.dtype(), full_shape.shape());
-    gqa_expand(full, qkv, h.heads, h.kv_heads);
-    core_qkv = full.data();
-  }
-  ZINF_LAUNCH(attention_forward, elem_of(qkv.dtype()), out.data(), lse.f32(), core_qkv, out.dim(0), out.dim(1),
-              cols(out), h.heads, stream());
+  ZINF_LAUNCH(attention_forward, elem_of(qkv.dtype()), out.data(), lse.f32(), qkv.data(), out.dim(0), out.dim(1),
+              cols(out), h.heads, h.kv_heads, stream());
 }
 
 void CudaOps::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) {
@@ -274,28 +262,9 @@ void CudaOps::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor ou
   const std::int64_t b = out.dim(0);
   const std::int64_t t = out.dim(1);
   const std::int64_t c = cols(out);
-  const std::size_t kernel_bytes = k::attention_backward_scratch_bytes(b, t, c, h.heads);
-  if (h.kv_heads == h.heads) {
-    if (!ensure_scratch(kernel_bytes)) return;
-    ZINF_LAUNCH(attention_backward, elem_of(qkv.dtype()), dqkv.data(), dout.data(), qkv.data(), out.data(), lse.f32(),
-                b, t, c, h.heads, scratch_.data(), scratch_.bytes(), stream());
-    return;
-  }
-  // Scratch: [full | dfull | dpacked | the kernel's], each piece 256-byte aligned.
-  const Tensor full_shape = Tensor(nullptr, qkv.dtype(), Shape{b, t, 3 * c});
-  const std::size_t full_bytes = round_up(full_shape.bytes(), kCarveAlign);
-  const std::size_t packed_bytes = round_up(qkv.bytes(), kCarveAlign);
-  if (!ensure_scratch(2 * full_bytes + packed_bytes + kernel_bytes)) return;
-  char* base = static_cast<char*>(scratch_.data());
-  const Tensor full = Tensor(base, qkv.dtype(), full_shape.shape());
-  const Tensor dfull = Tensor(base + full_bytes, qkv.dtype(), full_shape.shape());
-  const Tensor dpacked = Tensor(base + 2 * full_bytes, qkv.dtype(), qkv.shape());
-  gqa_expand(full, qkv, h.heads, h.kv_heads);
-  zero(dfull);
-  ZINF_LAUNCH(attention_backward, elem_of(qkv.dtype()), dfull.data(), dout.data(), full.data(), out.data(), lse.f32(),
-              b, t, c, h.heads, base + 2 * full_bytes + packed_bytes, kernel_bytes, stream());
-  gqa_reduce(dpacked, dfull, h.heads, h.kv_heads);
-  residual_forward(dqkv, dqkv, dpacked);  // dqkv += the group sums (ops.h: accumulated)
+  if (!ensure_scratch(k::attention_backward_scratch_bytes(b, t, c, h.heads))) return;
+  ZINF_LAUNCH(attention_backward, elem_of(qkv.dtype()), dqkv.data(), dout.data(), qkv.data(), out.data(), lse.f32(), b,
+              t, c, h.heads, h.kv_heads, scratch_.data(), scratch_.bytes(), stream());
 }
 
 }  // namespace zinf::device

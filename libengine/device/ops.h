@@ -143,11 +143,12 @@ class Ops {
   // Causal attention over the fused projection's packed qkv [B,T,(NH+2NKV) hd] (q heads, then k
   // heads, then v heads; query head h reads K/V head h / (NH/NKV)): out [B,T,C], lse [B,NH,T]. NH
   // is read from lse's shape, hd = C / NH (C need not be the model's hidden width), NKV from qkv's
-  // width; NKV == NH is plain multi-head attention over [B,T,3C]. The CPU kernel reads the groups
-  // in place; the CUDA ops expand K/V into their scratch (gqa_expand) around the CUDA kernel.
+  // width; NKV == NH is plain multi-head attention over [B,T,3C]. Both backends' kernels read the
+  // groups in place (gqa_expand/gqa_reduce are the reference they are tested against).
   virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv) = 0;
   // dqkv (qkv's shape) accumulated (+=), K/V heads' gradients summed over their group in a fixed
-  // fp32 order (gqa_reduce's); out and lse are the forward pass's for this qkv.
+  // fp32 order (the CPU: gqa_reduce's; CUDA: query heads in increasing order into one fp32
+  // accumulator, rounded once); out and lse are the forward pass's for this qkv.
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) = 0;
 
   // Mean cross-entropy of logits [R,V] against targets (R int32 ids < V, this device's memory).

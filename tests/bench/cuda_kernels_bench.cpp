@@ -1,7 +1,8 @@
 // The CUDA kernels of the GPT block (kernels/<op>.h, namespace zinf::kernels::cuda) and the cuBLASLt
 // GEMMs (kernels/matmul.h), forward and backward, in bf16 at the 1.3B GPT step's shapes: B=8, T=2048,
 // C=2048, NH=16 (hs=128), V=50257, F=4C=8192, R=B*T=16384 rows. Attention also runs at GPT-2 small
-// (B=4, T=1024, C=768, NH=12); Adam, sum of squares and conversion run over a 64M-parameter slice.
+// (B=4, T=1024, C=768, NH=12) and at TinyLlama-1.1B's (NH=32 with 4 or 32 K/V heads); Adam, sum of squares
+// and conversion run over a 64M-parameter slice.
 // The GPU twin of kernels_bench.cpp; it checks no results (tests/cuda does that).
 //
 // Every case reports the bytes the kernel must move at minimum (SetBytesProcessed: reads + writes,
@@ -316,23 +317,30 @@ void BM_CrossEntropyBackward(benchmark::State& state, Gpu& gpu) {
   report_memory_bound(state, gpu, *seconds, kBf16 * 2.0 * static_cast<double>(kR * kV) + kI32 * kR, bound.value);
 }
 
-// ---- Causal attention on qkv [B, T, 3C] ----------------------------------------------------------
+// ---- Causal attention on the packed qkv [B, T, (NH + 2 NKV) hs] -----------------------------------
 //
-// Arguments B, T, C, NH: the 1.3B step (8, 2048, 2048, 16; hs = 128) and GPT-2 small at its full
-// context (4, 1024, 768, 12; hs = 64), both on the tensor-core path. FLOPs as FlashAttention counts
-// them for a causal mask: forward 2 products of 2*T*T*hs per (b, h), halved by the mask, i.e.
-// 2*2*B*NH*T^2*hs/2; backward 2.5x that (five products instead of two). Not the CPU bench's
-// T*(T+1)/2 pairs: at these T the two differ by under 0.1%, and this is the count GPU papers report.
+// Arguments B, T, C, NH, NKV: the 1.3B step (8, 2048, 2048, 16, 16; hs = 128) and GPT-2 small at its
+// full context (4, 1024, 768, 12, 12; hs = 64), multi-head; then TinyLlama-1.1B's attention with its
+// grouped K/V heads read in place (8, 2048, 2048, 32, 4; hs = 64) next to the same width with one
+// K/V head per query head (NKV = 32), so the two rows show what sharing K/V costs or saves. All on
+// the tensor-core path. FLOPs as FlashAttention counts them for a causal mask: forward 2 products
+// of 2*T*T*hs per (b, h), halved by the mask, i.e. 2*2*B*NH*T^2*hs/2; backward 2.5x that (five
+// products instead of two); NKV does not change them (every query head attends to its T keys). Not
+// the CPU bench's T*(T+1)/2 pairs: at these T the two differ by under 0.1%, and this is the count
+// GPU papers report.
 
 struct AttentionShape {
   std::int64_t batch;
   std::int64_t seq_len;
   std::int64_t channels;
   std::int64_t heads;
+  std::int64_t kv_heads;
+  // Width of a packed qkv row: C + 2 NKV hs.
+  std::int64_t qkv_width() const { return channels + 2 * kv_heads * (channels / heads); }
 };
 
 AttentionShape attention_shape(const benchmark::State& state) {
-  return {state.range(0), state.range(1), state.range(2), state.range(3)};
+  return {state.range(0), state.range(1), state.range(2), state.range(3), state.range(4)};
 }
 
 double attention_forward_flops(const AttentionShape& s) {
@@ -348,18 +356,19 @@ void BM_AttentionForward(benchmark::State& state, Gpu& gpu) {
   const std::int64_t rows = s.batch * s.seq_len;
   const std::int64_t lse_n = s.batch * s.heads * s.seq_len;
   Setup setup(gpu.stream());
-  const void* qkv = setup.values(Elem::kBF16, rows * 3 * s.channels);
+  const void* qkv = setup.values(Elem::kBF16, rows * s.qkv_width());
   void* out = setup.zeros(bf16_bytes(rows * s.channels));
   float* lse = setup.zeros_f32(lse_n);
   if (!setup.ok(state)) return;
   const auto seconds = timed_loop(state, gpu, [&] {
-    return launched(
-        cuda::attention_forward(Elem::kBF16, out, lse, qkv, s.batch, s.seq_len, s.channels, s.heads, gpu.stream()),
-        "cuda::attention_forward");
+    return launched(cuda::attention_forward(Elem::kBF16, out, lse, qkv, s.batch, s.seq_len, s.channels, s.heads,
+                                            s.kv_heads, gpu.stream()),
+                    "cuda::attention_forward");
   });
   if (!seconds) return;
-  // Read qkv [R,3C]; write out [R,C] (bf16) and lse [B,NH,T] (fp32).
-  const double bytes = kBf16 * 4.0 * static_cast<double>(rows * s.channels) + kF32 * static_cast<double>(lse_n);
+  // Read qkv [R,W]; write out [R,C] (bf16) and lse [B,NH,T] (fp32).
+  const double bytes =
+      kBf16 * static_cast<double>(rows * (s.qkv_width() + s.channels)) + kF32 * static_cast<double>(lse_n);
   report_compute_bound(state, gpu, *seconds, attention_forward_flops(s), bytes, peak.value);
 }
 
@@ -370,29 +379,30 @@ void BM_AttentionBackward(benchmark::State& state, Gpu& gpu) {
   const std::int64_t rows = s.batch * s.seq_len;
   const std::int64_t lse_n = s.batch * s.heads * s.seq_len;
   Setup setup(gpu.stream());
-  const void* qkv = setup.values(Elem::kBF16, rows * 3 * s.channels);
+  const void* qkv = setup.values(Elem::kBF16, rows * s.qkv_width());
   const void* dout = setup.values(Elem::kBF16, rows * s.channels);
   void* out = setup.zeros(bf16_bytes(rows * s.channels));
   float* lse = setup.zeros_f32(lse_n);
-  void* dqkv = setup.zeros(bf16_bytes(rows * 3 * s.channels));
+  void* dqkv = setup.zeros(bf16_bytes(rows * s.qkv_width()));
   const std::size_t scratch_bytes = cuda::attention_backward_scratch_bytes(s.batch, s.seq_len, s.channels, s.heads);
   void* scratch = setup.scratch(scratch_bytes);
   if (!setup.ok(state)) return;
   // The backward recomputes P from qkv and lse: give it the forward's real out and lse.
-  if (const Error e = launched(
-          cuda::attention_forward(Elem::kBF16, out, lse, qkv, s.batch, s.seq_len, s.channels, s.heads, gpu.stream()),
-          "cuda::attention_forward (inputs of the backward)")) {
+  if (const Error e = launched(cuda::attention_forward(Elem::kBF16, out, lse, qkv, s.batch, s.seq_len, s.channels,
+                                                       s.heads, s.kv_heads, gpu.stream()),
+                               "cuda::attention_forward (inputs of the backward)")) {
     state.SkipWithError(e.message.c_str());
     return;
   }
   const auto seconds = timed_loop(state, gpu, [&] {
     return launched(cuda::attention_backward(Elem::kBF16, dqkv, dout, qkv, out, lse, s.batch, s.seq_len, s.channels,
-                                             s.heads, scratch, scratch_bytes, gpu.stream()),
+                                             s.heads, s.kv_heads, scratch, scratch_bytes, gpu.stream()),
                     "cuda::attention_backward");
   });
   if (!seconds) return;
-  // Read dout, out [R,C], qkv [R,3C] (bf16) and lse [B,NH,T] (fp32); read+write dqkv [R,3C] (+=).
-  const double bytes = kBf16 * 11.0 * static_cast<double>(rows * s.channels) + kF32 * static_cast<double>(lse_n);
+  // Read dout, out [R,C], qkv [R,W] (bf16) and lse [B,NH,T] (fp32); read+write dqkv [R,W] (+=).
+  const double bytes =
+      kBf16 * static_cast<double>(rows * (2 * s.channels + 3 * s.qkv_width())) + kF32 * static_cast<double>(lse_n);
   report_compute_bound(state, gpu, *seconds, 2.5 * attention_forward_flops(s), bytes, peak.value);
 }
 
@@ -570,7 +580,12 @@ void register_cases(Gpu& gpu) {
   const std::pair<const char*, Case> attention[] = {{"BM_AttentionForward", BM_AttentionForward},
                                                     {"BM_AttentionBackward", BM_AttentionBackward}};
   for (const auto& [name, run] : attention) {
-    add(name, run, gpu)->ArgNames({"B", "T", "C", "NH"})->Args({kB, kT, kC, kNH})->Args({4, 1024, 768, 12});
+    add(name, run, gpu)
+        ->ArgNames({"B", "T", "C", "NH", "NKV"})
+        ->Args({kB, kT, kC, kNH, kNH})
+        ->Args({4, 1024, 768, 12, 12})
+        ->Args({kB, kT, kC, 32, 4})    // TinyLlama-1.1B: grouped K/V heads read in place
+        ->Args({kB, kT, kC, 32, 32});  // the same width, one K/V head per query head
   }
   const std::pair<const char*, Case> linears[] = {{"BM_MatmulForward", BM_MatmulForward},
                                                   {"BM_MatmulBackwardInput", BM_MatmulBackwardInput},

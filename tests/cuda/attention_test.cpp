@@ -112,7 +112,7 @@ void check_case(const Case& c, std::uint64_t seed) {
   out_d.poison();
   lse_d.poison();
   REQUIRE(kernels::cuda::attention_forward(c.elem, out_d.data(), lse_d.f32(), qkv_d.data(), c.batch, c.seq_len,
-                                           channels, c.heads, nullptr) == 0);
+                                           channels, c.heads, c.heads, nullptr) == 0);
   require_close(out_d.download(), out_ref, rel_tolerance(c.elem), magnitude_floor(out_ref));
   require_close(lse_d.download(), lse_ref, lse_tolerance(c.elem), 1.0);
 
@@ -144,8 +144,8 @@ void check_case(const Case& c, std::uint64_t seed) {
     OffsetArray dqkv_d(initial, c.elem, c.offset);
     scratch.poison();  // the kernels must not depend on the scratch's previous contents
     REQUIRE(kernels::cuda::attention_backward(c.elem, dqkv_d.data(), dout_d.data(), qkv_d.data(), out_in_d.data(),
-                                              lse_in_d.f32(), c.batch, c.seq_len, channels, c.heads, scratch.data(),
-                                              scratch_bytes, nullptr) == 0);
+                                              lse_in_d.f32(), c.batch, c.seq_len, channels, c.heads, c.heads,
+                                              scratch.data(), scratch_bytes, nullptr) == 0);
     runs.push_back(dqkv_d.download());
   }
   require_close(runs[0], expected, rel_tolerance(c.elem), magnitude_floor(grad));
@@ -210,9 +210,9 @@ TEST_CASE("cuda attention: the forward without lse writes the same out", "[cuda]
     with_lse.poison();
     without_lse.poison();
     REQUIRE(kernels::cuda::attention_forward(elem, with_lse.data(), lse.f32(), qkv.data(), batch, seq_len, channels,
-                                             heads, nullptr) == 0);
+                                             heads, heads, nullptr) == 0);
     REQUIRE(kernels::cuda::attention_forward(elem, without_lse.data(), nullptr, qkv.data(), batch, seq_len, channels,
-                                             heads, nullptr) == 0);
+                                             heads, heads, nullptr) == 0);
     const std::vector<float> a = with_lse.download();
     const std::vector<float> b = without_lse.download();
     REQUIRE(std::memcmp(a.data(), b.data(), out_n * sizeof(float)) == 0);
@@ -229,21 +229,31 @@ TEST_CASE("cuda attention: launchers reject invalid arguments", "[cuda][attentio
   const std::size_t scratch_bytes = attention_backward_scratch_bytes(1, 8, 64, 2);
   REQUIRE(scratch_bytes == 256);  // 2 heads x 8 positions x 4 bytes, rounded up to 256
 
-  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 63, 2, nullptr) == kInvalidValue);  // 63 % 2 != 0
-  CHECK(attention_forward(Elem::kBF16, p, f, p, 0, 8, 64, 2, nullptr) == kInvalidValue);
-  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 0, 64, 2, nullptr) == kInvalidValue);
-  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 0, 2, nullptr) == kInvalidValue);
-  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 64, 0, nullptr) == kInvalidValue);
-  CHECK(attention_forward(Elem::kF32, nullptr, f, p, 1, 8, 64, 2, nullptr) == kInvalidValue);
-  CHECK(attention_forward(Elem::kF32, p, f, nullptr, 1, 8, 64, 2, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 63, 2, 2, nullptr) == kInvalidValue);  // 63 % 2 != 0
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 0, 8, 64, 2, 2, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 0, 64, 2, 2, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 0, 2, 2, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 64, 0, 1, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kF32, nullptr, f, p, 1, 8, 64, 2, 2, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kF32, p, f, nullptr, 1, 8, 64, 2, 2, nullptr) == kInvalidValue);
+  // K/V heads: at least one, at most NH, dividing NH.
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 64, 2, 0, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 64, 2, -2, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 64, 2, 4, nullptr) == kInvalidValue);
+  CHECK(attention_forward(Elem::kBF16, p, f, p, 1, 8, 64, 4, 3, nullptr) == kInvalidValue);
 
   CHECK(attention_backward_scratch_bytes(1, 8, 63, 2) == 0);
-  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 63, 2, p, scratch_bytes, nullptr) == kInvalidValue);
-  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, -1, p, scratch_bytes, nullptr) == kInvalidValue);
-  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, 2, p, scratch_bytes - 4, nullptr) == kInvalidValue);
-  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, 2, nullptr, scratch_bytes, nullptr) == kInvalidValue);
-  CHECK(attention_backward(Elem::kBF16, p, p, p, p, nullptr, 1, 8, 64, 2, p, scratch_bytes, nullptr) == kInvalidValue);
-  CHECK(attention_backward(Elem::kBF16, nullptr, p, p, p, f, 1, 8, 64, 2, p, scratch_bytes, nullptr) == kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 63, 2, 2, p, scratch_bytes, nullptr) == kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, -1, 1, p, scratch_bytes, nullptr) == kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, 2, 2, p, scratch_bytes - 4, nullptr) == kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, 2, 2, nullptr, scratch_bytes, nullptr) ==
+        kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, p, p, p, p, nullptr, 1, 8, 64, 2, 2, p, scratch_bytes, nullptr) ==
+        kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, nullptr, p, p, p, f, 1, 8, 64, 2, 2, p, scratch_bytes, nullptr) ==
+        kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, 4, 3, p, scratch_bytes, nullptr) == kInvalidValue);
+  CHECK(attention_backward(Elem::kBF16, p, p, p, p, f, 1, 8, 64, 2, 0, p, scratch_bytes, nullptr) == kInvalidValue);
   // Nothing was launched, so nothing is left for the next launch's status.
   REQUIRE(cudaGetLastError() == cudaSuccess);
 }

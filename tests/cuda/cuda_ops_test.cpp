@@ -464,8 +464,8 @@ TEST_CASE("cuda ops: grouped-query expand and reduce, then attention over the ex
 }
 
 TEST_CASE("cuda ops: attention over packed q|k|v with grouped K/V heads, forward and backward (+=)") {
-  // The CPU kernel reads the groups in place; the CUDA ops expand into their scratch around the
-  // CUDA kernel and sum the K/V gradients back: the same attention, to the dtype's tolerance.
+  // Both kernels read the groups in place and sum the K/V gradients over each group, in different
+  // fixed fp32 orders: the same attention, to the dtype's tolerance.
   Harness h;
   constexpr std::int64_t kHeads = 8, kHd = 12;  // head_dim not a multiple of 8
   for (std::int64_t kv : {std::int64_t{4}, std::int64_t{1}, kHeads}) {
