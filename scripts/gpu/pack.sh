@@ -160,6 +160,6 @@ cat <<EOF
 device run (the run tool, from the repository root; nothing to install there):
   command: bash scripts/gpu/run.sh --kit $rel --out "\$OUT"
   carry:   ["$rel"]
-  timeout_s: 540
+  timeout_s: 590
 rehearsal here: scripts/gpu/run.sh --rehearse --kit $rel --out /tmp/gpu-rehearsal
 EOF

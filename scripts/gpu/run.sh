@@ -6,7 +6,7 @@
 # writes into --out (default $OUT): summary.md, summary.json, steps.tsv and logs.tar.gz (every
 # step's log and result files).
 #
-# Steps (device; limits in seconds; --budget, default 450 s, skips a step whose limit no longer
+# Steps (device; limits in seconds; --budget, default 540 s, skips a step whose limit no longer
 # fits, so the summary is always written):
 #   kit           10  the kit's library closure: every library resolves, and every one that is not
 #                     glibc, a fallback or a CUDA library the image provides resolves into the kit
@@ -18,10 +18,12 @@
 #                     bf16 autocast (a step of its own, not `bench train --torch`: zinf's session keeps
 #                     its 72 GiB pool while the PyTorch child runs, and an 80 GB GPU cannot hold both)
 #   kernels-bench 35  cuda_kernels_bench: every CUDA kernel's time and bytes/s
-#   offload-cpu   55  zinf train gpu-offload-cpu.json: the 1.3B model, ZeRO-3 states in CPU memory
+#   offload-cpu  150  zinf train gpu-offload-cpu.json: the 1.3B model, ZeRO-3 states in CPU memory
+#                     (on the first H200 run, 2026-11-28, page-locking ~20 GiB of host memory and
+#                     initialising 1.3B weights took over 55 s before step 1)
 #   fsdp2         55  scripts/gpu/fsdp2_offload.py: PyTorch FSDP2 with CPUOffloadPolicy, same model
 #   offload-nvme  80+ zinf train gpu-offload-nvme.json: parameters and optimizer states on local disk;
-#                     last, its limit is what the budget has left, at most 180 s (the others: 370 s)
+#                     last, its limit is what the budget has left, at most 180 s (the others: 465 s)
 #
 # --rehearse (here, without a GPU): re-runs itself under `env -i PATH=/usr/bin:/bin HOME=...`, so only
 # the kit's libraries are on the path, against any kit (the CUDA kit, or pack.sh --cpu's); the
@@ -36,7 +38,7 @@
 #   --work DIR  scratch: the unpacked kit, logs, swap files (default runs/gpu-kit on the device,
 #               a fresh temporary folder with --rehearse); emptied first
 #   --only      run just these steps (kit always runs), e.g. after fixing one
-#   --budget    seconds for all the steps (default 450): a step (other than kit) whose limit would
+#   --budget    seconds for all the steps (default 540): a step (other than kit) whose limit would
 #               end past it is recorded as no-time instead of run
 # Environment: ZINF_KIT_FALLBACK=auto|all|none (default auto): which of the kit's fallback libraries
 #   (libstdc++, libgcc_s, libgomp) to use; auto uses one only when the machine's own is missing or
@@ -51,7 +53,7 @@ kit=gpu-kit
 out=${OUT:-}
 work=""
 only=""
-budget=450
+budget=540
 args=("$@")
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 while [[ $# -gt 0 ]]; do
@@ -281,7 +283,7 @@ run_step torch-eager 50 cuda torch_eager
 run_step kernels-bench 35 cuda "$work/bin/cuda_kernels_bench" --benchmark_min_time=0.05 \
   --benchmark_out="$R/kernels-bench.json" --benchmark_out_format=json
 if [[ $mode == device ]]; then
-  run_step offload-cpu 55 cuda "$zinf" train "$S/gpu-offload-cpu.json" --steps 4 --record "$R/offload-cpu.json"
+  run_step offload-cpu 150 cuda "$zinf" train "$S/gpu-offload-cpu.json" --steps 4 --record "$R/offload-cpu.json"
 else
   run_step offload-cpu 30 any "$zinf" train "$S/gpu-kit-rehearse-cpu.json" --steps 4 --record "$R/offload-cpu.json"
 fi
