@@ -30,8 +30,14 @@ DeepSpeed's logging included, goes to stderr):
              --mode ds-cpu / ds-nvme: deepspeed.initialize on its CPU accelerator (DS_ACCELERATOR=cpu,
              gloo, one rank) with ZeRO stage 3, parameters and optimizer offloaded to the CPU or to
              NVMe under --nvme-path (its aio), fp32, AdamW with the same settings (DeepSpeedCPUAdam,
-             which DeepSpeed picks for an offloaded optimizer). The config is written here from the
+             which DeepSpeed picks for an offloaded optimizer), no gradient clipping (DeepSpeed's
+             default clips to norm 1; zinf's and PyTorch's sides do not clip). The config is written here from the
              arguments and returned in the output ("ds_config").
+             --optimizer swaps the optimizer to isolate where two sides' losses part (docs/peers.md):
+             "torch" runs ds-cpu/ds-nvme with torch.optim.AdamW(foreach=True) as DeepSpeed's client
+             optimizer (zero_force_ds_cpu_optimizer false) instead of DeepSpeedCPUAdam; "deepspeed"
+             runs eager/compile with DeepSpeedCPUAdam(adamw_mode=True) instead of torch's AdamW; the
+             default is each mode's own optimizer, as above.
              --activation-checkpointing wraps every block in torch.utils.checkpoint (non-reentrant).
              --init DIR / --tokens FILE (from `init`): start from those weights and train batch n of that
              token file at step n, as zinf does with the same files; without them, torch_gpt.py's
@@ -261,8 +267,11 @@ def ds_config(args):
     if args.mode == "ds-nvme":
         zero["offload_optimizer"] = {"device": "nvme", "nvme_path": args.nvme_path, "pin_memory": False}
         zero["offload_param"] = {"device": "nvme", "nvme_path": args.nvme_path, "pin_memory": False}
+    # gradient_clipping 0: no clipping, as zinf's side ("grad_clip": 0.0) and PyTorch eager train.
+    # DeepSpeed's default is 1.0 (GRADIENT_CLIPPING_DEFAULT): left out, it clips every step's
+    # gradients to global norm 1, which made its losses part from the others' from step 2 on.
     return {"train_micro_batch_size_per_gpu": args.batch, "gradient_accumulation_steps": 1,
-            "train_batch_size": args.batch, "zero_optimization": zero,
+            "train_batch_size": args.batch, "gradient_clipping": 0.0, "zero_optimization": zero,
             "optimizer": {"type": "AdamW", "params": {"lr": args.lr, "betas": [args.beta1, args.beta2],
                                                       "eps": args.eps, "weight_decay": args.weight_decay}},
             "aio": {"block_size": 1048576, "queue_depth": 32, "single_submit": False, "overlap_events": True},
@@ -302,6 +311,10 @@ def run_train(args):
         start_one_rank_group()
         deepspeed.init_distributed(dist_backend="gloo")
         config = ds_config(args)
+        client_optimizer = None
+        if args.optimizer == "torch":
+            del config["optimizer"]
+            config["zero_force_ds_cpu_optimizer"] = False
         result["ds_config"] = config
         # zero.Init partitions the parameters as they are created, as a ZeRO-3 run of a large model must.
         with deepspeed.zero.Init(config_dict_or_path=config):
@@ -310,7 +323,11 @@ def run_train(args):
             # Each partitioned parameter gathered whole for its copy and re-partitioned on exit. All
             # at once fails on NVMe: "Not enough buffers 5 for swapping 17" (its swap buffers).
             load_init(model, args.init, lambda p: deepspeed.zero.GatheredParameters([p], modifier_rank=0))
-        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+        if args.optimizer == "torch":
+            client_optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
+                                                 eps=args.eps, weight_decay=args.weight_decay, foreach=True)
+        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config,
+                                               optimizer=client_optimizer)
         result["ds_optimizer"] = type(engine.optimizer).__name__ + " / " + type(engine.optimizer.optimizer).__name__
 
         def step(tokens, targets):
@@ -322,8 +339,14 @@ def run_train(args):
         model = build()
         if args.init:
             load_init(model, args.init)
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
-                                weight_decay=args.weight_decay, foreach=True)
+        if args.optimizer == "deepspeed":
+            from deepspeed.ops.adam import DeepSpeedCPUAdam
+            opt = DeepSpeedCPUAdam(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
+                                   weight_decay=args.weight_decay, adamw_mode=True)
+        else:
+            opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
+                                    weight_decay=args.weight_decay, foreach=True)
+        result["optimizer"] = type(opt).__name__
         forward = torch.compile(model) if args.mode == "compile" else model
 
         def step(tokens, targets):
@@ -403,10 +426,16 @@ def parse_args(argv):
     t.add_argument("--eps", type=float, default=1e-8)
     t.add_argument("--weight-decay", type=float, default=0.01)
     t.add_argument("--activation-checkpointing", action="store_true")
+    t.add_argument("--optimizer", choices=["default", "torch", "deepspeed"], default="default",
+                   help="torch: ds modes with torch's AdamW; deepspeed: eager/compile with DeepSpeedCPUAdam")
     t.add_argument("--nvme-path", default="")
     t.add_argument("--init", default="", help="model.safetensors written by `init`")
     t.add_argument("--tokens", default="", help="tokens.bin written by `init`")
     args = parser.parse_args(argv)
+    if args.item == "train" and args.optimizer == "torch" and not args.mode.startswith("ds"):
+        parser.error(f"--optimizer torch: only with --mode ds-cpu or ds-nvme (--mode {args.mode} uses it already)")
+    if args.item == "train" and args.optimizer == "deepspeed" and args.mode.startswith("ds"):
+        parser.error(f"--optimizer deepspeed: only with --mode eager or compile (--mode {args.mode} uses it already)")
     if args.item == "train" and args.mode == "ds-nvme" and not args.nvme_path:
         parser.error("--nvme-path: required with --mode ds-nvme")
     if args.item == "io" and args.bytes % args.block != 0:

@@ -24,6 +24,7 @@
 #include "kernels/adam.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/parallel.h"
+#include "tests/bench/adam_ds_formula.h"
 
 namespace zinf::kernels {
 namespace {
@@ -91,8 +92,13 @@ BENCHMARK(BM_MemoryBandwidth)->Arg(kProbeElements)->Unit(benchmark::kMillisecond
 // Adam benchmarks at least this large report fraction_of_bandwidth (smaller ones partly fit in cache).
 constexpr std::size_t kMinBoundedElements = std::size_t{16} << 20;
 
-template <bool kHalfGrad>
+// What one Adam benchmark times: zinf's step with fp32 or bf16 gradients, or DeepSpeedCPUAdam's
+// formula (adam_ds_formula.h) on the same arrays, as a same-run baseline.
+enum class Step { kZinf, kZinfBf16Grad, kDsFormula };
+
+template <Step kStep>
 void run_adam_benchmark(benchmark::State& state) {
+  constexpr bool kHalfGrad = kStep == Step::kZinfBf16Grad;
   const auto n = static_cast<std::size_t>(state.range(0));
   const bool half_copy = state.range(1) != 0;
   auto param = uninitialised<float>(n);
@@ -123,6 +129,15 @@ void run_adam_benchmark(benchmark::State& state) {
   AdamHyper hyper;
   hyper.weight_decay = 0.01;
   hyper.step = 10;
+  if constexpr (kStep == Step::kDsFormula) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx2) || n % 64 != 0 || half_copy) {
+      state.SkipWithError("DeepSpeed's formula: AVX2, a multiple of 64 parameters and no half copy only");
+      return;
+    }
+  }
+  [[maybe_unused]] const bench::DsAdamScalars ds = bench::ds_adam_scalars(
+      static_cast<float>(hyper.lr), static_cast<float>(hyper.beta1), static_cast<float>(hyper.beta2),
+      static_cast<float>(hyper.eps), static_cast<float>(hyper.weight_decay), static_cast<int>(hyper.step));
 
   // Timed by hand (UseManualTime): each Adam step is followed by one untimed-for-Adam triad over
   // two of the same arrays (exp_avg += s * exp_avg_sq), so the bound is measured in the same
@@ -135,10 +150,14 @@ void run_adam_benchmark(benchmark::State& state) {
   float scale = 1e-6f;
   for (auto _ : state) {
     const double start = omp_get_wtime();
-    if constexpr (kHalfGrad) {
+    if constexpr (kStep == Step::kZinfBf16Grad) {
       cpu::adam_step(hyper, slice, grad_half.get(), HalfFormat::kBF16);
-    } else {
+    } else if constexpr (kStep == Step::kZinf) {
       cpu::adam_step(hyper, slice, grad_f32.get());
+    } else {
+#if ZINF_KERNELS_X86
+      bench::ds_adamw_step_avx2(ds, slice.param, slice.exp_avg, slice.exp_avg_sq, grad_f32.get(), n);
+#endif
     }
     benchmark::ClobberMemory();
     const double seconds = omp_get_wtime() - start;
@@ -169,19 +188,31 @@ void run_adam_benchmark(benchmark::State& state) {
         benchmark::Counter(bound, benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
     state.counters["fraction_of_bandwidth"] = benchmark::Counter(achieved / bound);
   }
-  state.SetLabel(run_label() + (half_copy ? " +bf16 copy" : ""));
+  state.SetLabel(run_label() + (half_copy ? " +bf16 copy" : "") +
+                 (kStep == Step::kDsFormula ? " DeepSpeed's formula" : ""));
 }
 
-void BM_AdamW_f32grad(benchmark::State& state) { run_adam_benchmark<false>(state); }
-void BM_AdamW_bf16grad(benchmark::State& state) { run_adam_benchmark<true>(state); }
+void BM_AdamW_f32grad(benchmark::State& state) { run_adam_benchmark<Step::kZinf>(state); }
+void BM_AdamW_bf16grad(benchmark::State& state) { run_adam_benchmark<Step::kZinfBf16Grad>(state); }
+void BM_AdamW_ds_formula(benchmark::State& state) { run_adam_benchmark<Step::kDsFormula>(state); }
 
-// Arguments: {parameters, bf16 param copy (0/1)}. 1M is the smoke size (mostly cache-resident).
+// Arguments: {parameters, bf16 param copy (0/1)}. 1M is the smoke size (mostly cache-resident);
+// 16Ki (256 KiB of state, inside one core's L2; run it with OMP_NUM_THREADS=1, since a slice that
+// small runs on the calling thread) shows the arithmetic alone; 16Mi is `zinf bench peers`'s
+// optimizer size.
 BENCHMARK(BM_AdamW_f32grad)
     ->ArgNames({"params", "copy"})
+    ->Args({16 << 10, 0})
     ->Args({1 << 20, 0})
     ->Args({16 << 20, 0})
     ->Args({64 << 20, 0})
     ->Args({16 << 20, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+BENCHMARK(BM_AdamW_ds_formula)
+    ->ArgNames({"params", "copy"})
+    ->Args({16 << 10, 0})
+    ->Args({16 << 20, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();
 BENCHMARK(BM_AdamW_bf16grad)

@@ -206,28 +206,36 @@ TEST_CASE("adam: every variant and thread count gives the same bits", "[adam]") 
         const std::vector<float> m0 = normal_values(n, 0.1f, rng);
         const std::vector<float> v0 = uniform_values(n, 0.0f, 0.01f, rng);
         const Gradient grad(grad_format, normal_values(n, 1.0f, rng));
-        AdamHyper hyper;
-        hyper.lr = 1e-2;
-        hyper.weight_decay = 0.1;
-        hyper.step = 3;
-        hyper.grad_scale = 0.8;
+        // Every loop the vector variants specialise: a gradient scale of 1 or not, and AdamW's
+        // decay, Adam's L2 term or no weight decay.
+        for (const double grad_scale : {0.8, 1.0}) {
+          for (int decay_choice = 0; decay_choice < 3; ++decay_choice) {
+            AdamHyper hyper;
+            hyper.lr = 1e-2;
+            hyper.weight_decay = decay_choice == 2 ? 0.0 : 0.1;
+            hyper.decoupled_weight_decay = decay_choice != 1;
+            hyper.step = 3;
+            hyper.grad_scale = grad_scale;
 
-        State expected(initial);
-        expected.exp_avg = m0;
-        expected.exp_avg_sq = v0;
-        step(Isa::kScalar, hyper, expected.slice(with_half, half_format), grad, 1);
-        for (Isa isa : isas) {
-          for (int threads : {1, 2, 3}) {
-            INFO("n=" << n << " grads " << grad_format_name(grad_format) << " half " << half_choice << " "
-                      << cpu::isa_name(isa) << " threads " << threads);
-            State got(initial);
-            got.exp_avg = m0;
-            got.exp_avg_sq = v0;
-            step(isa, hyper, got.slice(with_half, half_format), grad, threads);
-            REQUIRE(same_bits(got.param, expected.param));
-            REQUIRE(same_bits(got.exp_avg, expected.exp_avg));
-            REQUIRE(same_bits(got.exp_avg_sq, expected.exp_avg_sq));
-            REQUIRE(got.param_half == expected.param_half);
+            State expected(initial);
+            expected.exp_avg = m0;
+            expected.exp_avg_sq = v0;
+            step(Isa::kScalar, hyper, expected.slice(with_half, half_format), grad, 1);
+            for (Isa isa : isas) {
+              for (int threads : {1, 2, 3}) {
+                INFO("n=" << n << " grads " << grad_format_name(grad_format) << " half " << half_choice << " "
+                          << cpu::isa_name(isa) << " threads " << threads << " grad_scale " << grad_scale << " decay "
+                          << decay_choice);
+                State got(initial);
+                got.exp_avg = m0;
+                got.exp_avg_sq = v0;
+                step(isa, hyper, got.slice(with_half, half_format), grad, threads);
+                REQUIRE(same_bits(got.param, expected.param));
+                REQUIRE(same_bits(got.exp_avg, expected.exp_avg));
+                REQUIRE(same_bits(got.exp_avg_sq, expected.exp_avg_sq));
+                REQUIRE(got.param_half == expected.param_half);
+              }
+            }
           }
         }
       }
