@@ -336,8 +336,8 @@ constexpr BackwardFn backward_pairs_avx512 = avx512::backward_pairs;
 constexpr BackwardFn backward_items_avx512 = avx512::backward_items;
 #endif
 
-Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
-                 std::size_t kv_heads, const AttentionRope& rope) {
+Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
+                 const AttentionRope& rope) {
   const std::size_t head_size = channels / heads;
   return {batch,
           seq_len,

@@ -16,8 +16,8 @@ namespace zinf::kernels::cpu::attention_rope {
 // by -theta (rope_backward's, the transpose); dimensions rd..hs-1 copied. dst and src are
 // distinct rows.
 template <bool kForward>
-[[gnu::always_inline]] inline void rotate(float* dst, const float* src, const AttentionRope& rope,
-                                          std::size_t position, std::size_t hs) {
+[[gnu::always_inline]] inline void rotate(float* dst, const float* src, const AttentionRope& rope, std::size_t position,
+                                          std::size_t hs) {
   const std::size_t half = rope.rotary_dim / 2;
   const float* c = rope.cos + position * half;
   const float* sn = rope.sin + position * half;

@@ -196,17 +196,14 @@ void BM_GqaRopeFusedAttentionForward(benchmark::State& state) {
   const cpu::AttentionRope rope{r.cos.data(), r.sin.data(), kHd, 0};
   auto out = zeros(kR * kAttnC);
   auto lse = zeros(kB * kNH * kT);
-  const double seconds = timed_loop(state, [&] {
-    cpu::attention_forward(out.get(), lse.get(), r.qkv.get(), kB, kT, kAttnC, kNH, kNKV, rope);
-  });
+  const double seconds = timed_loop(
+      state, [&] { cpu::attention_forward(out.get(), lse.get(), r.qkv.get(), kB, kT, kAttnC, kNH, kNKV, rope); });
   report_compute_bound(state, seconds, gqa_flops(4.0), gqa_forward_bytes() + rope_bytes(), peak);
 }
 BENCHMARK(BM_GqaRopeFusedAttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Bytes of the attention's backward: reads dout, out [R, C], qkv and lse; dqkv read and written.
-double gqa_backward_bytes() {
-  return kF * (static_cast<double>(kR * (3 * kQkvStride + 2 * kAttnC)) + kB * kNH * kT);
-}
+double gqa_backward_bytes() { return kF * (static_cast<double>(kR * (3 * kQkvStride + 2 * kAttnC)) + kB * kNH * kT); }
 
 // The backward as the model ran it with rotary positions before the fusion: the attention's
 // backward on the rotated qkv, then RoPE's backward over dqkv's q and k heads in place.
@@ -239,8 +236,7 @@ void BM_GqaRopeFusedAttentionBackward(benchmark::State& state) {
   auto dout = filled(kR * kAttnC);
   auto dqkv = zeros(kR * kQkvStride);
   const double seconds = timed_loop(state, [&] {
-    cpu::attention_backward(dqkv.get(), dout.get(), r.qkv.get(), out.get(), lse.get(), kB, kT, kAttnC, kNH, kNKV,
-                            rope);
+    cpu::attention_backward(dqkv.get(), dout.get(), r.qkv.get(), out.get(), lse.get(), kB, kT, kAttnC, kNH, kNKV, rope);
   });
   report_compute_bound(state, seconds, gqa_flops(10.0), gqa_backward_bytes() + rope_bytes(), peak);
 }

@@ -50,8 +50,8 @@ Tables tables(const Case& c) {
 
 Result separate(Isa isa, const std::vector<float>& qkv, const std::vector<float>& dout, const Tables& t, const Case& c,
                 int threads) {
-  const cpu::RopeShape shape{c.batch, c.seq_len, c.width(), c.heads + c.kv_heads, c.head_dim, c.rotary_dim,
-                             c.pos_offset};
+  const cpu::RopeShape shape{c.batch,    c.seq_len,    c.width(),   c.heads + c.kv_heads,
+                             c.head_dim, c.rotary_dim, c.pos_offset};
   std::vector<float> rotated = qkv;
   cpu::rope_forward(isa, rotated.data(), rotated.data(), t.cos.data(), t.sin.data(), shape, threads);
   Result r{std::vector<float>(c.rows() * c.channels()), std::vector<float>(c.batch * c.heads * c.seq_len),
@@ -71,8 +71,8 @@ Result fused(Isa isa, const std::vector<float>& qkv, const std::vector<float>& d
            std::vector<float>(qkv.size(), 0.0f)};
   cpu::attention_forward(isa, r.out.data(), r.lse.data(), qkv.data(), c.batch, c.seq_len, c.channels(), c.heads,
                          c.kv_heads, rope, threads);
-  cpu::attention_backward(isa, r.dqkv.data(), dout.data(), qkv.data(), r.out.data(), r.lse.data(), c.batch,
-                          c.seq_len, c.channels(), c.heads, c.kv_heads, rope, threads);
+  cpu::attention_backward(isa, r.dqkv.data(), dout.data(), qkv.data(), r.out.data(), r.lse.data(), c.batch, c.seq_len,
+                          c.channels(), c.heads, c.kv_heads, rope, threads);
   return r;
 }
 
