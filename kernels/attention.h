@@ -57,6 +57,25 @@
 
 namespace zinf::kernels::cpu {
 
+// Rotary position embedding fused into the attention (CPU): the query and key heads of qkv are the
+// projection's output, NOT rotated, and the kernel rotates each q row as it loads a query block and
+// each k row as it packs a K/V head's keys, with kernels/rope.h's formulas and tables (cos, sin
+// [P, rd/2]; head row t at position pos_offset + t; the first rd dimensions of each head turn, the
+// rest pass through). The forward equals rope_forward over the q and k heads in place followed by
+// the attention, bit for bit, and leaves qkv unrotated. The backward takes that unrotated qkv,
+// rotates q and k again as it loads them, and turns the q and k heads' gradients back (rope_backward's
+// rotation) on their way into dqkv: dqkv += R(-theta) g where the separate path computes
+// dqkv += g then rotates dqkv in place, so from a zeroed dqkv both give the same bits.
+// rotary_dim 0 (the default): no rotation. Preconditions (not checked): rd even, 2 <= rd <= hs when
+// set; P >= pos_offset + T rows behind cos and sin.
+struct AttentionRope {
+  const float* cos = nullptr;  // [P, rd/2]
+  const float* sin = nullptr;  // [P, rd/2]
+  std::size_t rotary_dim = 0;  // rd; 0: no rotation
+  std::size_t pos_offset = 0;
+  bool active() const { return rotary_dim > 0; }
+};
+
 // lse may be nullptr (inference: nothing saved).
 void attention_forward(float* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const float* qkv /*[B,T,W]*/, std::size_t batch,
                        std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
@@ -78,6 +97,22 @@ void attention_backward(Isa isa, float* dqkv /*[B,T,W]*/, const float* dout /*[B
                         const float* out /*[B,T,C]*/, const float* lse /*[B,NH,T]*/, std::size_t batch,
                         std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
                         int num_threads);
+
+// The same with the rotary embedding fused in (AttentionRope above); the Isa-less ones use best_isa().
+void attention_forward(float* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const float* qkv /*[B,T,W]*/, std::size_t batch,
+                       std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
+                       const AttentionRope& rope, int num_threads = 0);
+void attention_backward(float* dqkv /*[B,T,W]*/, const float* dout /*[B,T,C]*/, const float* qkv /*[B,T,W]*/,
+                        const float* out /*[B,T,C]*/, const float* lse /*[B,NH,T]*/, std::size_t batch,
+                        std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
+                        const AttentionRope& rope, int num_threads = 0);
+void attention_forward(Isa isa, float* out /*[B,T,C]*/, float* lse /*[B,NH,T]*/, const float* qkv /*[B,T,W]*/,
+                       std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
+                       std::size_t kv_heads, const AttentionRope& rope, int num_threads);
+void attention_backward(Isa isa, float* dqkv /*[B,T,W]*/, const float* dout /*[B,T,C]*/, const float* qkv /*[B,T,W]*/,
+                        const float* out /*[B,T,C]*/, const float* lse /*[B,NH,T]*/, std::size_t batch,
+                        std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
+                        const AttentionRope& rope, int num_threads);
 
 }  // namespace zinf::kernels::cpu
 

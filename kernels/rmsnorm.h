@@ -13,9 +13,10 @@
 // Every gradient is accumulated (+=), as layernorm's: callers zero them first for plain values.
 //
 // Threads: rows are split into one contiguous range per OpenMP thread (`num_threads`; 0 means
-// omp_get_max_threads()); dweight is split by channels instead, each channel summing the rows in
-// order in fp64, so every result is the same for any thread count and any variant. Small problems
-// run on the calling thread.
+// omp_get_max_threads()). The backward is one pass over x and dout: each block of rows (its size a
+// function of R alone) sums its dout * norm per channel in fp64 while it writes dinp, and the blocks'
+// sums are then added in block order, in fp64, channels split over the threads; so every result is
+// the same for any thread count and any variant. Small problems run on the calling thread.
 //
 // Preconditions (not checked): R*C elements behind every [R,C] pointer, C behind every [C]
 // pointer, R behind every [R] pointer; outputs overlap no input; C >= 1; eps > 0.

@@ -27,6 +27,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/attention_rope.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
 
@@ -65,6 +66,10 @@ struct Shape {
   std::size_t query_blocks;  // ceil(T / kBlockRows)
   std::size_t key_blocks;    // ceil(T / kBlockCols)
   float scale;
+  AttentionRope rope;  // the rotation applied to q and k rows as they are loaded (none when inactive)
+  // q and k rows are always copied (rotated) into scratch when the rotation is fused, else only when
+  // hs is not a multiple of 16.
+  bool copy_qk_rows() const { return head_size != head_padded || rope.active(); }
   // Column offsets in a qkv row: query head h at h * hs, K/V head g at k_offset / v_offset + g * hs.
   std::size_t k_offset() const { return heads * head_size; }
   std::size_t v_offset() const { return (heads + kv_heads) * head_size; }
@@ -134,7 +139,8 @@ class Carver {
 struct ForwardScratch {
   static std::size_t floats(const Shape& s) {
     return s.key_blocks * s.head_size * kBlockCols + (s.head_size == s.head_padded ? 0 : s.seq_len * s.head_padded) +
-           kBlockRows * s.head_padded + kBlockRows * kBlockCols + kBlockRows * s.head_padded + 2 * kBlockRows;
+           kBlockRows * s.head_padded + kBlockRows * kBlockCols + kBlockRows * s.head_padded + 2 * kBlockRows +
+           s.head_padded;
   }
   explicit ForwardScratch(const Shape& s) : carver(floats(s)) {
     keys_t = carver.take(s.key_blocks * s.head_size * kBlockCols);
@@ -144,6 +150,7 @@ struct ForwardScratch {
     acc = carver.take(kBlockRows * s.head_padded);
     row_max = carver.take(kBlockRows);
     row_sum = carver.take(kBlockRows);
+    rotated = carver.take(s.head_padded);
   }
   Carver carver;
   Buffer keys_t;    // per key block j: [hs, kBlockCols], k transposed
@@ -153,6 +160,7 @@ struct ForwardScratch {
   Buffer acc;       // [kBlockRows, hsp]: unnormalised output rows
   Buffer row_max;   // [kBlockRows]: running max of the scaled scores
   Buffer row_sum;   // [kBlockRows]: running sum of exp(score - max)
+  Buffer rotated;   // [hsp]: one rotated k row on its way into keys_t
   Rows value_rows;  // the K/V pair's v rows: in qkv or in `values`
   std::size_t packed_kv = std::numeric_limits<std::size_t>::max();
 };
@@ -162,16 +170,18 @@ struct ForwardScratch {
 struct BackwardScratch {
   static std::size_t floats(const Shape& s) {
     const std::size_t rows = s.seq_len * s.head_padded;
-    return 2 * s.key_blocks * s.head_size * kBlockCols + (s.head_size == s.head_padded ? 0 : 3 * rows) + 3 * rows +
-           s.seq_len + 2 * kBlockRows * kBlockCols + 2 * kBlockCols * s.head_padded;
+    const std::size_t qk_rows = s.copy_qk_rows() ? 2 * rows : 0;
+    const std::size_t dout_rows = s.head_size == s.head_padded ? 0 : rows;
+    return 2 * s.key_blocks * s.head_size * kBlockCols + qk_rows + dout_rows + 3 * rows + s.seq_len +
+           2 * kBlockRows * kBlockCols + 2 * kBlockCols * s.head_padded + s.head_padded;
   }
   explicit BackwardScratch(const Shape& s) : carver(floats(s)) {
-    const std::size_t rows = s.head_size == s.head_padded ? 0 : s.seq_len * s.head_padded;
+    const std::size_t rows = s.seq_len * s.head_padded;
     keys_t = carver.take(s.key_blocks * s.head_size * kBlockCols);
     values_t = carver.take(s.key_blocks * s.head_size * kBlockCols);
-    queries = carver.take(rows);
-    keys = carver.take(rows);
-    dout = carver.take(rows);
+    queries = carver.take(s.copy_qk_rows() ? rows : 0);
+    keys = carver.take(s.copy_qk_rows() ? rows : 0);
+    dout = carver.take(s.head_size == s.head_padded ? 0 : rows);
     dq = carver.take(s.seq_len * s.head_padded);
     delta = carver.take(s.seq_len);
     probs = carver.take(kBlockRows * kBlockCols);
@@ -180,13 +190,14 @@ struct BackwardScratch {
     dv = carver.take(kBlockCols * s.head_padded);
     group_dk = carver.take(s.seq_len * s.head_padded);
     group_dv = carver.take(s.seq_len * s.head_padded);
+    rotated = carver.take(s.head_padded);
   }
   Carver carver;
   Buffer keys_t;    // per key block j: [hs, kBlockCols], k transposed
   Buffer values_t;  // per key block j: [hs, kBlockCols], v transposed
-  Buffer queries;   // [T, hsp] when hs is not a multiple of 16, else empty (and likewise keys, dout)
+  Buffer queries;   // [T, hsp] when copy_qk_rows(), else empty (and likewise keys)
+  Buffer dout;      // [T, hsp] when hs is not a multiple of 16, else empty
   Buffer keys;      // [T, hsp]
-  Buffer dout;      // [T, hsp]
   Buffer dq;        // [T, hsp]: dQ accumulated over key blocks
   Buffer delta;     // [T]: D[t] = dot(dout[t], out[t])
   Buffer probs;     // [kBlockRows, kBlockCols]: S, then P in place
@@ -195,6 +206,7 @@ struct BackwardScratch {
   Buffer dv;        // [kBlockCols, hsp]: dV of one key block
   Buffer group_dk;  // [T, hsp]: dK summed over the group's query heads, head by head in order
   Buffer group_dv;  // [T, hsp]: the same for dV
+  Buffer rotated;   // [hsp]: one rotated row (a k row into keys_t, a dq or dk row into dqkv)
   Rows query_rows;  // the pair's q, k and dout rows: in the caller's arrays or in the copies above
   Rows key_rows;
   Rows dout_rows;
@@ -324,8 +336,8 @@ constexpr BackwardFn backward_pairs_avx512 = avx512::backward_pairs;
 constexpr BackwardFn backward_items_avx512 = avx512::backward_items;
 #endif
 
-Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
-                 std::size_t kv_heads) {
+Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads, std::size_t kv_heads,
+                 const AttentionRope& rope) {
   const std::size_t head_size = channels / heads;
   return {batch,
           seq_len,
@@ -338,7 +350,8 @@ Shape make_shape(std::size_t batch, std::size_t seq_len, std::size_t channels, s
           round_up(head_size, 16),
           (seq_len + kBlockRows - 1) / kBlockRows,
           (seq_len + kBlockCols - 1) / kBlockCols,
-          static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size)))};
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size))),
+          rope};
 }
 
 // The thread count for a pass over `shape`: one thread when the work is too small to split.
@@ -379,9 +392,10 @@ void run_balanced(const std::vector<double>& prefix, int threads, const Fn& fn) 
 }  // namespace
 
 void attention_forward(Isa isa, float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,
-                       std::size_t channels, std::size_t heads, std::size_t kv_heads, int num_threads) {
+                       std::size_t channels, std::size_t heads, std::size_t kv_heads, const AttentionRope& rope,
+                       int num_threads) {
   const ForwardFn fn = ZINF_KERNEL_VARIANT(isa, forward);
-  const ForwardArgs args{out, lse, qkv, make_shape(batch, seq_len, channels, heads, kv_heads)};
+  const ForwardArgs args{out, lse, qkv, make_shape(batch, seq_len, channels, heads, kv_heads, rope)};
   const Shape& s = args.shape;
   std::vector<double> prefix(batch * heads * s.query_blocks);
   double total = 0.0;
@@ -397,8 +411,8 @@ void attention_forward(Isa isa, float* out, float* lse, const float* qkv, std::s
 
 void attention_backward(Isa isa, float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
-                        std::size_t kv_heads, int num_threads) {
-  const BackwardArgs args{dqkv, dout, qkv, out, lse, make_shape(batch, seq_len, channels, heads, kv_heads)};
+                        std::size_t kv_heads, const AttentionRope& rope, int num_threads) {
+  const BackwardArgs args{dqkv, dout, qkv, out, lse, make_shape(batch, seq_len, channels, heads, kv_heads, rope)};
   const Shape& s = args.shape;
   const int threads = pass_threads(s, num_threads);
   const std::size_t pairs = batch * heads;
@@ -439,9 +453,34 @@ void attention_backward(Isa isa, float* dqkv, const float* dout, const float* qk
   });
 }
 
+void attention_forward(Isa isa, float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,
+                       std::size_t channels, std::size_t heads, std::size_t kv_heads, int num_threads) {
+  attention_forward(isa, out, lse, qkv, batch, seq_len, channels, heads, kv_heads, AttentionRope{}, num_threads);
+}
+
+void attention_backward(Isa isa, float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                        std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
+                        std::size_t kv_heads, int num_threads) {
+  attention_backward(isa, dqkv, dout, qkv, out, lse, batch, seq_len, channels, heads, kv_heads, AttentionRope{},
+                     num_threads);
+}
+
 void attention_forward(float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,
                        std::size_t channels, std::size_t heads, std::size_t kv_heads, int num_threads) {
   attention_forward(best_isa(), out, lse, qkv, batch, seq_len, channels, heads, kv_heads, num_threads);
+}
+
+void attention_forward(float* out, float* lse, const float* qkv, std::size_t batch, std::size_t seq_len,
+                       std::size_t channels, std::size_t heads, std::size_t kv_heads, const AttentionRope& rope,
+                       int num_threads) {
+  attention_forward(best_isa(), out, lse, qkv, batch, seq_len, channels, heads, kv_heads, rope, num_threads);
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                        std::size_t batch, std::size_t seq_len, std::size_t channels, std::size_t heads,
+                        std::size_t kv_heads, const AttentionRope& rope, int num_threads) {
+  attention_backward(best_isa(), dqkv, dout, qkv, out, lse, batch, seq_len, channels, heads, kv_heads, rope,
+                     num_threads);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,

@@ -140,7 +140,9 @@ constexpr std::size_t kPrefetchRows = 8;
 // * kBlockCols + c] = k[j * kBlockCols + c][d]; padding columns past T stay zero. k_base and
 // v_base point at the pair's first k and v row. Prefetches the v rows too, for the forward pass,
 // which reads them in place.
-void pack_transposed(float* kt, float* values_t, const float* k_base, const float* v_base, const Shape& s) {
+// With a fused rotation (s.rope) each k row is first rotated into `rotated` ([hs]).
+void pack_transposed(float* kt, float* values_t, const float* k_base, const float* v_base, const Shape& s,
+                     float* rotated) {
   const std::size_t row = s.row;
   const std::size_t hs = s.head_size;
   for (std::size_t t = 0; t < s.seq_len; ++t) {
@@ -151,6 +153,10 @@ void pack_transposed(float* kt, float* values_t, const float* k_base, const floa
     const std::size_t block = t / kBlockCols;
     const std::size_t col = t % kBlockCols;
     const float* k = k_base + t * row;
+    if (s.rope.active()) {
+      attention_rope::rotate<true>(rotated, k, s.rope, s.rope.pos_offset + t, hs);
+      k = rotated;
+    }
     const float* v = v_base + t * row;
     for (std::size_t d = 0; d < hs; ++d) kt[(block * hs + d) * kBlockCols + col] = k[d];
     if (values_t != nullptr) {
@@ -165,6 +171,17 @@ Rows rows_view(const float* rows, std::size_t stride, std::size_t n, const Shape
   if (s.head_size == s.head_padded) return {rows, stride};
   for (std::size_t t = 0; t < n; ++t) {
     std::copy(rows + t * stride, rows + t * stride + s.head_size, packed.data() + t * s.head_padded);
+  }
+  return {packed.data(), s.head_padded};
+}
+
+// The query or key rows of a head (n rows from position 0, `stride` apart) as the tiles read them:
+// rotated into `packed` when the rotation is fused (s.rope), else rows_view's.
+Rows qk_rows_view(const float* rows, std::size_t stride, std::size_t n, const Shape& s, const Buffer& packed) {
+  if (!s.rope.active()) return rows_view(rows, stride, n, s, packed);
+  for (std::size_t t = 0; t < n; ++t) {
+    attention_rope::rotate<true>(packed.data() + t * s.head_padded, rows + t * stride, s.rope, s.rope.pos_offset + t,
+                                 s.head_size);
   }
   return {packed.data(), s.head_padded};
 }
@@ -266,7 +283,11 @@ void forward_block(const ForwardArgs& args, ForwardScratch& w, std::size_t pair,
   float* q = w.queries.data();
   for (std::size_t m = 0; m < br; ++m) {
     if (m + kPrefetchRows < br) prefetch_floats(q_rows + (m + kPrefetchRows) * row, hs);
-    std::copy(q_rows + m * row, q_rows + m * row + hs, q + m * hsp);
+    if (s.rope.active()) {
+      attention_rope::rotate<true>(q + m * hsp, q_rows + m * row, s.rope, s.rope.pos_offset + r0 + m, hs);
+    } else {
+      std::copy(q_rows + m * row, q_rows + m * row + hs, q + m * hsp);
+    }
   }
   float* sc = w.scores.data();
   float* o = w.acc.data();
@@ -348,7 +369,8 @@ void forward_items(const ForwardArgs& args, ForwardScratch& w, std::size_t begin
     const std::size_t pair = item / blocks;
     const std::size_t kv = s.kv_pair_of(pair);
     if (kv != w.packed_kv) {
-      pack_transposed(w.keys_t.data(), nullptr, key_base(args.qkv, s, kv), value_base(args.qkv, s, kv), s);
+      pack_transposed(w.keys_t.data(), nullptr, key_base(args.qkv, s, kv), value_base(args.qkv, s, kv), s,
+                      w.rotated.data());
       w.value_rows = rows_view(value_base(args.qkv, s, kv), s.row, s.seq_len, s, w.values);
       w.packed_kv = kv;
     }
@@ -364,8 +386,9 @@ void backward_pack(const BackwardArgs& args, BackwardScratch& w, std::size_t pai
   const Shape& s = args.shape;
   const std::size_t kv = s.kv_pair_of(pair);
   if (kv != w.packed_kv) {
-    pack_transposed(w.keys_t.data(), w.values_t.data(), key_base(args.qkv, s, kv), value_base(args.qkv, s, kv), s);
-    w.key_rows = rows_view(key_base(args.qkv, s, kv), s.row, s.seq_len, s, w.keys);
+    pack_transposed(w.keys_t.data(), w.values_t.data(), key_base(args.qkv, s, kv), value_base(args.qkv, s, kv), s,
+                    w.rotated.data());
+    w.key_rows = qk_rows_view(key_base(args.qkv, s, kv), s.row, s.seq_len, s, w.keys);
     w.packed_kv = kv;
   }
   if (pair == w.packed_pair) return;
@@ -373,7 +396,7 @@ void backward_pack(const BackwardArgs& args, BackwardScratch& w, std::size_t pai
   const std::size_t h = pair % s.heads;
   const float* dout = args.dout + b * s.seq_len * s.channels + h * s.head_size;
   const float* out = args.out + b * s.seq_len * s.channels + h * s.head_size;
-  w.query_rows = rows_view(args.qkv + b * s.seq_len * s.row + h * s.head_size, s.row, s.seq_len, s, w.queries);
+  w.query_rows = qk_rows_view(args.qkv + b * s.seq_len * s.row + h * s.head_size, s.row, s.seq_len, s, w.queries);
   for (std::size_t t = 0; t < s.seq_len; ++t) {
     if (t + kPrefetchRows < s.seq_len) {
       prefetch_floats(dout + (t + kPrefetchRows) * s.channels, s.head_size);
@@ -450,21 +473,28 @@ void backward_tile(const BackwardArgs& args, BackwardScratch& w, std::size_t pai
   }
 }
 
-// dqkv[batch b, rows t0 .. t0 + n, columns column .. column + hs) += acc rows 0 .. n.
+// dqkv[batch b, rows t0 .. t0 + n, columns column .. column + hs) += acc rows 0 .. n; with
+// `unrotate` (a q or k head's gradient under a fused rotation) each acc row is first turned back
+// by rope_backward's rotation into `rotated` ([hs]).
 void add_rows(const BackwardArgs& args, std::size_t b, std::size_t column, std::size_t t0, std::size_t n,
-              const float* acc) {
+              const float* acc, bool unrotate, float* rotated) {
   const Shape& s = args.shape;
   for (std::size_t i = 0; i < n; ++i) {
     float* dst = args.dqkv + (b * s.seq_len + t0 + i) * s.row + column;
     const float* src = acc + i * s.head_padded;
+    if (unrotate) {
+      attention_rope::rotate<false>(rotated, src, s.rope, s.rope.pos_offset + t0 + i, s.head_size);
+      src = rotated;
+    }
     for (std::size_t d = 0; d < s.head_size; ++d) dst[d] += src[d];
   }
 }
 
 // dQ of the whole pair (w.dq) into dqkv.
-void add_query_rows(const BackwardArgs& args, std::size_t pair, std::size_t t0, std::size_t n, const float* acc) {
+void add_query_rows(const BackwardArgs& args, BackwardScratch& w, std::size_t pair, std::size_t t0, std::size_t n,
+                    const float* acc) {
   const Shape& s = args.shape;
-  add_rows(args, pair / s.heads, pair % s.heads * s.head_size, t0, n, acc);
+  add_rows(args, pair / s.heads, pair % s.heads * s.head_size, t0, n, acc, s.rope.active(), w.rotated.data());
 }
 
 // dK and dV of key block j summed over the group (w.group_dk, w.group_dv, rows c0 ..) into dqkv.
@@ -474,8 +504,9 @@ void add_key_value_rows(const BackwardArgs& args, BackwardScratch& w, std::size_
   const std::size_t bc = std::min(kBlockCols, s.seq_len - c0);
   const std::size_t b = kv / s.kv_heads;
   const std::size_t g = kv % s.kv_heads;
-  add_rows(args, b, s.k_offset() + g * s.head_size, c0, bc, w.group_dk.data() + c0 * s.head_padded);
-  add_rows(args, b, s.v_offset() + g * s.head_size, c0, bc, w.group_dv.data() + c0 * s.head_padded);
+  add_rows(args, b, s.k_offset() + g * s.head_size, c0, bc, w.group_dk.data() + c0 * s.head_padded, s.rope.active(),
+           w.rotated.data());
+  add_rows(args, b, s.v_offset() + g * s.head_size, c0, bc, w.group_dv.data() + c0 * s.head_padded, false, nullptr);
 }
 
 // dK and dV of key block j for one query head (pair): every query block that sees it, in
@@ -515,7 +546,7 @@ void backward_query_block(const BackwardArgs& args, BackwardScratch& w, std::siz
   float* dq = w.dq.data() + r0 * s.head_padded;
   std::fill(dq, dq + br * s.head_padded, 0.0f);
   for (std::size_t j = 0; j * kBlockCols < r0 + br; ++j) backward_tile(args, w, pair, r0, j, false, true);
-  add_query_rows(args, pair, r0, br, dq);
+  add_query_rows(args, w, pair, r0, br, dq);
 }
 
 // Whole (batch, K/V head) pairs [begin, end): for each query head of the group in order, one sweep
@@ -530,7 +561,7 @@ void backward_pairs(const BackwardArgs& args, BackwardScratch& w, std::size_t be
       backward_pack(args, w, pair);
       std::fill(w.dq.begin(), w.dq.end(), 0.0f);
       for (std::size_t j = 0; j < s.key_blocks; ++j) backward_key_block(args, w, pair, j, true);
-      add_query_rows(args, pair, 0, s.seq_len, w.dq.data());
+      add_query_rows(args, w, pair, 0, s.seq_len, w.dq.data());
     }
     for (std::size_t j = 0; j < s.key_blocks; ++j) add_key_value_rows(args, w, kv, j);
   }

@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
+#include <memory>
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
@@ -19,6 +19,15 @@ namespace {
 constexpr std::size_t kLanes = 8;
 // Below this many elements (rows * channels) a pass runs on the calling thread.
 constexpr std::size_t kMinParallelElements = std::size_t{1} << 15;
+// The backward sums dweight over blocks of rows, then adds the blocks' sums in order. A block is
+// rows / kMinBlocks rows, at least 1 and at most kMaxRowBlock: a function of the shape alone, not
+// of the thread count, so neither are the bits; at least kMinBlocks blocks (when there are that many
+// rows) for the threads to share; and a block's partial sums (8C bytes) stay in L1/L2 while its rows
+// stream past.
+constexpr std::size_t kMinBlocks = 16;
+constexpr std::size_t kMaxRowBlock = 64;
+
+std::size_t row_block(std::size_t rows) { return std::clamp<std::size_t>(rows / kMinBlocks, 1, kMaxRowBlock); }
 
 struct ForwardArgs {
   float* out;
@@ -32,6 +41,8 @@ struct ForwardArgs {
 struct BackwardArgs {
   float* dinp;
   float* dweight;
+  double* partials;  // [ceil(rows / row_block), channels]
+  std::size_t row_block;
   const float* dout;
   const float* inp;
   const float* weight;
@@ -70,78 +81,83 @@ struct BackwardArgs {
   }
 }
 
-// dinp for rows [begin, end): needs only a sum within each row.
-[[gnu::always_inline]] inline void backward_rows(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+// One pass over rows [begin, end) of the blocks [block_begin, block_end): dinp, and each block's
+// dweight partial sums (fp64, one per channel, written to a.partials + block * channels). A row's x
+// and dout are read twice, the second time from L1/L2 (a row is 2 x 4C bytes), so x and dout cross
+// the memory bus once.
+[[gnu::always_inline]] inline void backward_blocks(const BackwardArgs& a, std::size_t block_begin,
+                                                   std::size_t block_end) {
   const std::size_t c_count = a.channels;
   const std::size_t c_body = c_count / kLanes * kLanes;
-  for (std::size_t r = begin; r < end; ++r) {
-    const float* x = a.inp + r * c_count;
-    const float* dy = a.dout + r * c_count;
-    float* dx = a.dinp + r * c_count;
-    const float rstd = a.rstd[r];
-    double lanes[kLanes] = {};
-    for (std::size_t c = 0; c < c_body; c += kLanes) {
-      for (std::size_t l = 0; l < kLanes; ++l) {
-        const float norm = x[c + l] * rstd;
-        const float dnorm = dy[c + l] * a.weight[c + l];
-        lanes[l] += static_cast<double>(dnorm) * static_cast<double>(norm);
+  for (std::size_t block = block_begin; block < block_end; ++block) {
+    double* dw = a.partials + block * c_count;
+    for (std::size_t c = 0; c < c_count; ++c) dw[c] = 0.0;
+    const std::size_t row_end = std::min(a.rows, (block + 1) * a.row_block);
+    for (std::size_t r = block * a.row_block; r < row_end; ++r) {
+      const float* x = a.inp + r * c_count;
+      const float* dy = a.dout + r * c_count;
+      float* dx = a.dinp + r * c_count;
+      const float rstd = a.rstd[r];
+      double lanes[kLanes] = {};
+      for (std::size_t c = 0; c < c_body; c += kLanes) {
+        for (std::size_t l = 0; l < kLanes; ++l) {
+          const float norm = x[c + l] * rstd;
+          const float dnorm = dy[c + l] * a.weight[c + l];
+          lanes[l] += static_cast<double>(dnorm) * static_cast<double>(norm);
+        }
       }
-    }
-    for (std::size_t c = c_body; c < c_count; ++c) {
-      const float norm = x[c] * rstd;
-      const float dnorm = dy[c] * a.weight[c];
-      lanes[c % kLanes] += static_cast<double>(dnorm) * static_cast<double>(norm);
-    }
-    const auto dnorm_norm_mean = static_cast<float>(add_lanes(lanes) / static_cast<double>(c_count));
-    for (std::size_t c = 0; c < c_count; ++c) {
-      const float norm = x[c] * rstd;
-      const float dnorm = dy[c] * a.weight[c];
-      dx[c] += rstd * (dnorm - norm * dnorm_norm_mean);
+      for (std::size_t c = c_body; c < c_count; ++c) {
+        const float norm = x[c] * rstd;
+        const float dnorm = dy[c] * a.weight[c];
+        lanes[c % kLanes] += static_cast<double>(dnorm) * static_cast<double>(norm);
+      }
+      const auto dnorm_norm_mean = static_cast<float>(add_lanes(lanes) / static_cast<double>(c_count));
+      for (std::size_t c = 0; c < c_count; ++c) {
+        const float norm = x[c] * rstd;
+        const float dnorm = dy[c] * a.weight[c];
+        dx[c] += rstd * (dnorm - norm * dnorm_norm_mean);
+        dw[c] += static_cast<double>(dy[c]) * static_cast<double>(norm);
+      }
     }
   }
 }
 
-// dweight for channels [begin, end): every row in order, summed in fp64.
-[[gnu::always_inline]] inline void backward_channels(const BackwardArgs& a, std::size_t begin, std::size_t end) {
-  const std::size_t width = end - begin;
-  std::vector<double> dweight(width, 0.0);
-  double* dw = dweight.data();
-  for (std::size_t r = 0; r < a.rows; ++r) {
-    const float* x = a.inp + r * a.channels + begin;
-    const float* dy = a.dout + r * a.channels + begin;
-    const float rstd = a.rstd[r];
-    for (std::size_t c = 0; c < width; ++c) {
-      const float norm = x[c] * rstd;
-      dw[c] += static_cast<double>(dy[c]) * static_cast<double>(norm);
-    }
+// dweight for channels [begin, end): the blocks' partial sums added in block order, in fp64.
+[[gnu::always_inline]] inline void reduce_channels(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  const std::size_t blocks = (a.rows + a.row_block - 1) / a.row_block;
+  for (std::size_t c = begin; c < end; ++c) {
+    double sum = 0.0;
+    for (std::size_t block = 0; block < blocks; ++block) sum += a.partials[block * a.channels + c];
+    a.dweight[c] += static_cast<float>(sum);
   }
-  for (std::size_t c = 0; c < width; ++c) a.dweight[begin + c] += static_cast<float>(dw[c]);
 }
 
 void forward_rows_scalar(const ForwardArgs& a, std::size_t begin, std::size_t end) { forward_rows(a, begin, end); }
-void backward_rows_scalar(const BackwardArgs& a, std::size_t begin, std::size_t end) { backward_rows(a, begin, end); }
-void backward_channels_scalar(const BackwardArgs& a, std::size_t begin, std::size_t end) {
-  backward_channels(a, begin, end);
+void backward_blocks_scalar(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  backward_blocks(a, begin, end);
+}
+void reduce_channels_scalar(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  reduce_channels(a, begin, end);
 }
 
 #if ZINF_KERNELS_X86
 ZINF_TARGET_AVX2 void forward_rows_avx2(const ForwardArgs& a, std::size_t begin, std::size_t end) {
   forward_rows(a, begin, end);
 }
-ZINF_TARGET_AVX2 void backward_rows_avx2(const BackwardArgs& a, std::size_t begin, std::size_t end) {
-  backward_rows(a, begin, end);
+ZINF_TARGET_AVX2 void backward_blocks_avx2(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  backward_blocks(a, begin, end);
 }
-ZINF_TARGET_AVX2 void backward_channels_avx2(const BackwardArgs& a, std::size_t begin, std::size_t end) {
-  backward_channels(a, begin, end);
+ZINF_TARGET_AVX2 void reduce_channels_avx2(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  reduce_channels(a, begin, end);
 }
 ZINF_TARGET_AVX512 void forward_rows_avx512(const ForwardArgs& a, std::size_t begin, std::size_t end) {
   forward_rows(a, begin, end);
 }
-ZINF_TARGET_AVX512 void backward_rows_avx512(const BackwardArgs& a, std::size_t begin, std::size_t end) {
-  backward_rows(a, begin, end);
+ZINF_TARGET_AVX512 void backward_blocks_avx512(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  backward_blocks(a, begin, end);
 }
-ZINF_TARGET_AVX512 void backward_channels_avx512(const BackwardArgs& a, std::size_t begin, std::size_t end) {
-  backward_channels(a, begin, end);
+ZINF_TARGET_AVX512 void reduce_channels_avx512(const BackwardArgs& a, std::size_t begin, std::size_t end) {
+  reduce_channels(a, begin, end);
 }
 #endif
 
@@ -158,18 +174,19 @@ void rmsnorm_forward(Isa isa, float* out, float* rstd, const float* inp, const f
 
 void rmsnorm_backward(Isa isa, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                       const float* rstd, std::size_t rows, std::size_t channels, int num_threads) {
-  const auto rows_fn = ZINF_KERNEL_VARIANT(isa, backward_rows);
-  const auto channels_fn = ZINF_KERNEL_VARIANT(isa, backward_channels);
-  const BackwardArgs args{dinp, dweight, dout, inp, weight, rstd, rows, channels};
-  const int threads = parallel::resolve_threads(num_threads);
-  const std::size_t min_rows = kMinParallelElements / std::max<std::size_t>(channels, 1) + 1;
-  parallel::for_each_range(rows, min_rows, 1, threads,
-                           [&](std::size_t begin, std::size_t end) { rows_fn(args, begin, end); });
   if (rows == 0) return;
-  // The channel split only pays off when there is enough work per channel range.
-  const int channel_threads = rows * channels < kMinParallelElements ? 1 : threads;
-  parallel::for_each_range(channels, 2, 16, channel_threads,
-                           [&](std::size_t begin, std::size_t end) { channels_fn(args, begin, end); });
+  const auto blocks_fn = ZINF_KERNEL_VARIANT(isa, backward_blocks);
+  const auto reduce_fn = ZINF_KERNEL_VARIANT(isa, reduce_channels);
+  const std::size_t block_rows = row_block(rows);
+  const std::size_t blocks = (rows + block_rows - 1) / block_rows;
+  // Every element is written by its block before it is read: no zero fill.
+  const std::unique_ptr<double[]> partials(new double[blocks * channels]);
+  const BackwardArgs args{dinp, dweight, partials.get(), block_rows, dout, inp, weight, rstd, rows, channels};
+  const int threads = rows * channels < kMinParallelElements ? 1 : parallel::resolve_threads(num_threads);
+  parallel::for_each_range(blocks, 2, 1, threads,
+                           [&](std::size_t begin, std::size_t end) { blocks_fn(args, begin, end); });
+  parallel::for_each_range(channels, 2, 16, threads,
+                           [&](std::size_t begin, std::size_t end) { reduce_fn(args, begin, end); });
 }
 
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, std::size_t rows,

@@ -306,6 +306,38 @@ void CpuOps::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out
                         static_cast<std::size_t>(h.kv_heads));
 }
 
+namespace {
+// The fused rotation of an attention_*_rope call, after checking that `heads` names qkv's q and k
+// heads at the attention's head size.
+k::AttentionRope attention_rope(const Tensor& qkv, const Tensor& cos, const Tensor& sin, const RopeHeads& heads,
+                                const AttentionHeads& h, std::int64_t head_dim) {
+  check_rope(qkv, qkv, cos, sin, heads);
+  ZINF_CHECK(heads.heads == h.heads + h.kv_heads && heads.head_dim == head_dim,
+             "attention_rope: the rotated heads are not the attention's q and k heads");
+  return {cos.f32(), sin.f32(), static_cast<std::size_t>(heads.rotary_dim), 0};
+}
+}  // namespace
+
+void CpuOps::attention_forward_rope(Tensor out, Tensor lse, Tensor qkv, Tensor cos, Tensor sin,
+                                    const RopeHeads& heads) {
+  const AttentionHeads h = attention_heads(out, lse, qkv);
+  const k::AttentionRope rope = attention_rope(qkv, cos, sin, heads, h, out.dim(2) / h.heads);
+  k::attention_forward(out.f32(), lse.f32(), qkv.f32(), static_cast<std::size_t>(out.dim(0)),
+                       static_cast<std::size_t>(out.dim(1)), cols(out), static_cast<std::size_t>(h.heads),
+                       static_cast<std::size_t>(h.kv_heads), rope);
+}
+
+void CpuOps::attention_backward_rope(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, Tensor cos,
+                                     Tensor sin, const RopeHeads& heads) {
+  const AttentionHeads h = attention_heads(out, lse, qkv);
+  ZINF_CHECK(dqkv.shape() == qkv.shape() && dout.shape() == out.shape(),
+             "attention_backward_rope: dqkv/dout's shape is not qkv/out's");
+  const k::AttentionRope rope = attention_rope(qkv, cos, sin, heads, h, out.dim(2) / h.heads);
+  k::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), static_cast<std::size_t>(out.dim(0)),
+                        static_cast<std::size_t>(out.dim(1)), cols(out), static_cast<std::size_t>(h.heads),
+                        static_cast<std::size_t>(h.kv_heads), rope);
+}
+
 double CpuOps::cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) {
   ZINF_CHECK(targets.size() == rows(logits), "cross_entropy_forward: targets are not R ids");
   return k::cross_entropy_forward(nullptr, logits.f32(), targets.data(), rows(logits), cols(logits));

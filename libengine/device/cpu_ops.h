@@ -44,6 +44,12 @@ class CpuOps final : public Ops {
                                std::span<const std::int32_t> tokens, std::int64_t vocab) override;
   void attention_forward(Tensor out, Tensor lse, Tensor qkv) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) override;
+  // RoPE fused into the attention kernel's Q/K load: qkv is left unrotated (measured faster than
+  // the separate pass, docs/performance.md).
+  void attention_forward_rope(Tensor out, Tensor lse, Tensor qkv, Tensor cos, Tensor sin,
+                              const RopeHeads& heads) override;
+  void attention_backward_rope(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, Tensor cos, Tensor sin,
+                               const RopeHeads& heads) override;
   double cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) override;
   void cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
                               float dloss) override;

@@ -151,6 +151,26 @@ class Ops {
   // accumulator, rounded once); out and lse are the forward pass's for this qkv.
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse) = 0;
 
+  // The same attention with rotary positions: the q and k heads of the projection's output qkv
+  // (`heads` names them: NH + NKV heads, their head_dim and rotary_dim; cos, sin as rope_forward's)
+  // rotated, then attended. The default runs rope_forward on qkv in place, then attention_forward,
+  // so qkv holds the rotated q and k afterwards; a backend may instead rotate q and k as its kernel
+  // loads them and leave qkv unrotated (CpuOps does: kernels/attention.h's AttentionRope, the same
+  // bits). Either way attention_backward_rope takes qkv exactly as this call left it.
+  virtual void attention_forward_rope(Tensor out, Tensor lse, Tensor qkv, Tensor cos, Tensor sin,
+                                      const RopeHeads& heads) {
+    rope_forward(qkv, qkv, cos, sin, heads);
+    attention_forward(out, lse, qkv);
+  }
+  // dqkv = the gradient with respect to the projection's output (unrotated q and k). Precondition:
+  // dqkv holds zeros on entry (the default accumulates the attention's gradient into it and then
+  // turns dqkv's q and k heads back in place with rope_backward).
+  virtual void attention_backward_rope(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, Tensor cos,
+                                       Tensor sin, const RopeHeads& heads) {
+    attention_backward(dqkv, dout, qkv, out, lse);
+    rope_backward(dqkv, dqkv, cos, sin, heads);
+  }
+
   // Mean cross-entropy of logits [R,V] against targets (R int32 ids < V, this device's memory).
   virtual double cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) = 0;
   // dlogits [R,V] = dloss * d(mean loss)/dlogits, OVERWRITTEN; dlogits may be logits (in place).

@@ -18,8 +18,12 @@ Attention::Attention(ParamTable& table, const std::string& prefix, const spec::M
 Status Attention::forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor qkv, Tensor attn, Tensor lse,
                           Tensor inp, const AttentionWork& work) const {
   ZINF_RETURN_IF_ERROR(qkv_.forward(ops, params, qkv, 0, inp));
-  if (rotary_dim_ > 0) ops.rope_forward(qkv, qkv, work.rope_cos, work.rope_sin, rope_heads());
-  ops.attention_forward(attn, lse, qkv);
+  if (rotary_dim_ > 0) {
+    // The backend rotates q and k: in place before its attention, or (CPU) inside the kernel's load.
+    ops.attention_forward_rope(attn, lse, qkv, work.rope_cos, work.rope_sin, rope_heads());
+  } else {
+    ops.attention_forward(attn, lse, qkv);
+  }
   return proj_.forward(ops, params, out, 0, attn);
 }
 
@@ -30,9 +34,12 @@ Status Attention::backward(device::Ops& ops, ParamSource& params, GradSink& grad
   // The attention kernel accumulates into its dqkv, and it is that buffer's only contribution:
   // start from zero.
   ops.zero(dqkv);
-  ops.attention_backward(dqkv, dattn, qkv, attn, lse);
-  // qkv holds the rotated q and k; turning their gradient back gives the projection's.
-  if (rotary_dim_ > 0) ops.rope_backward(dqkv, dqkv, work.rope_cos, work.rope_sin, rope_heads());
+  if (rotary_dim_ > 0) {
+    // qkv as attention_forward_rope left it; the q and k gradients come back turned to the projection's.
+    ops.attention_backward_rope(dqkv, dattn, qkv, attn, lse, work.rope_cos, work.rope_sin, rope_heads());
+  } else {
+    ops.attention_backward(dqkv, dattn, qkv, attn, lse);
+  }
   return qkv_.backward(ops, params, grads, dinp, device::GradMode::kOverwrite, dqkv, 0, inp);
 }
 

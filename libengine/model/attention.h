@@ -1,7 +1,8 @@
 // Attention: the decoder's causal self-attention as a model module — the fused q|k|v projection
 // `<prefix>.qkv` [(NH + 2 NKV) hd, C] (rows: the NH query heads, then the NKV key heads, then the
 // NKV value heads, each head hd rows), optional rotary embedding of the query and key heads (HF's
-// rotate_half layout, in place on the projection's output), the causal attention kernel on that
+// rotate_half layout; the CPU ops apply it inside the attention kernel's Q/K load, others in place
+// on the projection's output before the attention), the causal attention kernel on that
 // packed q|k|v output (grouped K/V heads read in place by each query head of their group, their
 // gradients summed over the group inside the kernel) and the output projection `<prefix>.proj`
 // [C, NH hd] (a residual projection: initialised with the smaller std the caller passes). GPT-2 is
@@ -37,7 +38,8 @@ class Attention {
   static std::int64_t qkv_width(const spec::ModelShape& shape);
   static std::int64_t core_width(const spec::ModelShape& shape) { return sizing::core_width(shape); }
 
-  // out [B,T,C] = proj(attention(rope(qkv(inp)))); saves qkv [B,T,qkv_width] (after the rotation),
+  // out [B,T,C] = proj(attention(rope(qkv(inp)))); saves qkv [B,T,qkv_width] (as the ops'
+  // attention_forward_rope leaves it: rotated in place, or unrotated where the rotation is fused),
   // attn [B,T,NH hd] (the attention core's output, proj's input) and lse [B,NH,T].
   Status forward(device::Ops& ops, ParamSource& params, Tensor out, Tensor qkv, Tensor attn, Tensor lse, Tensor inp,
                  const AttentionWork& work) const;

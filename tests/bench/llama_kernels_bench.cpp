@@ -8,7 +8,8 @@
 // report FLOP/s and fraction_of_sgemm_peak against the same-process sgemm probe, counting
 // kernels_bench.cpp's attention FLOPs (2 per multiply-add, the causal pairs only); the
 // RoPE-then-attention case is the forward as the model runs it (a separate RoPE pass over q and k,
-// then the attention), to size what fusing RoPE into the attention's Q/K load could save.
+// then the attention), next to the same forward with RoPE fused into the attention's Q/K load, and
+// likewise for the backward (attention backward then RoPE backward, against the fused backward).
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
@@ -186,6 +187,61 @@ void BM_GqaRopeThenAttentionForward(benchmark::State& state) {
 }
 BENCHMARK(BM_GqaRopeThenAttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The same forward with the rotation fused into the attention's Q/K load (AttentionRope): qkv is
+// read unrotated and stays so; no separate pass. Same FLOPs and bytes counted as the case above, so
+// the two fractions compare the two ways of running the same forward.
+void BM_GqaRopeFusedAttentionForward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  RopeSetup r;
+  const cpu::AttentionRope rope{r.cos.data(), r.sin.data(), kHd, 0};
+  auto out = zeros(kR * kAttnC);
+  auto lse = zeros(kB * kNH * kT);
+  const double seconds = timed_loop(
+      state, [&] { cpu::attention_forward(out.get(), lse.get(), r.qkv.get(), kB, kT, kAttnC, kNH, kNKV, rope); });
+  report_compute_bound(state, seconds, gqa_flops(4.0), gqa_forward_bytes() + rope_bytes(), peak);
+}
+BENCHMARK(BM_GqaRopeFusedAttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Bytes of the attention's backward: reads dout, out [R, C], qkv and lse; dqkv read and written.
+double gqa_backward_bytes() { return kF * (static_cast<double>(kR * (3 * kQkvStride + 2 * kAttnC)) + kB * kNH * kT); }
+
+// The backward as the model ran it with rotary positions before the fusion: the attention's
+// backward on the rotated qkv, then RoPE's backward over dqkv's q and k heads in place.
+void BM_GqaAttentionThenRopeBackward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  RopeSetup r;
+  auto out = zeros(kR * kAttnC);
+  auto lse = zeros(kB * kNH * kT);
+  cpu::rope_forward(r.qkv.get(), r.qkv.get(), r.cos.data(), r.sin.data(), r.shape);
+  cpu::attention_forward(out.get(), lse.get(), r.qkv.get(), kB, kT, kAttnC, kNH, kNKV);
+  auto dout = filled(kR * kAttnC);
+  auto dqkv = zeros(kR * kQkvStride);
+  const double seconds = timed_loop(state, [&] {
+    cpu::attention_backward(dqkv.get(), dout.get(), r.qkv.get(), out.get(), lse.get(), kB, kT, kAttnC, kNH, kNKV);
+    cpu::rope_backward(dqkv.get(), dqkv.get(), r.cos.data(), r.sin.data(), r.shape);
+  });
+  report_compute_bound(state, seconds, gqa_flops(10.0), gqa_backward_bytes() + rope_bytes(), peak);
+}
+BENCHMARK(BM_GqaAttentionThenRopeBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same backward with the rotation fused: q and k rotated again as they are loaded, dQ and dK
+// turned back on their way into dqkv.
+void BM_GqaRopeFusedAttentionBackward(benchmark::State& state) {
+  const double peak = sgemm_peak();
+  RopeSetup r;
+  const cpu::AttentionRope rope{r.cos.data(), r.sin.data(), kHd, 0};
+  auto out = zeros(kR * kAttnC);
+  auto lse = zeros(kB * kNH * kT);
+  cpu::attention_forward(out.get(), lse.get(), r.qkv.get(), kB, kT, kAttnC, kNH, kNKV, rope);
+  auto dout = filled(kR * kAttnC);
+  auto dqkv = zeros(kR * kQkvStride);
+  const double seconds = timed_loop(state, [&] {
+    cpu::attention_backward(dqkv.get(), dout.get(), r.qkv.get(), out.get(), lse.get(), kB, kT, kAttnC, kNH, kNKV, rope);
+  });
+  report_compute_bound(state, seconds, gqa_flops(10.0), gqa_backward_bytes() + rope_bytes(), peak);
+}
+BENCHMARK(BM_GqaRopeFusedAttentionBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // Reads dout, out [R, C], qkv and lse; dqkv is read and written (+=).
 void BM_GqaAttentionBackward(benchmark::State& state) {
   const double peak = sgemm_peak();
@@ -198,8 +254,7 @@ void BM_GqaAttentionBackward(benchmark::State& state) {
   const double seconds = timed_loop(state, [&] {
     cpu::attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), kB, kT, kAttnC, kNH, kNKV);
   });
-  const double bytes = kF * (static_cast<double>(kR * (3 * kQkvStride + 2 * kAttnC)) + kB * kNH * kT);
-  report_compute_bound(state, seconds, gqa_flops(10.0), bytes, peak);
+  report_compute_bound(state, seconds, gqa_flops(10.0), gqa_backward_bytes(), peak);
 }
 BENCHMARK(BM_GqaAttentionBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 

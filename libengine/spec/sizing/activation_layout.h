@@ -4,7 +4,7 @@
 // the scenario's "does one layer fit" check and the sizing agreement test count bytes from.
 //
 // Per block (model/block.cpp): ln1 out, the norm statistics (LayerNorm: mean and rstd, RMSNorm:
-// rstd; fp32), the q|k|v projection [B,T,(NH+2·KV)·hd] (after the rotation), the attention output
+// rstd; fp32), the q|k|v projection [B,T,(NH+2·KV)·hd] (as the attention left it), the attention output
 // [B,T,NH·hd], the attention log-sum-exp [B,NH,T] (fp32), mid, ln2 out and statistics, the MLP's
 // fc (the up projection when gated), gate (gated only) and act [B,T,F]. The backward scratch: dln,
 // the wide and mid gradients (max of the attention's and the MLP's widths) and dgate (gated). Grouped-
