@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -56,8 +57,16 @@ Result<std::vector<std::string>> fio_argv(const std::string& fio_path, const Fio
     }
     filenames += (filenames.empty() ? "" : ":") + name;
   }
-  const bool random = job.rw == "randread" || job.rw == "randwrite";
-  fio_direction(job.rw);  // checks the name
+  const bool random = job.rw == "randread" || job.rw == "randwrite" || job.rw == "randrw";
+  const bool mixed = job.rw == "rw" || job.rw == "randrw";
+  if (!mixed && job.rw != "read" && job.rw != "write" && !random) {
+    return Status::invalid_argument(
+        fmt::format("fio job: rw '{}' is not one of read, write, randread, randwrite, rw, randrw", job.rw));
+  }
+  if (mixed && (job.rwmixread < 1 || job.rwmixread > 99)) {
+    return Status::invalid_argument(
+        fmt::format("fio job: rwmixread {} of a mixed job must be 1..99 (percent of I/Os that read)", job.rwmixread));
+  }
   std::vector<std::string> argv = {
       fio_path,
       fmt::format("--name={}", job.name),
@@ -75,6 +84,7 @@ Result<std::vector<std::string>> fio_argv(const std::string& fio_path, const Fio
       "--output-format=json",
   };
   if (random) argv.emplace_back("--randrepeat=0");
+  if (mixed) argv.push_back(fmt::format("--rwmixread={}", job.rwmixread));
   return argv;
 }
 
@@ -147,19 +157,48 @@ Result<FioMeasurement> parse_fio_json(std::string_view text, FioDirection direct
   return m;
 }
 
-Result<FioMeasurement> run_fio(std::span<const std::string> argv, FioDirection direction) {
-  ZINF_ASSIGN_OR_RETURN(const ProcessOutput output, run_process(argv));
+Result<FioMixedMeasurement> parse_fio_mixed_json(std::string_view text) {
+  FioMixedMeasurement m;
+  ZINF_ASSIGN_OR_RETURN(m.read, parse_fio_json(text, FioDirection::kRead));
+  ZINF_ASSIGN_OR_RETURN(m.write, parse_fio_json(text, FioDirection::kWrite));
+  const double seconds = std::max(m.read.runtime_seconds, m.write.runtime_seconds);
+  if (seconds <= 0) return Status::invalid_argument("fio report: the mixed job's runtime is 0");
+  m.bytes_per_second = static_cast<double>(m.read.io_bytes + m.write.io_bytes) / seconds;
+  return m;
+}
+
+namespace {
+
+// fio's stdout, or IoError with its last line when it failed.
+Result<std::string> fio_output(std::span<const std::string> argv) {
+  ZINF_ASSIGN_OR_RETURN(ProcessOutput output, run_process(argv));
   if (output.exit_status != 0) {
     const std::string why = last_line(output.err.empty() ? output.out : output.err);
     return Status::io_error(
         fmt::format("fio exited with status {}: {}", output.exit_status, why.empty() ? "no message" : why));
   }
-  Result<FioMeasurement> measured = parse_fio_json(output.out, direction);
-  if (!measured.is_ok() && measured.status().code() == ErrorCode::kInvalidArgument) {
-    // Bad fio output is not the user's input: report it as a runtime failure.
-    return Status::io_error(measured.status().message());
+  return std::move(output.out);
+}
+
+// Bad fio output is not the user's input: report it as a runtime failure.
+template <typename T>
+Result<T> as_runtime_failure(Result<T> parsed) {
+  if (!parsed.is_ok() && parsed.status().code() == ErrorCode::kInvalidArgument) {
+    return Status::io_error(parsed.status().message());
   }
-  return measured;
+  return parsed;
+}
+
+}  // namespace
+
+Result<FioMeasurement> run_fio(std::span<const std::string> argv, FioDirection direction) {
+  ZINF_ASSIGN_OR_RETURN(const std::string out, fio_output(argv));
+  return as_runtime_failure(parse_fio_json(out, direction));
+}
+
+Result<FioMixedMeasurement> run_fio_mixed(std::span<const std::string> argv) {
+  ZINF_ASSIGN_OR_RETURN(const std::string out, fio_output(argv));
+  return as_runtime_failure(parse_fio_mixed_json(out));
 }
 
 }  // namespace zinf::probes

@@ -24,7 +24,8 @@ enum class FioDirection { kRead, kWrite };
 struct FioJob {
   std::string name;                    // --name, e.g. "zinf-seq-read"
   std::vector<std::string> filenames;  // one per swap path; fio takes them as a ':' list
-  std::string rw;                      // write, read, randwrite or randread
+  std::string rw;                      // write, read, randwrite, randread, or rw / randrw (mixed)
+  unsigned rwmixread = 0;              // mixed jobs only: the percentage of I/Os that read, 1..99
   std::string ioengine = "io_uring";
   bool direct = true;            // --direct=1 (O_DIRECT) or 0 (buffered)
   std::string iomem = "malloc";  // --iomem: fio's own buffers; "shmhuge" puts them on huge pages
@@ -33,11 +34,12 @@ struct FioJob {
   std::uint64_t size_bytes = 0;  // total over all files; fio gives each file an equal share
 };
 
-// Whether `rw` reads or writes; ZINF_CHECK on anything but the four names above.
+// Whether `rw` reads or writes; ZINF_CHECK on anything but the four one-direction names above.
 FioDirection fio_direction(std::string_view rw);
 
 // fio's argv with `fio_path` as argv[0]. InvalidArgument when a file name contains ':' (fio's
-// list separator) or the job is incomplete (no files, zero size, block or depth).
+// list separator), the job is incomplete (no files, zero size, block or depth), `rw` is none of
+// the names above, or a mixed job's rwmixread is outside 1..99.
 Result<std::vector<std::string>> fio_argv(const std::string& fio_path, const FioJob& job);
 
 // The argv as one line a person can paste into a shell (arguments quoted where needed).
@@ -66,5 +68,19 @@ Result<FioMeasurement> parse_fio_json(std::string_view text, FioDirection direct
 // Runs fio with `argv` (from fio_argv) and parses its report. IoError with fio's last stderr line
 // when fio fails.
 Result<FioMeasurement> run_fio(std::span<const std::string> argv, FioDirection direction);
+
+// What fio measured for a mixed (rw / randrw) job: both directions, and the drive's mixed rate —
+// every byte moved over the job's run time (the longer of the two directions' runtimes; they run
+// together).
+struct FioMixedMeasurement {
+  FioMeasurement read;
+  FioMeasurement write;
+  double bytes_per_second = 0.0;
+};
+
+// parse_fio_json for both directions of a mixed job. Errors as parse_fio_json's.
+Result<FioMixedMeasurement> parse_fio_mixed_json(std::string_view text);
+// run_fio for a mixed job.
+Result<FioMixedMeasurement> run_fio_mixed(std::span<const std::string> argv);
 
 }  // namespace zinf::probes

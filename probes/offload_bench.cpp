@@ -1,15 +1,20 @@
 #include "probes/offload_bench.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "libengine/io/created_directories.h"
 #include "libengine/io/swap_store.h"
 #include "libengine/train/train_session.h"
+#include "libengine/zero/nvme_state_store.h"
+#include "probes/fio_runner.h"
 #include "probes/io_bench_runner.h"
+#include "probes/mixed_step_bound.h"
 #include "probes/ratio_spread.h"
 
 namespace zinf::probes {
@@ -88,14 +93,68 @@ json ratio_json(double value, double bound, bool at_most, std::string what) {
           {"what", std::move(what)}};
 }
 
-// Sequential write and read GB/s of the swap store on `path`, extents of `tensor_bytes`.
-Status measure_nvme(const std::string& path, std::uint64_t tensor_bytes, OffloadBenchResult& result) {
+// fio's mixed read+write rate on the store's own files (written by the sequential test before),
+// `read_percent` of the I/Os reads, the store's block size and queue depth; median of three runs
+// into result. Leaves the reason in result.fio_mixed_why_not when it cannot.
+void measure_mixed(const io::SwapStore& store, std::uint64_t size, unsigned read_percent, OffloadBenchResult& result) {
+  result.nvme_mixed_read_percent = read_percent;
+  const char* search = std::getenv("PATH");
+  const Result<std::string> fio = find_program("fio", search == nullptr ? "/usr/bin:/bin" : search);
+  if (!fio.is_ok()) {
+    result.fio_mixed_why_not = "fio is not on PATH: the drive's mixed rate was not measured";
+    return;
+  }
+  FioJob job;
+  job.name = "zinf-step-mix";
+  job.rw = "rw";
+  job.rwmixread = read_percent;
+  bool direct = true;
+  std::uint64_t file_bytes = ~std::uint64_t{0};
+  for (const io::SwapPathInfo& p : store.paths()) {
+    job.filenames.push_back(p.reopen_path);
+    direct = direct && p.direct;
+    file_bytes = std::min(file_bytes, p.file_bytes);
+  }
+  job.direct = direct;
+  job.block_bytes = store.block_bytes();
+  job.iodepth = store.queue_depth();
+  job.size_bytes = std::min<std::uint64_t>(size, file_bytes * job.filenames.size());
+  Result<std::vector<std::string>> argv = fio_argv(*fio, job);
+  if (!argv.is_ok()) {
+    result.fio_mixed_why_not = argv.status().message();
+    return;
+  }
+  std::vector<double> gbps;
+  for (int run = 0; run < 3; ++run) {
+    const Result<FioMixedMeasurement> m = run_fio_mixed(*argv);
+    if (!m.is_ok()) {
+      result.fio_mixed_why_not = m.status().message();
+      return;
+    }
+    gbps.push_back(m->bytes_per_second / 1e9);
+  }
+  result.nvme_mixed_gbps = spread_of(gbps);
+  result.fio_mixed_argv = std::move(*argv);
+}
+
+// Sequential write and read GB/s of the swap store on `path`, extents of `tensor_bytes`, then the
+// mixed rate (measure_mixed) on the same files. The store has the engine's block size and queue
+// depth (NvmeStateStore's).
+Status measure_nvme(const std::string& path, std::uint64_t tensor_bytes, unsigned read_percent,
+                    OffloadBenchResult& result) {
+  // The engine's store removed the swap directory it created when its session ended: make it again
+  // for the measurement, and remove it again after (the store's files go first, with the store).
+  io::CreatedDirectories created;
+  if (const std::error_code ec = created.create(path)) {
+    return Status::invalid_argument(
+        fmt::format("scenario.zero.nvme_paths[0]: cannot create directory {}: {}", path, ec.message()));
+  }
   io::SwapStoreOptions options;
   options.paths = {path};
   const std::uint64_t size = std::max<std::uint64_t>(16 * tensor_bytes, 1ull << 30);
   options.planned_bytes = size;
   options.largest_transfer_bytes = tensor_bytes;
-  options.queue_depth = 64;
+  options.queue_depth = zero::kNvmeQueueDepth;
   ZINF_ASSIGN_OR_RETURN(std::unique_ptr<io::SwapStore> store, io::SwapStore::open(options));
   IoBenchConfig config;
   config.size_bytes = size;
@@ -106,6 +165,7 @@ Status measure_nvme(const std::string& path, std::uint64_t tensor_bytes, Offload
   for (const IoTestResult& test : bench.tests) {
     (test.test == IoTest::kSeqRead ? result.nvme_read_gbps : result.nvme_write_gbps) = test.gbps;
   }
+  measure_mixed(*store, size, read_percent, result);
   return Status::ok();
 }
 
@@ -168,8 +228,10 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
   }
   const bool nvme = scenario.zero.uses_nvme();
   if (nvme) {
-    say("swap store: sequential write and read on " + scenario.zero.nvme_paths.front());
-    ZINF_RETURN_IF_ERROR(measure_nvme(scenario.zero.nvme_paths.front(), 64ull << 20, result));
+    const unsigned read_percent = step_read_percent(result.engine.nvme_read_bytes, result.engine.nvme_write_bytes);
+    say(fmt::format("swap store: sequential write and read, then fio mixed ({}% read) on {}", read_percent,
+                    scenario.zero.nvme_paths.front()));
+    ZINF_RETURN_IF_ERROR(measure_nvme(scenario.zero.nvme_paths.front(), 64ull << 20, read_percent, result));
   }
 
   const double engine_step = median_of(result.engine.step_ms);
@@ -202,6 +264,24 @@ Result<OffloadBenchResult> run_offload_bench(const spec::Scenario& scenario, std
       ratios["optimizer_nvme_speed"]["applies"] = false;
       ratios["optimizer_nvme_speed"]["why_not"] =
           "the optimizer's NVMe writes are written behind into the next forward pass (see nvme_step_bound)";
+    }
+  }
+  if (nvme) {
+    // Issue 26 §7: the step against the drive's mixed read+write capacity.
+    const char* what =
+        "engine step / max(ZeRO-0 step, the step's NVMe bytes at the drive's mixed read+write rate (fio))";
+    if (result.nvme_mixed_gbps) {
+      const MixedStepBound b = mixed_step_bound(engine_step, zero0_step, result.engine.nvme_read_bytes,
+                                                result.engine.nvme_write_bytes, result.nvme_mixed_gbps->median * 1e9);
+      ratios["mixed_step_bound"] = ratio_json(b.ratio, kMixedStepBoundTarget, true, what);
+      ratios["mixed_step_bound"]["nvme_ms"] = b.nvme_ms;
+      ratios["mixed_step_bound"]["compute_only_ms"] = zero0_step;
+      ratios["mixed_step_bound"]["mixed_gbps"] = result.nvme_mixed_gbps->median;
+      ratios["mixed_step_bound"]["read_percent"] = result.nvme_mixed_read_percent;
+    } else {
+      ratios["mixed_step_bound"] = ratio_json(0.0, kMixedStepBoundTarget, true, what);
+      ratios["mixed_step_bound"]["applies"] = false;
+      ratios["mixed_step_bound"]["why_not"] = result.fio_mixed_why_not;
     }
   }
   if (overlaps) {

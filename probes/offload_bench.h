@@ -8,7 +8,9 @@
 // prefetch hit rate and how flat host memory stays. With the optimizer on the CPU or NVMe and
 // zero.overlap_optimizer on, a third side runs the engine with the overlap off, for issue 12's
 // targets: the overlap's speed-up and the step against max(compute-only step, the step's NVMe
-// bytes at the drive's GB/s). Prints nothing; bench_train renders it.
+// bytes at the drive's GB/s). With fio on PATH, issue 26's target too: the step against max(ZeRO-0
+// step, the step's NVMe bytes at the drive's mixed read+write rate measured by fio at the step's
+// read share; mixed_step_bound.h). Prints nothing; bench_train renders it.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,13 @@ struct OffloadBenchResult {
   std::optional<OffloadSide> serial;
   std::optional<SampleSpread> nvme_read_gbps;  // swap store, sequential, same run
   std::optional<SampleSpread> nvme_write_gbps;
+  // fio's mixed read+write rate (rw, rwmixread = the engine step's read share of its NVMe bytes) on
+  // the same store's files, same block size and queue depth as the engine's store, same run; GB/s
+  // of both directions together. Empty with fio_mixed_why_not set when it could not be measured.
+  std::optional<SampleSpread> nvme_mixed_gbps;
+  unsigned nvme_mixed_read_percent = 0;
+  std::vector<std::string> fio_mixed_argv;
+  std::string fio_mixed_why_not;
   nlohmann::json ratios;  // the targets, each with its figure and bound
 };
 

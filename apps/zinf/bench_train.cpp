@@ -456,6 +456,13 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
                                                   {"min", result.nvme_write_gbps->min},
                                                   {"max", result.nvme_write_gbps->max}}}};
   }
+  if (result.nvme_mixed_gbps) {
+    out.record["drive_mixed_gbps"] = {{"median", result.nvme_mixed_gbps->median},
+                                      {"min", result.nvme_mixed_gbps->min},
+                                      {"max", result.nvme_mixed_gbps->max},
+                                      {"read_percent", result.nvme_mixed_read_percent},
+                                      {"fio_argv", result.fio_mixed_argv}};
+  }
   out.record["targets"] = result.ratios;
 
   out.document.title = "zinf bench train --zero0";
@@ -470,6 +477,11 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
     setup.fields.emplace_back("swap store",
                               fmt::format("sequential read {:.2f} GB/s, write {:.2f} GB/s (median of 3, same run)",
                                           result.nvme_read_gbps->median, result.nvme_write_gbps->median));
+  }
+  if (result.nvme_mixed_gbps) {
+    setup.fields.emplace_back("drive, mixed",
+                              fmt::format("{:.2f} GB/s read+write at {}% read (fio rw, median of 3, same files)",
+                                          result.nvme_mixed_gbps->median, result.nvme_mixed_read_percent));
   }
   out.document.sections.push_back(std::move(setup));
   reports::Section sides;

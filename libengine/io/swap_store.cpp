@@ -165,11 +165,11 @@ Result<Ticket> SwapStore::Impl::rewrite(const Ticket& written, std::span<const s
   return enqueue(*extent, written.extent_id, IoOpKind::kWrite, const_cast<std::byte*>(data.data()), data.size(), crc);
 }
 
-Result<Ticket> SwapStore::Impl::read(const Ticket& written, std::span<std::byte> into) {
+Result<Ticket> SwapStore::Impl::read(const Ticket& written, std::span<std::byte> into, IoPriority priority) {
   std::lock_guard lock(mutex_);
   ZINF_RETURN_IF_ERROR(broken_);
   ZINF_ASSIGN_OR_RETURN(Extent * extent, find_extent(written, into.size(), "read"));
-  return enqueue(*extent, written.extent_id, IoOpKind::kRead, into.data(), into.size(), 0);
+  return enqueue(*extent, written.extent_id, IoOpKind::kRead, into.data(), into.size(), 0, priority);
 }
 
 Status SwapStore::Impl::wait(const Ticket& ticket) {
@@ -177,6 +177,8 @@ Status SwapStore::Impl::wait(const Ticket& ticket) {
   auto it = ops_.find(ticket.op_id);
   if (it == ops_.end()) return unknown_op(ticket);
   Op* op = it->second.get();
+  // Someone blocks on it now: it (and what runs before it on its extent) goes before the background.
+  if (!op->done && make_needed(*op, op->id)) engine_->wake();
   done_cv_.wait(lock, [op] { return op->done; });
   Status status = std::move(op->status);
   ops_.erase(it);
@@ -383,8 +385,25 @@ Result<std::uint64_t> SwapStore::Impl::allocate_on(std::size_t p, std::uint64_t 
                                       format_bytes(static_cast<double>(path.file.size_bytes()))));
 }
 
+bool SwapStore::Impl::make_needed(Op& op, std::uint64_t urgency) {
+  bool changed = false;
+  for (Op* ahead : op.extent->queue) {
+    if (ahead->urgency.load(std::memory_order_relaxed) == Op::kNotUrgent) {
+      ahead->urgency.store(urgency, std::memory_order_relaxed);
+      changed = true;
+    }
+    if (ahead == &op) return changed;
+  }
+  // Not queued yet (enqueue() marks it before queueing it).
+  if (op.urgency.load(std::memory_order_relaxed) == Op::kNotUrgent) {
+    op.urgency.store(urgency, std::memory_order_relaxed);
+    changed = true;
+  }
+  return changed;
+}
+
 Ticket SwapStore::Impl::enqueue(Extent& extent, std::uint64_t extent_id, IoOpKind kind, std::byte* data,
-                                std::uint64_t size, std::uint32_t crc) {
+                                std::uint64_t size, std::uint32_t crc, IoPriority priority) {
   auto op = std::make_unique<Op>();
   op->id = next_op_id_++;
   op->extent = &extent;
@@ -394,14 +413,8 @@ Ticket SwapStore::Impl::enqueue(Extent& extent, std::uint64_t extent_id, IoOpKin
   op->write_crc = crc;
   Op* raw = op.get();
   ops_.emplace(raw->id, std::move(op));
-  if (kind == IoOpKind::kRead) {
-    raw->urgency.store(raw->id, std::memory_order_relaxed);
-    for (Op* ahead : extent.queue) {
-      if (ahead->urgency.load(std::memory_order_relaxed) == Op::kNotUrgent) {
-        ahead->urgency.store(raw->id, std::memory_order_relaxed);
-      }
-    }
-  }
+  // A needed read makes the writes it waits behind on its extent needed too.
+  if (kind == IoOpKind::kRead && priority == IoPriority::kNeeded) make_needed(*raw, raw->id);
   extent.queue.push_back(raw);
   if (extent.queue.size() == 1) {
     incoming_.push_back(raw);
@@ -496,7 +509,9 @@ Result<Ticket> SwapStore::write(std::span<const std::byte> data) { return impl_-
 Result<Ticket> SwapStore::rewrite(const Ticket& written, std::span<const std::byte> data) {
   return impl_->rewrite(written, data);
 }
-Result<Ticket> SwapStore::read(const Ticket& written, std::span<std::byte> into) { return impl_->read(written, into); }
+Result<Ticket> SwapStore::read(const Ticket& written, std::span<std::byte> into, IoPriority priority) {
+  return impl_->read(written, into, priority);
+}
 Status SwapStore::wait(const Ticket& ticket) { return impl_->wait(ticket); }
 std::optional<Status> SwapStore::poll(const Ticket& ticket) { return impl_->poll(ticket); }
 Status SwapStore::release(const Ticket& written) { return impl_->release(written); }

@@ -51,6 +51,15 @@ struct SwapStoreOptions {
   std::function<void(const std::string&)> on_warning;  // one line per warning; may be empty
 };
 
+// How soon a read's bytes are needed, for the I/O thread's order of service (swap_store_impl.h,
+// feed()). Only the timing of transfers depends on it, never their bytes or the order of the ops
+// on one extent.
+enum class IoPriority {
+  kNeeded,  // the compute waits for these bytes soon (a parameter the next operators use)
+  kAhead,   // read ahead of its use (an optimizer sub-group's states for later in the step): served
+            // with the write-behind, after every needed read, until someone waits for it
+};
+
 // Names one asynchronous operation and the extent it works on. Copyable; a ticket from write()
 // also names the extent for later read()/rewrite()/release().
 struct Ticket {
@@ -107,10 +116,12 @@ class SwapStore {
   // Starts overwriting the extent of `written` with `data`, which must have the extent's size.
   Result<Ticket> rewrite(const Ticket& written, std::span<const std::byte> data);
   // Starts reading the extent of `written` into `into`, which must have the extent's size.
-  Result<Ticket> read(const Ticket& written, std::span<std::byte> into);
+  Result<Ticket> read(const Ticket& written, std::span<std::byte> into, IoPriority priority = IoPriority::kNeeded);
 
   // Blocks until the op of `ticket` has finished and returns its outcome. Retires the op: a second
-  // wait()/poll() on a retired op is InvalidArgument.
+  // wait()/poll() on a retired op is InvalidArgument. An op someone waits for is needed: a read
+  // ahead or a write behind (and the ops before it on its extent) is served from then on before the
+  // write-behind and reads ahead nobody waits for.
   Status wait(const Ticket& ticket);
   // nullopt while the op is in flight; its outcome (and the op retired) once it has finished.
   std::optional<Status> poll(const Ticket& ticket);

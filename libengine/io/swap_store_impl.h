@@ -65,10 +65,11 @@ struct Op {
   std::uint32_t write_crc = 0;  // computed at issue time
   bool done = false;
   Status status;
-  // When someone waits for this op's bytes, the id of the earliest read that does (feed()): a read's
-  // own id, or, for a write, that of the first read of the same extent issued behind it; kNotUrgent
-  // for a write nobody waits for (written behind). Set under the store's mutex by issuing threads,
-  // read by the I/O thread.
+  // When someone needs this op done, the id of the earliest op that does (feed()): a needed read's
+  // own id; for a write or a read ahead, that of the first needed read of the same extent issued
+  // behind it, or its own id once a caller blocks in wait() on it (or on an op behind it);
+  // kNotUrgent for a write nobody waits for (written behind) and a read ahead nobody waits for yet.
+  // Set under the store's mutex by issuing and waiting threads, read by the I/O thread.
   static constexpr std::uint64_t kNotUrgent = ~std::uint64_t{0};
   std::atomic<std::uint64_t> urgency{kNotUrgent};
   // I/O thread only:
@@ -86,7 +87,7 @@ struct ChunkInFlight {
   std::uint64_t length = 0;  // logical bytes of the tensor in this chunk
   int staging_index = -1;
   std::byte* staging = nullptr;
-  bool behind = false;  // a write-behind chunk (feed())
+  bool behind = false;  // a background chunk: write-behind or read ahead (feed())
 };
 
 }  // namespace swap_store_detail
@@ -109,7 +110,7 @@ class SwapStore::Impl {
 
   Result<Ticket> rewrite(const Ticket& written, std::span<const std::byte> data);
 
-  Result<Ticket> read(const Ticket& written, std::span<std::byte> into);
+  Result<Ticket> read(const Ticket& written, std::span<std::byte> into, IoPriority priority);
 
   Status wait(const Ticket& ticket);
 
@@ -145,7 +146,11 @@ class SwapStore::Impl {
   Result<std::uint64_t> allocate_on(std::size_t p, std::uint64_t bytes);
 
   Ticket enqueue(Extent& extent, std::uint64_t extent_id, IoOpKind kind, std::byte* data, std::uint64_t size,
-                 std::uint32_t crc);
+                 std::uint32_t crc, IoPriority priority = IoPriority::kNeeded);
+
+  // Marks `op` and the ops before it on its extent that are not needed yet with `urgency`; true
+  // when any changed. Only the order of service changes, never an extent's order of ops.
+  bool make_needed(Op& op, std::uint64_t urgency);
 
   // ---- I/O thread ----
 
@@ -155,16 +160,16 @@ class SwapStore::Impl {
   void start(Op* op);
 
   // Hands chunks to IoQueue until a queue depth of them is pending — more would only sit in
-  // IoQueue's backlog holding staging buffers that other chunks could use. First the ops someone
-  // waits for, in the order their reads were issued — a read, and a write a read of its extent waits
-  // behind, which goes with that read; then the writes nobody waits for (written behind), oldest
-  // first. A read has the compute waiting for its bytes soon (prefetches are issued in the order of
-  // use); a write is written behind: a read issued behind 40 MiB of optimizer-state write-back
-  // would otherwise wait for all of it, and the parameters the next forward pass needs first were
-  // written last. Each extent's own order is untouched (only an extent's front op is active).
+  // IoQueue's backlog holding staging buffers that other chunks could use. First the needed ops, by
+  // urgency (see Op::urgency); then the background — writes nobody waits for (written behind) and
+  // reads ahead nobody waits for yet — oldest first. A needed read has the compute waiting for its
+  // bytes soon (prefetches are issued in the order of use); a read issued behind 40 MiB of
+  // optimizer-state write-back, or behind the next sub-groups' states read ahead before the forward
+  // pass, would otherwise wait for all of it. Each extent's own order is untouched (only an
+  // extent's front op is active).
   //
-  // Write-behind chunks take at most a quarter of the queue depth: what is in the drive's queue is
-  // out of this ordering's reach. A quarter keeps the drive streaming writes when no read waits.
+  // Background chunks take at most a quarter of the queue depth: what is in the drive's queue is
+  // out of this ordering's reach. A quarter keeps the drive streaming when no needed read waits.
   void feed();
 
   // Returns false when the chunk needs a staging buffer and none is free.
@@ -228,7 +233,7 @@ class SwapStore::Impl {
   std::uint64_t staged_ops_ = 0;
   std::uint64_t chunks_completed_ = 0;
   std::uint64_t checksum_failures_delta_ = 0;
-  std::size_t behind_in_flight_ = 0;  // write-behind chunks handed to IoQueue and not completed (feed())
+  std::size_t behind_in_flight_ = 0;                   // background chunks handed to IoQueue and not completed (feed())
   std::vector<std::pair<std::uint64_t, Op*>> urgent_;  // feed()'s scratch: ops someone waits for, by urgency
 
   std::thread worker_;  // last: starts after everything above exists

@@ -68,17 +68,7 @@ void SwapStore::Impl::start(Op* op) {
   active_.push_back(op);
 }
 
-// Hands chunks to IoQueue until a queue depth of them is pending — more would only sit in
-// IoQueue's backlog holding staging buffers that other chunks could use. First the ops someone
-// waits for, in the order their reads were issued — a read, and a write a read of its extent waits
-// behind, which goes with that read; then the writes nobody waits for (written behind), oldest
-// first. A read has the compute waiting for its bytes soon (prefetches are issued in the order of
-// use); a write is written behind: a read issued behind 40 MiB of optimizer-state write-back
-// would otherwise wait for all of it, and the parameters the next forward pass needs first were
-// written last. Each extent's own order is untouched (only an extent's front op is active).
-//
-// Write-behind chunks take at most a quarter of the queue depth: what is in the drive's queue is
-// out of this ordering's reach. A quarter keeps the drive streaming writes when no read waits.
+// The order of service: swap_store_impl.h says why.
 void SwapStore::Impl::feed() {
   const std::size_t limit = options_.queue_depth;
   const std::size_t behind_limit = std::max<std::size_t>(1, limit / 4);

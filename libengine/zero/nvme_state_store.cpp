@@ -25,7 +25,7 @@ Result<std::unique_ptr<NvmeStateStore>> NvmeStateStore::open(NvmeStateStoreOptio
   swap.largest_transfer_bytes = options.largest_transfer_bytes;
   swap.on_warning = options.on_warning;
   // One extent per parameter and per optimizer sub-group: deep queues keep every drive busy.
-  swap.queue_depth = 64;
+  swap.queue_depth = kNvmeQueueDepth;
   Result<std::unique_ptr<io::SwapStore>> store = options.engine
                                                      ? io::SwapStore::open(std::move(swap), std::move(options.engine))
                                                      : io::SwapStore::open(std::move(swap));
@@ -97,11 +97,11 @@ Status NvmeStateStore::start_write(ExtentId id, std::span<const std::byte> data)
   return Status::ok();
 }
 
-Status NvmeStateStore::start_read(ExtentId id, std::span<std::byte> into) {
+Status NvmeStateStore::start_read(ExtentId id, std::span<std::byte> into, io::IoPriority priority) {
   ZINF_CHECK(id < extents_.size(), "NVMe state store: extent id out of range");
   Extent& extent = extents_[id];
   ZINF_CHECK(into.size() == extent.bytes, "NVMe state store: read into a buffer of a different size");
-  Result<io::Ticket> ticket = store_->read(extent.written, into);
+  Result<io::Ticket> ticket = store_->read(extent.written, into, priority);
   if (!ticket.is_ok()) return with_context(ticket.status(), extent, true);
   extent.pending.push_back({ticket.value(), true, std::nullopt});
   count(true, into.size());

@@ -30,6 +30,10 @@
 
 namespace zinf::zero {
 
+// The swap store's queue depth for model state (ops in flight over all paths); the benches that
+// measure the drive for the engine use it too.
+inline constexpr unsigned kNvmeQueueDepth = 64;
+
 // Which phase is moving bytes, for LinkBytes.
 enum class TrafficPhase { kForwardBackward, kOptimizer, kOther };
 
@@ -58,7 +62,9 @@ class NvmeStateStore {
   // Starts rewriting extent `id` with `data` (its size); `data` must stay unchanged until wait().
   Status start_write(ExtentId id, std::span<const std::byte> data);
   // Starts reading extent `id` into `into` (its size); `into` must stay alive until wait().
-  Status start_read(ExtentId id, std::span<std::byte> into);
+  // `priority`: kAhead for states read ahead of their use, served after the needed reads until
+  // wait() asks for them (io::IoPriority); the bytes read are the same either way.
+  Status start_read(ExtentId id, std::span<std::byte> into, io::IoPriority priority = io::IoPriority::kNeeded);
   // Blocks until every operation started on `id` has finished (ok when none is in flight); the
   // first failure: "NVMe read of <what> failed: <path, offset, errno>". A read may be started while
   // a write of the same extent is in flight (it sees the written bytes), and the other way round.

@@ -114,8 +114,12 @@ Status OptimizerPipeline::read_group(std::size_t group, PipelineSet& set) {
   ZINF_RETURN_IF_ERROR(finish_set(set));
   const SubGroup& g = groups_[group];
   set.group = static_cast<int>(group);
-  return nvme_->start_read(g.extent, std::span<std::byte>(static_cast<std::byte*>(set.states.data()),
-                                                          static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12));
+  // Read ahead: the parameter reads of the forward and backward passes go first; the pipeline's
+  // wait() for the sub-group (advance_pipeline, finish_set) makes it needed when it is.
+  return nvme_->start_read(g.extent,
+                           std::span<std::byte>(static_cast<std::byte*>(set.states.data()),
+                                                static_cast<std::size_t>(g.flat_end - g.flat_begin) * 12),
+                           io::IoPriority::kAhead);
 }
 
 Status OptimizerPipeline::finish_set(PipelineSet& set) {

@@ -1,7 +1,8 @@
 // SwapStore's order of service (swap_store.cpp, feed()): reads go to the drive before writes that no
 // read waits for; a write that a read of its extent waits behind goes with that read; among the ops
-// someone waits for, reads are served in the order they were issued; write-behind chunks take at
-// most a quarter of the queue depth. Checked on the order in which chunks reach the engine, with
+// someone waits for, reads are served in the order they were issued; write-behind chunks (and reads
+// ahead, IoPriority::kAhead) take at most a quarter of the queue depth; a read ahead someone waits
+// for is needed from then on. Checked on the order in which chunks reach the engine, with
 // completions held back so the store's choices are not a matter of timing.
 #include <algorithm>
 #include <atomic>
@@ -89,9 +90,9 @@ struct Fixture {
     REQUIRE(t.is_ok());
     return t.value();
   }
-  Ticket read(int e, std::vector<std::byte>& into) {
+  Ticket read(int e, std::vector<std::byte>& into, IoPriority priority = IoPriority::kNeeded) {
     into.assign(kExtentBytes, std::byte{0});
-    Result<Ticket> t = store->read(extents[e], into);
+    Result<Ticket> t = store->read(extents[e], into, priority);
     REQUIRE(t.is_ok());
     return t.value();
   }
@@ -179,6 +180,79 @@ TEST_CASE("swap store order: the ops reads wait for are served in the order the 
   // A's first two chunks were in flight before anyone waited; then all of B's write goes first.
   CHECK(Fixture::position(log, 15, f.on(IoOpKind::kWrite, 1)) < Fixture::position(log, 2, f.on(IoOpKind::kWrite, 0)));
   CHECK(Fixture::position(log, 15, f.on(IoOpKind::kRead, 1)) < Fixture::position(log, 0, f.on(IoOpKind::kRead, 0)));
+}
+
+TEST_CASE("swap store order: a read ahead waits with the write-behind, a needed read issued later goes first") {
+  // The optimizer pipeline reads the next sub-groups' states before the forward pass; the forward
+  // pass's parameter reads, issued after them, must not queue behind them.
+  Fixture f;
+  f.gate->set_open(false);
+  std::vector<std::byte> a_back, c_back;
+  const Ticket ahead_a = f.read(0, a_back, IoPriority::kAhead);
+  await_logged(*f.gate, 2);  // background: a quarter of the queue depth
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(f.gate->logged() == 2);
+  const Ticket read_c = f.read(2, c_back);
+  await_logged(*f.gate, kQueueDepth);
+  f.gate->set_open(true);
+  REQUIRE(f.store->wait(read_c).is_ok());
+  REQUIRE(f.store->wait(ahead_a).is_ok());
+  CHECK(a_back == f.data[0]);  // the same bytes whatever the order
+  CHECK(c_back == f.data[2]);
+  const std::vector<Submitted> log = f.gate->log();
+  REQUIRE(log.size() == 2 * kExtentBytes / kBlock);
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kRead, 2)) < Fixture::position(log, 2, f.on(IoOpKind::kRead, 0)));
+}
+
+TEST_CASE("swap store order: waiting for a read ahead makes it needed") {
+  // The pipeline blocks on a sub-group's states at the end of the step: from then on the compute
+  // waits for them, and they go before the background.
+  Fixture f;
+  f.gate->set_open(false);
+  std::vector<std::byte> a_back, b_back;
+  const Ticket ahead_a = f.read(0, a_back, IoPriority::kAhead);
+  const Ticket ahead_b = f.read(1, b_back, IoPriority::kAhead);
+  await_logged(*f.gate, 2);  // A's first two chunks; B waits with the background
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(f.gate->logged() == 2);
+  Status waited_b;
+  std::thread waiter([&] { waited_b = f.store->wait(ahead_b); });
+  await_logged(*f.gate, kQueueDepth);  // B fills the rest of the queue
+  f.gate->set_open(true);
+  waiter.join();
+  REQUIRE(waited_b.is_ok());
+  REQUIRE(f.store->wait(ahead_a).is_ok());
+  CHECK(a_back == f.data[0]);
+  CHECK(b_back == f.data[1]);
+  const std::vector<Submitted> log = f.gate->log();
+  REQUIRE(log.size() == 2 * kExtentBytes / kBlock);
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kRead, 1)) < Fixture::position(log, 2, f.on(IoOpKind::kRead, 0)));
+}
+
+TEST_CASE("swap store order: waiting for a read ahead makes the write before it on its extent needed") {
+  Fixture f;
+  f.gate->set_open(false);
+  const Ticket write_a = f.rewrite(0);
+  await_logged(*f.gate, 2);
+  const Ticket write_b = f.rewrite(1);
+  std::vector<std::byte> b_back;
+  const Ticket ahead_b = f.read(1, b_back, IoPriority::kAhead);  // behind B's rewrite, nobody waits yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(f.gate->logged() == 2);
+  Status waited_b;
+  std::thread waiter([&] { waited_b = f.store->wait(ahead_b); });
+  await_logged(*f.gate, kQueueDepth);
+  f.gate->set_open(true);
+  waiter.join();
+  REQUIRE(waited_b.is_ok());
+  REQUIRE(f.store->wait(write_a).is_ok());
+  REQUIRE(f.store->wait(write_b).is_ok());
+  CHECK(b_back == f.data[1]);  // the read still sees its extent's rewrite
+  const std::vector<Submitted> log = f.gate->log();
+  REQUIRE(log.size() == 3 * kExtentBytes / kBlock);
+  // B's rewrite (needed now) before A's third chunk, then B's read.
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kWrite, 1)) < Fixture::position(log, 2, f.on(IoOpKind::kWrite, 0)));
+  CHECK(Fixture::position(log, 15, f.on(IoOpKind::kWrite, 1)) < Fixture::position(log, 0, f.on(IoOpKind::kRead, 1)));
 }
 
 }  // namespace
