@@ -38,7 +38,7 @@ while (($#)); do
     --keep) keep=1; shift ;;
     --with-venv) with_venv=1; shift ;;
     --per-file) per_file=1; shift ;;
-    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown argument '$1' (allowed: --jobs N, --variants \"cpu cuda\", --keep, --with-venv, --per-file)" ;;
   esac
 done
