@@ -5,14 +5,25 @@
 # ccache keys on the compiler command line and the preprocessed source, both of which hold absolute
 # paths. CCACHE_BASEDIR=<source dir> makes the paths under the checkout relative, so two clones in
 # different folders share entries; a base_dir the user set (environment) is left alone.
+# ZinfCcache is included before ZinfUnity, so the sloppiness is set whether or not the precompiled
+# headers are on (it only widens what ccache may cache).
 option(ZINF_USE_CCACHE "Compile through ccache when it is found on PATH" ON)
 if(ZINF_USE_CCACHE)
   find_program(ZINF_CCACHE_PROGRAM ccache)
   if(ZINF_CCACHE_PROGRAM)
-    if(DEFINED ENV{CCACHE_BASEDIR})
-      set(_zinf_launcher ${ZINF_CCACHE_PROGRAM})
+    set(_zinf_env "")
+    if(NOT DEFINED ENV{CCACHE_BASEDIR})
+      list(APPEND _zinf_env CCACHE_BASEDIR=${PROJECT_SOURCE_DIR})
+    endif()
+    # Compiles that use a precompiled header (cmake/ZinfUnity.cmake) are cached only with these
+    # (ccache's manual, "Precompiled headers"); a sloppiness the user set is left alone.
+    if(NOT DEFINED ENV{CCACHE_SLOPPINESS})
+      list(APPEND _zinf_env CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime)
+    endif()
+    if(_zinf_env)
+      set(_zinf_launcher ${CMAKE_COMMAND} -E env ${_zinf_env} ${ZINF_CCACHE_PROGRAM})
     else()
-      set(_zinf_launcher ${CMAKE_COMMAND} -E env CCACHE_BASEDIR=${PROJECT_SOURCE_DIR} ${ZINF_CCACHE_PROGRAM})
+      set(_zinf_launcher ${ZINF_CCACHE_PROGRAM})
     endif()
     foreach(_lang C CXX CUDA)
       if(NOT DEFINED CMAKE_${_lang}_COMPILER_LAUNCHER AND NOT DEFINED ENV{CMAKE_${_lang}_COMPILER_LAUNCHER})

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""scripts/unity-clashes.py check on hand-made unity files: each case is two sources that one unity
+file includes, and whether the checker must call them a clash (exit 1, naming the name) or not."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+script, work = sys.argv[1], Path(sys.argv[2])
+
+# (case, source a, source b, the clashing name or None)
+CASES = [
+    ("same anonymous function", "namespace {\nint helper(int x) { return x; }\n}\n",
+     "namespace zinf {\nnamespace {\nint helper(int x) { return x + 1; }\n}  // namespace\n}\n", "helper"),
+    # the silent case: a different signature would become an overload, not a compile error
+    ("overload across files", "namespace {\nstd::string text(double v) { return {}; }\n}\n",
+     "namespace {\nstd::string text(int v) { return {}; }\n}\n", "text"),
+    ("static function", "static bool ready() { return true; }\n", "static bool ready() { return false; }\n", "ready"),
+    ("namespace-scope constant", "namespace zinf {\nconstexpr int kMiB = 1 << 20;\n}\n",
+     "namespace zinf {\nnamespace {\nconstexpr std::size_t kMiB = 1024 * 1024;\n}\n}\n", "kMiB"),
+    ("type", "namespace {\nstruct Cell {\n  int v;\n};\n}\n", "namespace {\nenum class Cell { kA };\n}\n", "Cell"),
+    ("macro", "#define CHECK_OK(x) (x)\nint f() { return CHECK_OK(1); }\n",
+     "#define CHECK_OK(x) (!(x))\nint g() { return CHECK_OK(1); }\n", "CHECK_OK"),
+    ("same alias", "namespace {\nusing json = nlohmann::json;\n}\n", "namespace {\nusing json = nlohmann::json;\n}\n", None),
+    ("same using-declaration", "namespace {\nusing reports::Cell;\n}\n", "namespace {\nusing reports::Cell;\n}\n", None),
+    ("different aliases", "namespace {\nusing Clock = std::chrono::steady_clock;\n}\n",
+     "namespace {\nusing Clock = std::chrono::system_clock;\n}\n", "Clock"),
+    ("undefined macro", "#define LOCAL 1\nint f() { return LOCAL; }\n#undef LOCAL\n", "int g() { return 2; }\n", None),
+    ("macro mentioned by a neighbour", "#define kBlock 4096\n", "int blocks(int n) { return n / kBlock; }\n", "kBlock"),
+]
+
+failures = 0
+shutil.rmtree(work, ignore_errors=True)
+for i, (case, a, b, name) in enumerate(CASES):
+    build = work / f"case{i}"
+    unity = build / "lib" / "CMakeFiles" / "zinf_x.dir" / "Unity"
+    unity.mkdir(parents=True)
+    (build / "a.cpp").write_text(a)
+    (build / "b.cpp").write_text(b)
+    (unity / "unity_0_cxx.cxx").write_text(f'#include "{build / "a.cpp"}"\n\n#include "{build / "b.cpp"}"\n\n')
+    run = subprocess.run([sys.executable, script, "check", str(build)], capture_output=True, text=True)
+    want = 1 if name else 0
+    if run.returncode != want or (name and f"'{name}'" not in run.stdout):
+        failures += 1
+        print(f"FAIL {case}: exit {run.returncode} (want {want}), output:\n{run.stdout}{run.stderr}")
+    else:
+        print(f"ok   {case}")
+sys.exit(1 if failures else 0)
