@@ -77,11 +77,11 @@ zinf_unity_group(zinf_device zinf_device_1
   ${PROJECT_SOURCE_DIR}/libengine/device/device.cpp)
 zinf_unity_group(zinf_device zinf_device_2
   ${PROJECT_SOURCE_DIR}/libengine/device/cpu_ops.cpp
-  ${PROJECT_SOURCE_DIR}/libengine/device/cuda_device.cpp)
+  ${PROJECT_SOURCE_DIR}/libengine/device/cuda_device.cpp
+  ${PROJECT_SOURCE_DIR}/libengine/device/device_factory.cpp)
 zinf_unity_group(zinf_device zinf_device_3
   ${PROJECT_SOURCE_DIR}/libengine/device/cuda_check.cpp
-  ${PROJECT_SOURCE_DIR}/libengine/device/cuda_ops_layers.cpp
-  ${PROJECT_SOURCE_DIR}/libengine/device/device_factory.cpp)
+  ${PROJECT_SOURCE_DIR}/libengine/device/cuda_ops_layers.cpp)
 # zinf_io: 11 sources in 2 groups
 zinf_unity_group(zinf_io zinf_io_1
   ${PROJECT_SOURCE_DIR}/libengine/io/checksum.cpp
@@ -140,19 +140,20 @@ zinf_unity_group(zinf_planner zinf_planner_2
   ${PROJECT_SOURCE_DIR}/planner/scenario_plan.cpp
   ${PROJECT_SOURCE_DIR}/planner/shape_rule.cpp
   ${PROJECT_SOURCE_DIR}/planner/sweep.cpp)
-# zinf_probes: 10 sources in 2 groups
+# zinf_probes: 11 sources in 2 groups
 zinf_unity_group(zinf_probes zinf_probes_1
   ${PROJECT_SOURCE_DIR}/probes/block_kernel_probe.cpp
   ${PROJECT_SOURCE_DIR}/probes/compute_peak.cpp
   ${PROJECT_SOURCE_DIR}/probes/hw_profile_probe.cpp
   ${PROJECT_SOURCE_DIR}/probes/io_bench_runner.cpp
-  ${PROJECT_SOURCE_DIR}/probes/process.cpp)
+  ${PROJECT_SOURCE_DIR}/probes/mixed_step_bound.cpp
+  ${PROJECT_SOURCE_DIR}/probes/ratio_spread.cpp)
 zinf_unity_group(zinf_probes zinf_probes_2
   ${PROJECT_SOURCE_DIR}/probes/comm_bench_runner.cpp
   ${PROJECT_SOURCE_DIR}/probes/fio_runner.cpp
   ${PROJECT_SOURCE_DIR}/probes/latency_stats.cpp
   ${PROJECT_SOURCE_DIR}/probes/offload_bench.cpp
-  ${PROJECT_SOURCE_DIR}/probes/ratio_spread.cpp)
+  ${PROJECT_SOURCE_DIR}/probes/process.cpp)
 # zinf_reports: 22 sources in 3 groups
 zinf_unity_group(zinf_reports zinf_reports_1
   ${PROJECT_SOURCE_DIR}/reports/bench_report.cpp
