@@ -6,21 +6,7 @@
 // silu(g) is ~-3e-37 * |g| instead of -0 (both round to zero in any later fp32 sum of O(1) terms).
 // The arithmetic is fp32 throughout in the same order in every variant (the file is built with
 // -ffp-contract=off), so the variants agree bit for bit.
-//
-// The forward writes an array it does not read. Plain stores fetch each output line before
-// overwriting it (write-allocate), so a slice far larger than the caches moves 4 floats per element
-// instead of 3 and cannot pass 3/4 of the read-modify-write triad the benchmark bounds it by. Above
-// kStreamMinElements the vector variants therefore compute each chunk of kChunk outputs into an
-// L1-resident buffer with the same loop (same bits) and copy it out with non-temporal stores, which
-// write whole lines without fetching them. Below it the output is likely still cached when the next
-// layer (down_proj) reads it, which non-temporal stores would forfeit, so it is stored plainly.
 #include "kernels/swiglu.h"
-
-#if ZINF_KERNELS_X86
-#include <immintrin.h>
-#endif
-
-#include <cstdint>
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
@@ -31,9 +17,6 @@ namespace {
 // Below this many elements a pass runs on the calling thread.
 constexpr std::size_t kMinParallelElements = std::size_t{1} << 15;
 constexpr std::size_t kRangeAlign = 64;
-// Forward slices of at least this many elements (an 8 MiB output) stream their output.
-constexpr std::size_t kStreamMinElements = std::size_t{1} << 21;
-constexpr std::size_t kChunk = 1024;  // 4 KiB of outputs per streamed chunk
 
 using simd::exp_approx;
 
@@ -45,25 +28,6 @@ using simd::exp_approx;
     out[i] = silu * up[i];
   }
 }
-
-#if ZINF_KERNELS_X86
-// forward_range over [begin, end), its output stored with non-temporal stores where it is 32-byte
-// aligned (plain stores for the unaligned head and the tail). Same values as forward_range.
-ZINF_TARGET_AVX2 [[gnu::always_inline]] inline void forward_range_streamed(float* out, const float* gate,
-                                                                           const float* up, std::size_t begin,
-                                                                           std::size_t end) {
-  std::size_t i = begin;
-  while (i < end && (reinterpret_cast<std::uintptr_t>(out + i) & 31u) != 0) ++i;
-  forward_range(out, gate, up, begin, i);
-  alignas(32) float chunk[kChunk];
-  for (; i + kChunk <= end; i += kChunk) {
-    forward_range(chunk, gate + i, up + i, 0, kChunk);
-    for (std::size_t j = 0; j < kChunk; j += 8) _mm256_stream_ps(out + i + j, _mm256_load_ps(chunk + j));
-  }
-  _mm_sfence();  // the streamed lines are visible before the range is reported done
-  forward_range(out, gate, up, i, end);
-}
-#endif
 
 [[gnu::always_inline]] inline void backward_range(float* dgate, float* dup, const float* dout, const float* gate,
                                                   const float* up, std::size_t begin, std::size_t end) {
@@ -78,9 +42,7 @@ ZINF_TARGET_AVX2 [[gnu::always_inline]] inline void forward_range_streamed(float
   }
 }
 
-// `stream`: store the output with non-temporal stores (vector variants; the scalar one ignores it).
-void forward_scalar(float* out, const float* gate, const float* up, std::size_t begin, std::size_t end,
-                    bool /*stream*/) {
+void forward_scalar(float* out, const float* gate, const float* up, std::size_t begin, std::size_t end) {
   forward_range(out, gate, up, begin, end);
 }
 void backward_scalar(float* dgate, float* dup, const float* dout, const float* gate, const float* up, std::size_t begin,
@@ -89,25 +51,16 @@ void backward_scalar(float* dgate, float* dup, const float* dout, const float* g
 }
 
 #if ZINF_KERNELS_X86
-ZINF_TARGET_AVX2 void forward_avx2(float* out, const float* gate, const float* up, std::size_t begin, std::size_t end,
-                                   bool stream) {
-  if (stream) {
-    forward_range_streamed(out, gate, up, begin, end);
-  } else {
-    forward_range(out, gate, up, begin, end);
-  }
+ZINF_TARGET_AVX2 void forward_avx2(float* out, const float* gate, const float* up, std::size_t begin, std::size_t end) {
+  forward_range(out, gate, up, begin, end);
 }
 ZINF_TARGET_AVX2 void backward_avx2(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                                     std::size_t begin, std::size_t end) {
   backward_range(dgate, dup, dout, gate, up, begin, end);
 }
 ZINF_TARGET_AVX512 void forward_avx512(float* out, const float* gate, const float* up, std::size_t begin,
-                                       std::size_t end, bool stream) {
-  if (stream) {
-    forward_range_streamed(out, gate, up, begin, end);
-  } else {
-    forward_range(out, gate, up, begin, end);
-  }
+                                       std::size_t end) {
+  forward_range(out, gate, up, begin, end);
 }
 ZINF_TARGET_AVX512 void backward_avx512(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                                         std::size_t begin, std::size_t end) {
@@ -119,9 +72,8 @@ ZINF_TARGET_AVX512 void backward_avx512(float* dgate, float* dup, const float* d
 
 void swiglu_forward(Isa isa, float* out, const float* gate, const float* up, std::size_t n, int num_threads) {
   const auto fn = ZINF_KERNEL_VARIANT(isa, forward);
-  const bool stream = n >= kStreamMinElements && out != gate && out != up;
   parallel::for_each_range(n, kMinParallelElements, kRangeAlign, parallel::resolve_threads(num_threads),
-                           [&](std::size_t begin, std::size_t end) { fn(out, gate, up, begin, end, stream); });
+                           [&](std::size_t begin, std::size_t end) { fn(out, gate, up, begin, end); });
 }
 
 void swiglu_backward(Isa isa, float* dgate, float* dup, const float* dout, const float* gate, const float* up,
