@@ -21,7 +21,9 @@ MixedStepBound mixed_step_bound(double engine_step_ms, double zero0_step_ms, dou
   b.nvme_ms = (read_bytes + write_bytes) / mixed_bytes_per_second * 1e3;
   b.bound_ms = std::max(zero0_step_ms, b.nvme_ms);
   b.ratio = engine_step_ms / b.bound_ms;
-  b.met = b.ratio <= kMixedStepBoundTarget;
+  b.engine_bytes_per_second = engine_step_ms > 0 ? (read_bytes + write_bytes) / (engine_step_ms * 1e-3) : 0.0;
+  b.bounds = b.engine_bytes_per_second <= mixed_bytes_per_second;
+  b.met = b.bounds && b.ratio <= kMixedStepBoundTarget;
   return b;
 }
 

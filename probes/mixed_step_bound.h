@@ -22,7 +22,12 @@ struct MixedStepBound {
   double nvme_ms = 0.0;   // (read_bytes + write_bytes) / mixed rate, milliseconds
   double bound_ms = 0.0;  // max(zero0_step_ms, nvme_ms)
   double ratio = 0.0;     // engine_step_ms / bound_ms
-  bool met = false;       // ratio <= kMixedStepBoundTarget
+  bool met = false;       // ratio <= kMixedStepBoundTarget, and the bound is one (below)
+  // The rate the engine's own step moved its NVMe bytes at (bytes / engine step). When it is above
+  // the measured mixed rate, the measurement is not the drive's capacity (the step just did more),
+  // and a bound computed from it would pass any step: `bounds` is false and `met` with it.
+  double engine_bytes_per_second = 0.0;
+  bool bounds = true;
 };
 
 // The bound for one step's figures; `mixed_bytes_per_second` > 0 (a measured rate).

@@ -45,6 +45,19 @@ TEST_CASE("mixed step bound: the compute sets the bound on a fast drive, and 1.1
   CHECK(kMixedStepBoundTarget == 1.10);
 }
 
+TEST_CASE("mixed step bound: a mixed rate below what the step itself moved bounds nothing") {
+  // The quiet run of bench-overlap-nvme.json: 2.65 GB a step in 2467 ms is 1.07 GB/s, against fio's
+  // 0.58 GB/s mixed; the "bound" would be 4.6 s and pass the step at 0.54. Not met, not a bound.
+  const MixedStepBound b = mixed_step_bound(2467.0, 1792.0, 1.22e9, 1.43e9, 0.58e9);
+  CHECK(b.engine_bytes_per_second == Approx(2.65e9 / 2.467));
+  CHECK_FALSE(b.bounds);
+  CHECK_FALSE(b.met);
+  CHECK(b.ratio < kMixedStepBoundTarget);  // what the verdict would have said
+  // At exactly the measured rate the measurement still bounds the step.
+  const MixedStepBound edge = mixed_step_bound(2000.0, 1000.0, 1.5e9, 1.0e9, 1.25e9);
+  CHECK(edge.bounds);
+}
+
 TEST_CASE("mixed step bound: fio's read percentage is the step's read share, rounded and kept in 1..99") {
   CHECK(step_read_percent(1.6e9, 1.4e9) == 53);  // 53.33
   CHECK(step_read_percent(3.0, 1.0) == 75);
