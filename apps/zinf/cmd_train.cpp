@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "apps/zinf/cli.h"
+#include "apps/zinf/delayed_notice.h"
 #include "apps/zinf/exit_codes.h"
 #include "apps/zinf/hf_train_scenario.h"
 #include "apps/zinf/output.h"
@@ -316,7 +318,10 @@ Status TrainCommand::run(const Io& io) {
   train::TrainSessionOptions session_options;
   session_options.resume = !no_resume_;
   session_options.stop_after = stop_after.value_or(0);
-  session_options.on_warning = [quiet, &err](const std::string& line) {
+  // Shared with the notice below, whose thread may write while preparation warns.
+  std::mutex err_mutex;
+  session_options.on_warning = [quiet, &err, &err_mutex](const std::string& line) {
+    const std::lock_guard<std::mutex> writing(err_mutex);
     if (!quiet) err << "warning: " << line << '\n';
   };
   session_options.local_size = launch.local_size;
@@ -327,14 +332,20 @@ Status TrainCommand::run(const Io& io) {
     session_options.make_comm = [&](device::Device& device) { return comm::create_communicator(device, comm_options); };
     session_options.copy_threads = true;
   }
-  // Allocating and initialising a large model's states (page-locked host memory, swap files)
-  // takes a while with nothing else to show: say so before, and how long it took after.
-  if (!quiet) {
-    err << fmt::format("preparing {}: allocating and initialising the model states...\n", scenario.name) << std::flush;
-  }
+  // Allocating and initialising a large model's states (page-locked host memory, swap files,
+  // billions of weights) can take minutes with nothing else to show: past 3 s, say so; the
+  // training line says how long it took. A quick preparation (or a refusal) prints nothing more.
   const Clock::time_point preparing = Clock::now();
-  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session,
-                        train::TrainSession::create(scenario, std::move(session_options)));
+  Result<std::unique_ptr<train::TrainSession>> created = [&] {
+    std::optional<DelayedNotice> notice;
+    if (!quiet) {
+      notice.emplace(err, err_mutex,
+                     fmt::format("preparing {}: allocating and initialising the model states...", scenario.name),
+                     std::chrono::seconds(3));
+    }
+    return train::TrainSession::create(scenario, std::move(session_options));
+  }();
+  ZINF_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainSession> session, std::move(created));
   device::Device& device = session->device();
   const train::BatchSource& data = session->data();
   model::Gpt& model = session->model();

@@ -5,6 +5,7 @@
 // kernels on the same values in the same order; Adam is elementwise, the gradient norm is summed
 // per parameter in table order). Resume from a checkpoint taken with NVMe-resident states
 // continues the curve bit for bit. Budgets too small for the plan are refused before step 1.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -431,7 +432,7 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
 
   // Trains `from` with the n-th NVMe read (counted from now) failing with EIO: the run fails at
   // step 1 with one line naming `what`, the path and the errno.
-  const auto read_error = [&](const json& from, std::uint64_t nth, const std::string& what) {
+  const auto read_error = [&](const json& from, std::uint64_t nth, const std::vector<std::string>& whats) {
     auto engine = fault_engine();
     io::FaultInjectingEngine* faults = engine.get();
     auto session = train::TrainSession::create(parse(from), {.resume = true, .io_engine = std::move(engine)});
@@ -443,7 +444,8 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
     const std::string& message = outcome.status().message();
     INFO(message);
     CHECK(outcome.status().code() == ErrorCode::kIoError);
-    CHECK(message.find(what) != std::string::npos);
+    CHECK(std::any_of(whats.begin(), whats.end(),
+                      [&](const std::string& what) { return message.find(what) != std::string::npos; }));
     CHECK(message.find(nvme.path()) != std::string::npos);
     CHECK(message.find("EIO") != std::string::npos);
     CHECK(message.find('\n') == std::string::npos);
@@ -454,10 +456,14 @@ TEST_CASE("partitioned states: an NVMe read or write error fails the step with o
     // states' reads come first: the next section).
     json serial = document;
     serial["zero"]["overlap_optimizer"] = false;
-    read_error(serial, 3, "NVMe read of bf16 params of ");
+    read_error(serial, 3, {"NVMe read of bf16 params of "});
   }
   SECTION("a read error of optimizer states read ahead during the forward pass (overlap_optimizer)") {
-    read_error(document, 1, "NVMe read of optimizer states of sub-group ");
+    // The optimizer's read-ahead is issued before the forward pass but served after the parameter
+    // reads the forward needs, when there are any pending (docs/nvme.md, "Order of service"):
+    // which of the two reaches the drive first is the I/O thread's timing, so the first read to
+    // fail is either, and either must fail the step with one line.
+    read_error(document, 1, {"NVMe read of optimizer states of sub-group ", "NVMe read of bf16 params of "});
   }
   SECTION("a write error in the optimizer step") {
     auto engine = fault_engine();
