@@ -4,9 +4,14 @@ file includes, and whether the checker must call them a clash (exit 1, naming th
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-script, work = sys.argv[1], Path(sys.argv[2])
+# The cases' hand-made unity files clash on purpose: they live in a temporary folder outside the
+# build tree, because unity.clashes checks every unity file under the build folder and would report
+# them (it did, when they were written there).
+script = sys.argv[1]
+work = Path(tempfile.mkdtemp(prefix="zinf-unity-clashes-"))
 
 # (case, source a, source b, the clashing name or None)
 CASES = [
@@ -30,7 +35,6 @@ CASES = [
 ]
 
 failures = 0
-shutil.rmtree(work, ignore_errors=True)
 for i, (case, a, b, name) in enumerate(CASES):
     build = work / f"case{i}"
     unity = build / "lib" / "CMakeFiles" / "zinf_x.dir" / "Unity"
@@ -45,4 +49,5 @@ for i, (case, a, b, name) in enumerate(CASES):
         print(f"FAIL {case}: exit {run.returncode} (want {want}), output:\n{run.stdout}{run.stderr}")
     else:
         print(f"ok   {case}")
+shutil.rmtree(work, ignore_errors=True)
 sys.exit(1 if failures else 0)
