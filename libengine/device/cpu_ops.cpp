@@ -257,14 +257,6 @@ void CpuOps::residual_backward(Tensor da, Tensor db, Tensor dout) {
   k::residual_backward(da.f32(), db.f32(), dout.f32(), n(dout));
 }
 
-void CpuOps::embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) {
-  embedding_forward_rows(out, tokens, wte, 0, wpe);
-}
-
-void CpuOps::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) {
-  embedding_backward_rows(dwte, 0, dwpe, dout, tokens, static_cast<std::int64_t>(rows(dwte)));
-}
-
 void CpuOps::embedding_forward_rows(Tensor out, std::span<const std::int32_t> tokens, Tensor wte_rows,
                                     std::int64_t row_begin, Tensor wpe) {
   ZINF_CHECK(out.shape().rank() == 3, "embedding_forward_rows: out is not [B,T,C]");

@@ -36,8 +36,6 @@ class CpuOps final : public Ops {
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
   void residual_backward(Tensor da, Tensor db, Tensor dout) override;
-  void embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) override;
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) override;
   void embedding_forward_rows(Tensor out, std::span<const std::int32_t> tokens, Tensor wte_rows, std::int64_t row_begin,
                               Tensor wpe) override;
   void embedding_backward_rows(Tensor dwte_rows, std::int64_t row_begin, Tensor dwpe, Tensor dout,

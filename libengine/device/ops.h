@@ -126,10 +126,19 @@ class Ops {
   virtual void residual_backward(Tensor da, Tensor db, Tensor dout) = 0;
 
   // out [B,T,C] = wte [V,C][tokens] + wpe [maxT,C][t]. tokens: B*T int32 ids in this device's
-  // memory, each < V (not checked here: the caller validates ids on the host).
-  virtual void embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) = 0;
+  // memory, each < V (not checked here: the caller validates ids on the host). The whole table is
+  // one tile of the _rows form below, from row 0: every backend's, the same bits.
+  void embedding_forward(Tensor out, std::span<const std::int32_t> tokens, Tensor wte, Tensor wpe) {
+    embedding_forward_rows(out, tokens, wte, 0, wpe);
+  }
   // dwte [V,C] and dwpe [maxT,C] accumulated (+=) from dout [B,T,C].
-  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) = 0;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, std::span<const std::int32_t> tokens) {
+    // V: dwte's rows (its elements over its last dimension); a shape that is not [V,C] is the
+    // _rows form's to refuse.
+    const int rank = dwte.shape().rank();
+    const std::int64_t width = rank >= 1 ? dwte.dim(rank - 1) : 0;
+    embedding_backward_rows(dwte, 0, dwpe, dout, tokens, width == 0 ? 0 : dwte.numel() / width);
+  }
   // The same over a token table tiled along the vocabulary (kernels/embedding.h): wte_rows [rows,C]
   // holds table rows [row_begin, row_begin + rows). The forward writes only the positions whose
   // token lies in that range (tiles covering [0, V) write each position once, with the whole-table

@@ -1,6 +1,7 @@
 #include "libengine/train/order_agreement.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -91,6 +92,73 @@ Result<std::string> find_order_disagreement(comm::Communicator* comm, const mode
   }
   // Not reached: different hashes come from different sequences. Stop rather than go on regardless.
   return std::string("the ranks' acquire-order hashes differ but their orders do not (checked after the first step)");
+}
+
+namespace {
+
+// A collective in words; `entry` holds kind, count, events, or a kind of 0: past the record's end.
+std::string collective_text(const std::array<std::uint64_t, 3>& entry) {
+  if (entry[0] == 0) return "no collective (its record ends there)";
+  return fmt::format("{} of {} elements after {} scheduler events", zero::CollectiveOrder::kind_name(entry[0]),
+                     entry[1], entry[2]);
+}
+
+}  // namespace
+
+Result<std::string> find_collective_disagreement(comm::Communicator* comm, const CollectiveTrace& mine) {
+  if (comm == nullptr || comm->world_size() == 1) return std::string();
+  const auto world = static_cast<std::size_t>(comm->world_size());
+  const auto rank = static_cast<std::size_t>(comm->rank());
+  // The signatures, as two 32-bit halves in each rank's block (as find_order_disagreement's hashes).
+  std::vector<double> signatures(2 * world, 0.0);
+  signatures[2 * rank] = static_cast<double>(mine.signature >> 32);
+  signatures[2 * rank + 1] = static_cast<double>(mine.signature & 0xffffffffULL);
+  ZINF_RETURN_IF_ERROR(comm->all_reduce_host(signatures));
+  const auto signature_of = [&](std::size_t r) {
+    return (static_cast<std::uint64_t>(signatures[2 * r]) << 32) | static_cast<std::uint64_t>(signatures[2 * r + 1]);
+  };
+  std::size_t differing = 0;  // the first rank whose signature is not rank 0's
+  for (std::size_t r = world; r-- > 1;) {
+    if (signature_of(r) != signature_of(0)) differing = r;
+  }
+  if (differing == 0) return std::string();
+
+  // The signatures differ (every rank knows it): exchange the records, the lengths first. Three
+  // doubles per collective (a count is exact below 2^53); a kind of 0 reads as past the end.
+  ZINF_ASSIGN_OR_RETURN(const std::vector<std::int64_t> lengths,
+                        gather_integers(comm, static_cast<std::int64_t>(mine.records.size())));
+  const auto longest = static_cast<std::size_t>(*std::max_element(lengths.begin(), lengths.end()));
+  std::vector<double> all(3 * longest * world, 0.0);
+  for (std::size_t i = 0; i < mine.records.size(); ++i) {
+    const zero::CollectiveOrder::Record& record = mine.records[i];
+    double* at = &all[3 * (rank * longest + i)];
+    at[0] = static_cast<double>(record.kind);
+    at[1] = static_cast<double>(record.count);
+    at[2] = static_cast<double>(record.events);
+  }
+  ZINF_RETURN_IF_ERROR(comm->all_reduce_host(all));
+  const auto entry = [&](std::size_t r, std::size_t position) {
+    const double* at = &all[3 * (r * longest + position)];
+    return std::array<std::uint64_t, 3>{static_cast<std::uint64_t>(std::llround(at[0])),
+                                        static_cast<std::uint64_t>(std::llround(at[1])),
+                                        static_cast<std::uint64_t>(std::llround(at[2]))};
+  };
+  for (std::size_t position = 0; position < longest; ++position) {
+    for (std::size_t r = 1; r < world; ++r) {
+      if (entry(r, position) == entry(0, position)) continue;
+      return fmt::format(
+          "the ranks issue different collectives (checked after the first step): collective {} of the run is {} on "
+          "rank 0 but {} on rank {}; every rank must issue the same collectives at the same points, decided from "
+          "program order and byte counts only",
+          position + 1, collective_text(entry(0, position)), collective_text(entry(r, position)), r);
+    }
+  }
+  // The records agree (or were not kept): the signatures are all there is to name.
+  return fmt::format(
+      "the ranks issue different collectives (checked after the first step): collective signature {:016x} on rank 0 "
+      "but {:016x} on rank {}; every rank must issue the same collectives at the same points, decided from program "
+      "order and byte counts only",
+      signature_of(0), signature_of(differing), differing);
 }
 
 }  // namespace zinf::train

@@ -274,6 +274,7 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     const Clock::time_point opt_start = Clock::now();
     ZINF_ASSIGN_OR_RETURN(optim::StepReport report, states_.optimizer_step(optimizer_, metrics.lr, scaler_));
     ZINF_RETURN_IF_ERROR(states_.device().synchronize());
+    if (step == first_step) ZINF_RETURN_IF_ERROR(check_collectives_agree());
     metrics.optimizer_seconds = seconds_since(opt_start);
     metrics.engine = difference(with_comm(states_.stats(), options_.comm_timing, states_.device()), before);
     metrics.checkpoints = model_.checkpoints().traffic() - checkpoints_before;
@@ -303,6 +304,20 @@ Result<TrainOutcome> Trainer::run(StepObserver& observer) {
     }
   }
   return outcome;
+}
+
+Status Trainer::check_collectives_agree() {
+  zero::CollectiveOrder* order = states_.collective_order();
+  if (order == nullptr) return Status::ok();
+  // The check's own host collectives go through the trainer's communicator, not the states': they
+  // are not part of what is compared.
+  Result<std::string> disagreement =
+      find_collective_disagreement(options_.comm, {order->signature(), order->records()});
+  order->stop_recording();
+  ZINF_RETURN_IF_ERROR(disagreement.status());
+  if (disagreement.value().empty()) return Status::ok();
+  failure_agreed_ = true;  // every rank found the same first difference
+  return Status::internal(disagreement.value());
 }
 
 }  // namespace zinf::train

@@ -108,9 +108,9 @@ class Trainer {
 
   // After run() failed: true when every rank failed with the same error at the same point (a resume
   // the ranks agreed cannot go on: strict, another run's checkpoint, no set valid on every rank,
-  // nothing left to train; ranks that acquired the parameters in different orders in the first step,
-  // train/order_agreement.h). The caller then prints it once (rank 0) instead of once per rank, and
-  // the ranks can leave together. False for a failure only this rank saw.
+  // nothing left to train; ranks that acquired the parameters in different orders, or whose states
+  // issued different collectives, in the first step, train/order_agreement.h). The caller then prints it once (rank 0)
+  // instead of once per rank, and the ranks can leave together. False for a failure only this rank saw.
   bool failure_agreed() const { return failure_agreed_; }
 
   // Mean loss over `batches` held-out batches with the current parameters.
@@ -142,6 +142,11 @@ class Trainer {
   // succeeded (trainer_resume.cpp).
   Status load_init_weights();
   Status save(std::int64_t next_step, StepObserver& observer, TrainOutcome& outcome);
+  // After the first step's optimizer step, on every rank: the states' collectives agree across the
+  // ranks (train/order_agreement.h), or Internal with the agreed line (failure_agreed_ set). Stops
+  // the states' recording of their collectives either way. Nothing for states without a
+  // CollectiveOrder. Fails with the communicator's error.
+  Status check_collectives_agree();
   void split_rows(const std::vector<std::int32_t>& rows);
 
   model::Gpt& model_;

@@ -16,16 +16,22 @@
 // process (ZINF_CHECK) naming it: a bug that would otherwise surface as ranks deadlocking in
 // mismatched collectives minutes later. Every collective is also folded, with its kind, element
 // count and program-order position (the number of scheduler events before it), into signature():
-// ranks that obey the rule end every step with equal signatures.
+// ranks that obey the rule end every step with equal signatures. Until stop_recording() each one is
+// also kept in records(), so that ranks whose signatures differ can name the first collective where
+// they part (the trainer compares them after the first step: train/order_agreement.h).
 //
 // Not thread-safe: the training loop's thread makes every call (the collectives it issues run on
 // the device's streams, which this does not see). `inner` must outlive it; thread-safety and
 // failures of the forwarded calls are inner's.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "libengine/comm/communicator.h"
 #include "libengine/core/check.h"
@@ -61,6 +67,30 @@ class CollectiveOrder final : public comm::Communicator {
   // FNV-1a over (kind, count, events()) of every collective issued so far.
   std::uint64_t signature() const { return signature_; }
   std::uint64_t collectives() const { return collectives_; }
+
+  // One collective as signature() folds it: kind (Kind's value, 1..6), element count, and the
+  // events before it.
+  struct Record {
+    std::uint64_t kind = 0;
+    std::uint64_t count = 0;
+    std::uint64_t events = 0;
+  };
+  // The collectives issued since construction, in order, until stop_recording() (then empty): the
+  // first kMaxRecords of them (24 MiB), so that states driven without the trainer's check do not
+  // grow it without bound.
+  static constexpr std::size_t kMaxRecords = std::size_t{1} << 20;
+  const std::vector<Record>& records() const { return records_; }
+  void stop_recording() {
+    recording_ = false;
+    records_ = {};
+  }
+  // "all_gather", "reduce_scatter", ... for a Record's kind; "collective kind <n>" otherwise.
+  static std::string kind_name(std::uint64_t kind) {
+    static constexpr std::array<std::string_view, 6> kNames = {"all_gather", "reduce_scatter", "all_reduce",
+                                                               "broadcast",  "barrier",        "all_reduce_host"};
+    if (kind >= 1 && kind <= kNames.size()) return std::string(kNames[kind - 1]);
+    return "collective kind " + std::to_string(kind);
+  }
 
   std::string_view backend() const override { return inner_.backend(); }
   int rank() const override { return inner_.rank(); }
@@ -106,6 +136,8 @@ class CollectiveOrder final : public comm::Communicator {
       }
     }
     ++collectives_;
+    if (recording_ && records_.size() < kMaxRecords)
+      records_.push_back({static_cast<std::uint64_t>(kind), static_cast<std::uint64_t>(count), events_});
   }
 
   comm::Communicator& inner_;
@@ -113,6 +145,8 @@ class CollectiveOrder final : public comm::Communicator {
   std::uint64_t events_ = 0;
   std::uint64_t collectives_ = 0;
   std::uint64_t signature_ = 0xcbf29ce484222325ull;
+  bool recording_ = true;
+  std::vector<Record> records_;
 };
 
 }  // namespace zinf::zero

@@ -30,6 +30,8 @@
 
 namespace zinf::zero {
 
+class CollectiveOrder;  // collective_order.h
+
 // One flat fp32 array of a checkpoint: "master/<param>", "adam_m/<param>", "adam_v/<param>".
 struct CheckpointArrayInfo {
   std::string name;
@@ -147,6 +149,11 @@ class ModelStates : public model::ParamSource, public model::GradSink {
     (void)phase;
     return {};
   }
+  // The communicator through which the owner issues its collectives, signing each one
+  // (collective_order.h), for the ranks to check after the first step that they issued the same
+  // ones at the same program-order positions. Null for an owner that has none (one rank, ZeRO-0).
+  // The owner keeps it; callers on the training loop's thread only.
+  virtual CollectiveOrder* collective_order() { return nullptr; }
   // What moved between tiers, how long the compute thread waited, and prefetch hits since creation.
   virtual EngineStats stats() const { return {}; }
   // One line for the start of a run: stage, placement, budgets.

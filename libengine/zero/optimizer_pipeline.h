@@ -170,13 +170,16 @@ class OptimizerPipeline {
     std::int64_t begin = 0;
     std::int64_t count = 0;
   };
-  // Parameter id's three checkpoint arrays: the index in the layout, and `s` holding its elements
+  // One of a piece's three checkpoint arrays: the index in the layout, and the piece's elements
   // from `offset` on.
   struct CheckpointRange {
     std::size_t index = 0;
     std::size_t offset = 0;
     std::span<float> values;
   };
+  // The optimizer states on NVMe as a checkpoint streams them: sub-group by sub-group through the
+  // first pipeline set (optimizer_checkpoint.cpp).
+  class SubGroupStream;
 
   OptimizerPipeline(const model::ParamTable& table, const Partition& partition, device::Device& device,
                     const spec::ZeroConfig& zero, DType precision, StateStore& params, StateStore& grads,
@@ -228,8 +231,8 @@ class OptimizerPipeline {
   // Views of parameter id's piece in the sub-group a set holds.
   HostStates set_states(const PipelineSet& set, model::ParamId id) const;
   HostStates host_states(model::ParamId id) const;  // optimizer on the cpu tier
-  std::array<CheckpointRange, 3> checkpoint_arrays_of(model::ParamId id, const HostStates& s,
-                                                      std::int64_t offset = 0) const;
+  std::array<CheckpointRange, 3> checkpoint_arrays_of(const OptimizerStatesPiece& piece) const;
+  std::unique_ptr<OptimizerStatesStream> make_sub_group_stream();
 
   const model::ParamTable& table_;
   const Partition& partition_;
@@ -252,6 +255,9 @@ class OptimizerPipeline {
   std::vector<SubGroup> groups_;          // optimizer on the host tiers
   std::vector<std::size_t> group_order_;  // the order the NVMe optimizer steps them in
   std::vector<PipelineSet> sets_;
+  // How save_checkpoint() and load_checkpoint() reach the states: through the stores
+  // (stream_by_parameter()) or the NVMe sub-groups (SubGroupStream).
+  std::unique_ptr<OptimizerStatesStream> checkpoint_stream_;
 
   // The optimizer pipeline's state for the step in progress (host_optimizer() only).
   std::vector<std::size_t> overlap_order_;  // sub-groups in the order the backward pass finishes them

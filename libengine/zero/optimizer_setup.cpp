@@ -58,6 +58,7 @@ Status OptimizerPipeline::allocate() {
       ZINF_ASSIGN_OR_RETURN(*store, make_state_store(zero_.optimizer, DType::kF32, what, table_, partition_, device_));
     }
   }
+  if (master_ != nullptr) checkpoint_stream_ = stream_by_parameter(*master_, *adam_m_, *adam_v_, device_);
   if (master_ != nullptr && master_->in_host_memory() && mixed() && !params_->in_host_memory()) {
     ZINF_ASSIGN_OR_RETURN(params_out_,
                           allocate_host_buffer(device_, static_cast<std::size_t>(partition_.flat_numel()) * half,
@@ -115,6 +116,7 @@ Status OptimizerPipeline::allocate() {
                                                  "optimizer pipeline buffer (new values of a split parameter)"));
     }
   }
+  if (states_on_nvme()) checkpoint_stream_ = make_sub_group_stream();
   // On the CPU backend CPU Adam runs on the training thread, in the compute's OpenMP team (optimizer_worker.h).
   worker_ = std::make_unique<OptimizerWorker>(device_.kind() == device::DeviceKind::kCpu
                                                   ? OptimizerWorker::Placement::kOnCaller

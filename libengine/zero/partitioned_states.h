@@ -108,6 +108,8 @@ class PartitionedStates final : public ModelStates {
   std::vector<model::ParamId> acquire_order(model::Phase phase) const override {
     return coordinator_->recorded_order(phase);
   }
+  // Null at one rank without a communicator.
+  CollectiveOrder* collective_order() override { return order_.get(); }
 
   device::Device& device() const override { return device_; }
   const model::ParamTable& table() const override { return table_; }

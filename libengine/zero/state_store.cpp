@@ -1,5 +1,6 @@
 #include "libengine/zero/state_store.h"
 
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -52,6 +53,21 @@ class MemoryStore final : public StateStore {
     } else {
       std::memset(buffer_.data(), 0, buffer_.bytes());
     }
+  }
+  Result<Tensor> open_host_window(model::ParamId id, std::span<std::byte> staging, bool fill,
+                                  device::Stream& stream) override {
+    if (!on_device()) return slice(id);
+    ZINF_CHECK(staging.size() == slice_bytes(id), "state store: a staging buffer of another size");
+    if (fill) {
+      device_.copy(staging.data(), at(id), slice_bytes(id), device::CopyKind::kDeviceToHost, stream);
+      ZINF_RETURN_IF_ERROR(stream.synchronize());
+    }
+    return Tensor(staging.data(), dtype_, Shape{partition_[id].owned});
+  }
+  Status close_host_window(model::ParamId id, const Tensor& window, device::Stream& stream) override {
+    if (!on_device()) return Status::ok();
+    device_.copy(at(id), window.data(), slice_bytes(id), device::CopyKind::kHostToDevice, stream);
+    return stream.synchronize();
   }
   double sum_squares(device::CpuOps& host_ops) const override {
     std::vector<Tensor> slices;
@@ -114,6 +130,20 @@ class NvmeStore final : public StateStore {
     ZINF_CHECK(false, "state store: NVMe-resident values are not summed in place");
     return 0;
   }
+  Result<Tensor> open_host_window(model::ParamId id, std::span<std::byte> staging, bool fill,
+                                  device::Stream& /*stream*/) override {
+    ZINF_CHECK(staging.size() == slice_bytes(id), "state store: a staging buffer of another size");
+    if (fill) {
+      ZINF_RETURN_IF_ERROR(nvme_->start_read(extent(id), staging));
+      ZINF_RETURN_IF_ERROR(nvme_->wait(extent(id)));
+    }
+    return Tensor(staging.data(), dtype_, Shape{partition_[id].owned});
+  }
+  Status close_host_window(model::ParamId id, const Tensor& window, device::Stream& /*stream*/) override {
+    ZINF_RETURN_IF_ERROR(nvme_->start_write(
+        extent(id), std::span<const std::byte>(static_cast<const std::byte*>(window.data()), slice_bytes(id))));
+    return nvme_->wait(extent(id));
+  }
   Status wait(model::ParamId id) override { return nvme_->wait(extent(id)); }
   bool done(model::ParamId id) override { return nvme_->done(extent(id)); }
   Status wait_writes(model::ParamId id) override { return nvme_->wait_writes(extent(id)); }
@@ -170,6 +200,52 @@ Tensor StateStore::view(void* base, model::ParamId id, bool device_memory) const
   auto* at =
       static_cast<std::byte*>(base) + static_cast<std::size_t>(partition_[id].flat_offset) * dtype_size_bytes(dtype_);
   return Tensor(at, dtype_, Shape{partition_[id].owned}, device_memory ? &device_ : nullptr);
+}
+
+namespace {
+
+class ByParameterStream final : public OptimizerStatesStream {
+ public:
+  ByParameterStream(std::array<StateStore*, 3> stores, device::Device& device) : stores_(stores), device_(device) {}
+
+  Status stream(bool write_back, const Visit& visit) override {
+    device::Stream& stream = device_.stream(device::StreamRole::kCompute);
+    const StateStore& first = *stores_[0];
+    const model::ParamId count = first.parameter_count();
+    std::vector<std::byte> staging;
+    for (model::ParamId id = 0; id < count; ++id) {
+      const std::size_t bytes = first.slice_bytes(id);
+      // Only stores outside host memory need it: in host memory the windows are the slices.
+      if (first.uses_staging()) staging.resize(3 * bytes);
+      std::array<Tensor, 3> windows;
+      for (std::size_t kind = 0; kind < stores_.size(); ++kind) {
+        const std::span<std::byte> mine =
+            staging.empty() ? std::span<std::byte>() : std::span<std::byte>(staging).subspan(kind * bytes, bytes);
+        ZINF_ASSIGN_OR_RETURN(windows[kind], stores_[kind]->open_host_window(id, mine, !write_back, stream));
+      }
+      ZINF_RETURN_IF_ERROR(visit({id, 0, windows[0], windows[1], windows[2]}));
+      if (!write_back) continue;
+      for (std::size_t kind = 0; kind < stores_.size(); ++kind) {
+        ZINF_RETURN_IF_ERROR(stores_[kind]->close_host_window(id, windows[kind], stream));
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::array<StateStore*, 3> stores_;
+  device::Device& device_;
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerStatesStream> stream_by_parameter(StateStore& master, StateStore& exp_avg,
+                                                           StateStore& exp_avg_sq, device::Device& device) {
+  ZINF_CHECK(master.dtype() == DType::kF32 && exp_avg.dtype() == DType::kF32 && exp_avg_sq.dtype() == DType::kF32,
+             "stream_by_parameter: the optimizer states are fp32");
+  ZINF_CHECK(master.uses_staging() == exp_avg.uses_staging() && master.uses_staging() == exp_avg_sq.uses_staging(),
+             "stream_by_parameter: the three stores live on one tier");
+  return std::make_unique<ByParameterStream>(std::array<StateStore*, 3>{&master, &exp_avg, &exp_avg_sq}, device);
 }
 
 Result<std::unique_ptr<StateStore>> make_state_store(spec::Tier tier, DType dtype, std::string what,

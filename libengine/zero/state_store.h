@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -57,6 +58,12 @@ class StateStore : public ParamHomes {
 
   spec::Tier tier() const { return tier_; }
   DType dtype() const { return dtype_; }
+  // Parameters in the partition (ids 0 .. parameter_count() - 1).
+  model::ParamId parameter_count() const { return partition_.size(); }
+  // Bytes of parameter id's slice.
+  std::size_t slice_bytes(model::ParamId id) const {
+    return static_cast<std::size_t>(partition_[id].owned) * dtype_size_bytes(dtype_);
+  }
   // Where the values are: device memory, host memory, or neither (NVMe, reached by transfers only).
   virtual bool on_device() const = 0;
   virtual bool in_host_memory() const = 0;
@@ -87,6 +94,19 @@ class StateStore : public ParamHomes {
   // order ZeRO-0 uses, so the same bits at one rank. Precondition: not on NVMe.
   virtual double sum_squares(device::CpuOps& host_ops) const = 0;
 
+  // Checkpoint streaming: parameter id's slice as host memory the caller may read and write — the
+  // slice itself in host memory (`staging` unused), else `staging` (slice_bytes(id) of host memory,
+  // kept by the caller while the window is open), filled from the device (a copy on `stream`) or
+  // from the NVMe extent when `fill`, and waited for. Fails with the stream's or the NVMe store's
+  // error. uses_staging() says whether `staging` is needed.
+  virtual Result<Tensor> open_host_window(model::ParamId id, std::span<std::byte> staging, bool fill,
+                                          device::Stream& stream) = 0;
+  // The values the caller wrote into a window of parameter id back where they live: nothing in host
+  // memory (the window was the slice), copied to the device on `stream` or rewritten on NVMe, and
+  // waited for. Errors as open_host_window().
+  virtual Status close_host_window(model::ParamId id, const Tensor& window, device::Stream& stream) = 0;
+  bool uses_staging() const { return !in_host_memory(); }
+
   // NVMe: the transfers of parameter id's extent. Elsewhere there are none: ok, true, ok.
   // wait(): every transfer queued on it (its first error); done(): none in flight, without blocking;
   // wait_writes(): its writes, not reads queued after them.
@@ -107,9 +127,6 @@ class StateStore : public ParamHomes {
  protected:
   StateStore(spec::Tier tier, DType dtype, const Partition& partition, device::Device& device)
       : tier_(tier), dtype_(dtype), partition_(partition), device_(device) {}
-  std::size_t slice_bytes(model::ParamId id) const {
-    return static_cast<std::size_t>(partition_[id].owned) * dtype_size_bytes(dtype_);
-  }
   // Parameter id's slice at `base`, a flat array of this store's dtype.
   Tensor view(void* base, model::ParamId id, bool device_memory) const;
 
@@ -125,5 +142,38 @@ class StateStore : public ParamHomes {
 Result<std::unique_ptr<StateStore>> make_state_store(spec::Tier tier, DType dtype, std::string what,
                                                      const model::ParamTable& table, const Partition& partition,
                                                      device::Device& device);
+
+// The optimizer's fp32 master weights and Adam moments of parameter id's elements
+// [offset, offset + master.numel()) of its slice, in host memory.
+struct OptimizerStatesPiece {
+  model::ParamId id = 0;
+  std::int64_t offset = 0;
+  Tensor master, exp_avg, exp_avg_sq;
+};
+
+// How a checkpoint reaches the optimizer states, wherever they live: piece by piece through host
+// memory, every parameter in table order, a parameter larger than one piece in consecutive pieces
+// from element 0. The one place the checkpoint's streaming depends on the tier: each
+// implementation is one tier's way (stream_by_parameter() below for stores in device or host
+// memory, the optimizer pipeline's sub-groups for NVMe), and the checkpoint code has no branch.
+// Not thread-safe: the training loop's thread makes every call.
+class OptimizerStatesStream {
+ public:
+  using Visit = std::function<Status(const OptimizerStatesPiece&)>;
+  virtual ~OptimizerStatesStream() = default;
+  // Calls `visit` on every piece in order. `write_back` false (a save): the pieces hold the states'
+  // values and `visit` reads them. `write_back` true (a load): `visit` writes every element of the
+  // piece, and the values go where the states live after it returns. A piece's memory is reused
+  // after `visit` returns: it must not be read by anything `visit` started (copies, writes) then.
+  // Stops at the first error, `visit`'s or the tier's (a device copy, an NVMe transfer); after a
+  // failed load the states are undefined.
+  virtual Status stream(bool write_back, const Visit& visit) = 0;
+};
+
+// One piece per parameter, from three fp32 stores on one tier through their host windows: one
+// host buffer of a parameter's three slices when the stores need staging (device memory, NVMe),
+// none in host memory. The stores and `device` must outlive it.
+std::unique_ptr<OptimizerStatesStream> stream_by_parameter(StateStore& master, StateStore& exp_avg,
+                                                           StateStore& exp_avg_sq, device::Device& device);
 
 }  // namespace zinf::zero

@@ -1,7 +1,8 @@
-// `zinf bench io`: the pieces that need no drive (fio argv, fio's JSON report against a checked-in
-// fixture, percentile math, the run layout), the one-line errors for bad flags, and small end-to-end
-// runs through a real SwapStore in a TempDir (with fio too when it is installed). Expected figures
-// are hand-computed (comments show the arithmetic), never copied from the program's output.
+// `zinf bench io` end to end: the runner against a real SwapStore in a TempDir (reads that come
+// back wrong are counted, a baseline that overwrites the files, errors), the one-line errors for
+// bad flags and paths, and small runs writing the record, its table/CSV/Markdown forms, and with
+// fio too when it is installed. The pieces that need no drive: bench_io_plan_test.cpp and
+// bench_io_fio_test.cpp. Expected figures are hand-computed, never copied from the output.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -23,15 +24,12 @@
 #include "libengine/io/swap_store.h"
 #include "probes/fio_runner.h"
 #include "probes/io_bench_runner.h"
-#include "probes/latency_stats.h"
 #include "tests/catch.h"
 #include "tests/cli/cli_test_support.h"
 #include "tests/ramfs_child.h"
 #include "tests/temp_dir.h"
 
 namespace zinf::cli {
-
-// The measuring harness (probes/) this file calls.
 using probes::find_program;
 using probes::fio_argv;
 using probes::fio_direction;
@@ -55,16 +53,15 @@ using probes::summarize_latencies;
 
 namespace {
 
+using test_support::check_usage_error;
+using test_support::fixture;
+using test_support::Outcome;
+using test_support::read_text;
 using testing::TempDir;
 
 constexpr std::uint64_t kKiB = 1024;
 constexpr std::uint64_t kMiB = 1024 * kKiB;
 constexpr std::uint64_t kGiB = 1024 * kMiB;
-
-using test_support::check_usage_error;
-using test_support::fixture;
-using test_support::Outcome;
-using test_support::read_text;
 
 Outcome zinf(const std::vector<std::string>& args) { return test_support::run_zinf(args); }
 
@@ -86,265 +83,6 @@ std::vector<std::string> small_run(const std::string& directory, std::initialize
                                 "--block", "256KiB", "--qd",   "4",       "--repeat", "1",    "--buffered-ok"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
-}
-
-// ---- percentiles -----------------------------------------------------------------------------
-
-TEST_CASE("bench io: percentiles interpolate between the nearest ranks") {
-  const std::vector<double> four{1.0, 2.0, 3.0, 4.0};
-  // rank = p/100 * (n-1) = p/100 * 3
-  CHECK(percentile_of_sorted(four, 0.0) == 1.0);
-  CHECK(percentile_of_sorted(four, 50.0) == Approx(2.5));   // rank 1.5: 2 + 0.5 * 1
-  CHECK(percentile_of_sorted(four, 90.0) == Approx(3.7));   // rank 2.7: 3 + 0.7 * 1
-  CHECK(percentile_of_sorted(four, 99.0) == Approx(3.97));  // rank 2.97
-  CHECK(percentile_of_sorted(four, 100.0) == 4.0);
-  const std::vector<double> one{7.0};
-  CHECK(percentile_of_sorted(one, 50.0) == 7.0);
-  CHECK(percentile_of_sorted(one, 99.0) == 7.0);
-
-  // 1..10 ms: p50 rank 4.5 -> 5.5; p90 rank 8.1 -> 9.1; p99 rank 8.91 -> 9.91; mean 5.5.
-  const std::vector<double> shuffled_ms{7, 3, 10, 1, 9, 2, 8, 5, 4, 6};
-  const LatencySummary s = summarize_latencies(shuffled_ms);
-  CHECK(s.count == 10);
-  CHECK(s.mean == Approx(5.5));
-  CHECK(s.p50 == Approx(5.5));
-  CHECK(s.p90 == Approx(9.1));
-  CHECK(s.p99 == Approx(9.91));
-  CHECK(s.max == 10.0);
-  CHECK(summarize_latencies({}).count == 0);
-
-  const std::vector<double> runs{3.1, 2.9, 3.4};
-  const SampleSpread spread = spread_of(runs);
-  CHECK(spread.median == Approx(3.1));
-  CHECK(spread.min == Approx(2.9));
-  CHECK(spread.max == Approx(3.4));
-  const std::vector<double> two_runs{2.0, 4.0};
-  CHECK(spread_of(two_runs).median == Approx(3.0));
-}
-
-// ---- tests list and layout -----------------------------------------------------------------
-
-TEST_CASE("bench io: --tests names, order and mistakes") {
-  const auto tests = parse_io_tests("rand-read,seq-write", "--tests");
-  REQUIRE(tests.is_ok());
-  CHECK(*tests == std::vector<IoTest>{IoTest::kRandRead, IoTest::kSeqWrite});
-  CHECK(parse_io_tests("seq-write,seq-read,rand-write,rand-read", "--tests")->size() == 4);
-  for (const char* bad : {"foo", "seq-write,", "seq-write,seq-write", ""}) {
-    INFO(bad);
-    const auto parsed = parse_io_tests(bad, "--tests");
-    REQUIRE_FALSE(parsed.is_ok());
-    CHECK(parsed.status().code() == ErrorCode::kInvalidArgument);
-    CHECK(parsed.status().message().rfind("--tests: ", 0) == 0);
-  }
-}
-
-TEST_CASE("bench io: the layout covers queue depth x block with a bounded ring") {
-  IoBenchConfig config;
-  config.tests = {IoTest::kSeqWrite};
-  config.size_bytes = 8 * kMiB;
-  config.tensor_bytes = kMiB;
-  // qd 4 x 256 KiB = 1 MiB = one tensor, plus one: 2 in flight.
-  auto layout = plan_io_bench(config, 256 * kKiB, 4, 4096);
-  REQUIRE(layout.is_ok());
-  CHECK(layout->tensor_count == 8);
-  CHECK(layout->last_tensor_bytes == kMiB);
-  CHECK(layout->window_tensors == 2);
-  CHECK(layout->ring_bytes == 2 * kMiB);
-  CHECK(layout->stamp_stride_bytes == 64 * kKiB);
-
-  // 10 MiB in 3 MiB tensors: 3 full + 1 MiB; qd 32 x 1 MiB = 32 MiB -> ceil(32/3) + 1 = 12, capped at 4 tensors.
-  config.size_bytes = 10 * kMiB;
-  config.tensor_bytes = 3 * kMiB;
-  layout = plan_io_bench(config, kMiB, 32, 4096);
-  REQUIRE(layout.is_ok());
-  CHECK(layout->tensor_count == 4);
-  CHECK(layout->last_tensor_bytes == kMiB);
-  CHECK(layout->window_tensors == 4);
-
-  // A 96 KiB block is 3 x 32 KiB: stamps every 32 KiB so every chunk starts with one.
-  layout = plan_io_bench(config, 96 * kKiB, 32, 4096);
-  REQUIRE(layout.is_ok());
-  CHECK(layout->stamp_stride_bytes == 32 * kKiB);
-
-  // 600 MiB tensors, 32 x 64 MiB in flight: ceil(2048/600) + 1 = 5 tensors = 3000 MiB > the 1 GiB
-  // memory bound; two do not fit either, so the ring holds one (issue 15: it used to keep two, 1.2 GB).
-  config.size_bytes = 4 * kGiB;
-  config.tensor_bytes = 600 * kMiB;
-  layout = plan_io_bench(config, 64 * kMiB, 32, 4096);
-  REQUIRE(layout.is_ok());
-  CHECK(layout->window_tensors == 1);
-  CHECK(layout->memory_bytes == 600 * kMiB);
-  // An unaligned tensor size gets aligned buffers: 4 KiB + 1 byte rounds up to 8 KiB.
-  config.size_bytes = kMiB;
-  config.tensor_bytes = 4097;
-  layout = plan_io_bench(config, kMiB, 1, 4096);
-  REQUIRE(layout.is_ok());
-  CHECK(layout->ring_bytes == 8192 * layout->window_tensors);
-  CHECK(layout->last_tensor_bytes == kMiB - 255 * 4097);  // 256 tensors: 255 full ones and the rest
-
-  config.tensor_bytes = 2 * kMiB;
-  const auto too_big = plan_io_bench(config, kMiB, 1, 4096);
-  REQUIRE_FALSE(too_big.is_ok());
-  CHECK(too_big.status().message().rfind("--tensor: ", 0) == 0);
-}
-
-// Issue 15, defect 10: `--tensor 1GiB` peaked at 2.26 GB of RSS (two tensor buffers and the
-// staging pool) against the documented 1 GiB. The ring and the staging pool now stay within it.
-TEST_CASE("bench io: tensor buffers and staging stay within the 1 GiB bound, or the run is refused") {
-  IoBenchConfig config;
-  config.tests = {IoTest::kSeqWrite};
-  config.size_bytes = 4 * kGiB;
-  config.tensor_bytes = kGiB;
-  config.staging_bytes = 32 * kMiB;  // qd 32 x 1 MiB
-  const auto refused = plan_io_bench(config, kMiB, 32, 4096);
-  REQUIRE_FALSE(refused.is_ok());
-  CHECK(refused.status().message() ==
-        "--tensor: 1.00 GiB does not fit the 1.00 GiB memory bound of bench io next to 32.0 MiB of staging buffers; "
-        "use --tensor 992 MiB or less");
-  for (const std::uint64_t tensor : {kMiB, 64 * kMiB, 300 * kMiB, 511 * kMiB, 600 * kMiB, 992 * kMiB}) {
-    for (const std::uint64_t staging : {std::uint64_t{0}, kMiB, 32 * kMiB, 256 * kMiB}) {
-      config.tensor_bytes = tensor;
-      config.staging_bytes = staging;
-      const auto layout = plan_io_bench(config, kMiB, 4096, 4096);
-      INFO("tensor " << tensor << " staging " << staging);
-      if (!layout.is_ok()) {
-        CHECK(tensor + staging > kGiB);
-        continue;
-      }
-      CHECK(layout->window_tensors >= 1);
-      CHECK(layout->memory_bytes == layout->ring_bytes + staging);
-      CHECK(layout->memory_bytes <= kGiB);
-    }
-  }
-  // On the command line the refusal comes before any disk is touched.
-  const TempDir dir;
-  const auto o = zinf({"bench", "io", "--path", dir.path(), "--size", "2GiB", "--tensor", "1GiB"});
-  test_support::check_usage_error(o, "--tensor: 1.00 GiB does not fit the 1.00 GiB memory bound");
-}
-
-// ---- fio -------------------------------------------------------------------------------------
-
-TEST_CASE("bench io: fio argv for one job over two swap files") {
-  FioJob job;
-  job.name = "zinf-seq-read";
-  job.filenames = {"/proc/42/fd/7", "/proc/42/fd/8"};
-  job.rw = "read";
-  job.block_bytes = kMiB;
-  job.iodepth = 32;
-  job.size_bytes = 4 * kGiB;
-  const auto argv = fio_argv("/usr/bin/fio", job);
-  REQUIRE(argv.is_ok());
-  const std::vector<std::string> expected{"/usr/bin/fio",
-                                          "--name=zinf-seq-read",
-                                          "--filename=/proc/42/fd/7:/proc/42/fd/8",
-                                          "--ioengine=io_uring",
-                                          "--direct=1",
-                                          "--rw=read",
-                                          "--bs=1048576",
-                                          "--iodepth=32",
-                                          "--size=4294967296",
-                                          "--iomem=malloc",
-                                          "--allow_file_create=0",
-                                          "--group_reporting",
-                                          "--output-format=json"};
-  CHECK(*argv == expected);
-  CHECK(fio_direction("read") == FioDirection::kRead);
-  CHECK(fio_direction("randwrite") == FioDirection::kWrite);
-
-  job.rw = "randwrite";
-  job.direct = false;
-  job.ioengine = "libaio";
-  const auto random = fio_argv("fio", job);
-  REQUIRE(random.is_ok());
-  CHECK(random->back() == "--randrepeat=0");
-  CHECK(std::find(random->begin(), random->end(), "--direct=0") != random->end());
-  CHECK(std::find(random->begin(), random->end(), "--ioengine=libaio") != random->end());
-  CHECK(std::find(random->begin(), random->end(), "--rw=randwrite") != random->end());
-
-  job.filenames = {"/mnt/a:b"};
-  const auto colon = fio_argv("fio", job);
-  REQUIRE_FALSE(colon.is_ok());
-  CHECK(colon.status().message().find("':'") != std::string::npos);
-
-  const std::vector<std::string> line{"/usr/bin/fio", "--name=x y", "--filename=it's", "--bs=1048576"};
-  CHECK(shell_command_line(line) == "/usr/bin/fio '--name=x y' '--filename=it'\\''s' --bs=1048576");
-}
-
-TEST_CASE("bench io: fio's JSON report, from a real fio run") {
-  const std::string report = read_text(fixture("fio/fio-read.json"));
-  REQUIRE_FALSE(report.empty());
-  const auto m = parse_fio_json(report, FioDirection::kRead);
-  REQUIRE(m.is_ok());
-  CHECK(m->fio_version == "fio-3.33");
-  CHECK(m->io_bytes == 67108864);            // --size=64MiB
-  CHECK(m->bytes_per_second == 1398101333);  // 67108864 B / 0.048 s
-  CHECK(m->runtime_seconds == Approx(0.048));
-  CHECK(m->total_ios == 64);  // 64 MiB / 1 MiB
-  CHECK(m->clat_mean_ns == Approx(5496034.5625));
-  CHECK(m->clat_p50_ns == 4947968);
-  CHECK(m->clat_p90_ns == 8585216);
-  CHECK(m->clat_p99_ns == 10813440);
-  CHECK(m->clat_max_ns == 10789232);
-
-  // fio sometimes prints notes on stdout before the JSON.
-  const auto noted =
-      parse_fio_json("note: both iodepth >= 1 and synchronous I/O engine are selected\n" + report, FioDirection::kRead);
-  REQUIRE(noted.is_ok());
-  CHECK(noted->io_bytes == 67108864);
-
-  // The report's write side moved nothing.
-  const auto wrong_side = parse_fio_json(report, FioDirection::kWrite);
-  REQUIRE_FALSE(wrong_side.is_ok());
-  CHECK(wrong_side.status().message().find("jobs[0].write moved no bytes") != std::string::npos);
-
-  auto failed_job = nlohmann::json::parse(report);
-  failed_job["jobs"][0]["error"] = 5;
-  const auto failed = parse_fio_json(failed_job.dump(), FioDirection::kRead);
-  REQUIRE_FALSE(failed.is_ok());
-  CHECK(failed.status().code() == ErrorCode::kIoError);
-  CHECK(failed.status().message().find("error 5") != std::string::npos);
-
-  auto no_clat = nlohmann::json::parse(report);
-  no_clat["jobs"][0]["read"].erase("clat_ns");
-  CHECK(parse_fio_json(no_clat.dump(), FioDirection::kRead).status().message().find("jobs[0].read.clat_ns") !=
-        std::string::npos);
-  CHECK_FALSE(parse_fio_json("fio: engine io_uring not loadable", FioDirection::kRead).is_ok());
-  CHECK_FALSE(parse_fio_json("{\"jobs\": [", FioDirection::kRead).is_ok());
-  CHECK(parse_fio_json("{\"jobs\": []}", FioDirection::kRead).status().message().find("'jobs'") != std::string::npos);
-}
-
-TEST_CASE("bench io: finding fio on PATH") {
-  TempDir dir;
-  const std::string program = dir.write("fio", "#!/bin/sh\nexit 0\n");
-  const std::string not_executable = dir.write("fio-text", "text");
-  REQUIRE(::chmod(program.c_str(), 0755) == 0);
-  const auto found = find_program("fio", "/nonexistent-bin::" + dir.path());
-  REQUIRE(found.is_ok());
-  CHECK(*found == program);
-  CHECK(find_program("fio", "/nonexistent-bin").status().code() == ErrorCode::kNotFound);
-  CHECK_FALSE(find_program("fio-text", dir.path()).is_ok());
-  CHECK(*find_program(program, "") == program);  // a path is taken as it is
-}
-
-TEST_CASE("bench io: a child's exit status, stdout and stderr are captured, even when large") {
-  const std::vector<std::string> small{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"};
-  const auto o = run_process(small);
-  REQUIRE(o.is_ok());
-  CHECK(o->exit_status == 3);
-  CHECK(o->out == "out\n");
-  CHECK(o->err == "err\n");
-  // More than a pipe holds (64 KiB) on both streams at once: needs both drained together.
-  const std::vector<std::string> large{
-      "/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\000' e >&2; head -c 200000 /dev/zero | tr '\\000' o"};
-  const auto big = run_process(large);
-  REQUIRE(big.is_ok());
-  CHECK(big->exit_status == 0);
-  CHECK(big->out.size() == 200000);
-  CHECK(big->err.size() == 300000);
-  const std::vector<std::string> missing{"/nonexistent-bin/fio"};
-  const auto not_started = run_process(missing);
-  // posix_spawn reports a missing program either as its own error or as exit status 127.
-  CHECK((!not_started.is_ok() || not_started->exit_status == 127));
 }
 
 // ---- the runner against a real store ---------------------------------------------------------

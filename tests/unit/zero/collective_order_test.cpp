@@ -43,6 +43,39 @@ TEST_CASE("collective order: forwards, counts and signs each collective by its p
   CHECK(run(0) != at_one);
 }
 
+TEST_CASE("collective order: records each collective's kind, count and position until told to stop") {
+  auto device = device::make_cpu_device({});
+  comm::LocalCommunicator local(*device);
+  device::Stream& stream = device->stream(device::StreamRole::kCollective);
+  CollectiveOrder order(local);
+  std::vector<float> send = {1, 2, 3, 4};
+  std::vector<float> recv(4, 0.0f);
+  order.note_event();
+  order.all_gather(send.data(), recv.data(), 4, DType::kF32, stream);
+  order.note_event();
+  order.note_event();
+  std::vector<double> host = {1.0, 2.0, 3.0};
+  REQUIRE(order.all_reduce_host(host).is_ok());
+  REQUIRE(stream.synchronize().is_ok());
+  // all_gather is kind 1 and all_reduce_host kind 6 (CollectiveOrder::Kind).
+  const std::vector<CollectiveOrder::Record>& records = order.records();
+  REQUIRE(records.size() == 2);
+  CHECK((records[0].kind == 1 && records[0].count == 4 && records[0].events == 1));
+  CHECK((records[1].kind == 6 && records[1].count == 3 && records[1].events == 3));
+  CHECK(CollectiveOrder::kind_name(records[0].kind) == "all_gather");
+  CHECK(CollectiveOrder::kind_name(records[1].kind) == "all_reduce_host");
+  CHECK(CollectiveOrder::kind_name(7) == "collective kind 7");
+
+  // Stopped: nothing kept, the signature and the count still follow every collective.
+  order.stop_recording();
+  CHECK(order.records().empty());
+  const std::uint64_t before = order.signature();
+  REQUIRE(order.barrier().is_ok());
+  CHECK(order.records().empty());
+  CHECK(order.signature() != before);
+  CHECK(order.collectives() == 3);
+}
+
 TEST_CASE("collective order: a LocalOnly scope nests and closes") {
   auto device = device::make_cpu_device({});
   comm::LocalCommunicator local(*device);
