@@ -1,8 +1,9 @@
 // Shared by the CPU kernel benchmarks compiled into kernels_bench (kernels_bench.cpp: the GPT-2
 // block's kernels; llama_kernels_bench.cpp: RMSNorm, SwiGLU, RoPE): deterministic inputs, the timed
-// loop, and the two bounds every case is reported against, measured once per process (function-local
-// statics of inline functions, so one measurement serves every source file). kernels_bench.cpp's
-// header comment says what the bounds are and how byte counts are made.
+// loop, and the bounds every case is reported against (sgemm peak, in-place triad, STREAM's
+// out-of-place triad), each measured once per process (function-local statics of inline functions,
+// so one measurement serves every source file). kernels_bench.cpp's header comment says what the
+// first two are and how byte counts are made; llama_kernels_bench.cpp's which triad a case is held to.
 #pragma once
 
 #include <benchmark/benchmark.h>
