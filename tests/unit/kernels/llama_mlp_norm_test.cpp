@@ -4,6 +4,7 @@
 // fp64 analytic gradient on larger ones, every instruction-set variant and several thread counts bit
 // for bit, odd sizes (C = 6, 18, 37; N = 37 and 5632 + 37) so the vector tails and uneven thread
 // ranges run, one row.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/swiglu.h"
 #include "tests/catch.h"
@@ -193,6 +195,31 @@ TEST_CASE("rmsnorm: every variant and thread count gives the same bits, rstd opt
 // ---- SwiGLU --------------------------------------------------------------------------------------
 
 double silu_reference(double g) { return g / (1.0 + std::exp(-g)); }
+
+// SwiGLU's exp (Estrin's polynomial): the same bound and clamp as simd::exp_approx, over the same
+// sweep as that one's test, plus a dense run of the reduced range where the polynomial matters most.
+TEST_CASE("exp_approx_estrin: within 2e-7 relative of exp over [-87, 88.37], clamped beyond", "[model][swiglu]") {
+  double worst = 0.0;
+  const auto check = [&](float x) {
+    const float got = cpu::simd::exp_approx_estrin(x);
+    REQUIRE(std::isfinite(got));
+    if (x < -87.0f || x > 88.3762626647949f) {
+      REQUIRE(got == cpu::simd::exp_approx_estrin(x < 0.0f ? -87.0f : 88.3762626647949f));
+      return;
+    }
+    const double exact = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(static_cast<double>(got) - exact) / exact);
+  };
+  const int steps = 1 << 20;
+  for (int i = 0; i <= steps; ++i) check(-100.0f + 188.0f * static_cast<float>(i) / static_cast<float>(steps));
+  for (int i = 0; i <= steps; ++i) check(-1.0f + 2.0f * static_cast<float>(i) / static_cast<float>(steps));
+  INFO("worst relative error " << worst);
+  CHECK(worst <= 2e-7);
+  CHECK(std::fpclassify(cpu::simd::exp_approx_estrin(-87.0f)) == FP_NORMAL);
+  CHECK(cpu::simd::exp_approx_estrin(-1e4f) == cpu::simd::exp_approx_estrin(-87.0f));
+  CHECK(std::isfinite(cpu::simd::exp_approx_estrin(1e4f)));
+  CHECK(cpu::simd::exp_approx_estrin(0.0f) == 1.0f);
+}
 
 TEST_CASE("swiglu: forward matches fp64, backward matches finite differences", "[model][swiglu]") {
   for (const std::size_t n : {std::size_t{1}, std::size_t{37}, std::size_t{5632 + 37}}) {
