@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "libengine/core/check.h"
 
@@ -86,6 +89,100 @@ Result<std::vector<std::string>> fio_argv(const std::string& fio_path, const Fio
   if (random) argv.emplace_back("--randrepeat=0");
   if (mixed) argv.push_back(fmt::format("--rwmixread={}", job.rwmixread));
   return argv;
+}
+
+std::uint64_t FioSplitLayout::read_bytes() const { return read_bytes_per_file * files; }
+std::uint64_t FioSplitLayout::write_bytes() const { return write_bytes_per_file * files; }
+
+Result<FioSplitLayout> fio_split_layout(const FioSplitMix& mix) {
+  if (mix.filenames.empty()) return Status::invalid_argument("fio split mix: no file names");
+  if (mix.size_bytes == 0 || mix.block_bytes == 0 || mix.iodepth == 0) {
+    return Status::invalid_argument("fio split mix: size, block and iodepth must be positive");
+  }
+  if (mix.read_percent < 1 || mix.read_percent > 99) {
+    return Status::invalid_argument(fmt::format(
+        "fio split mix: read_percent {} must be 1..99 (percent of the bytes that are read)", mix.read_percent));
+  }
+  FioSplitLayout layout;
+  layout.files = mix.filenames.size();
+  // Whole blocks per file: what the size asks for, capped by what one file holds.
+  const std::uint64_t blocks =
+      std::min(mix.size_bytes / mix.block_bytes / layout.files, mix.file_bytes / mix.block_bytes);
+  if (blocks < 2) {
+    return Status::invalid_argument(
+        fmt::format("fio split mix: {} blocks of {} bytes per file leave no block for one of the two jobs "
+                    "(size {}, file {} bytes, {} files)",
+                    blocks, mix.block_bytes, mix.size_bytes, mix.file_bytes, layout.files));
+  }
+  const double share = static_cast<double>(blocks) * mix.read_percent / 100.0;
+  const auto read_blocks =
+      static_cast<std::uint64_t>(std::clamp(std::round(share), 1.0, static_cast<double>(blocks - 1)));
+  layout.read_bytes_per_file = read_blocks * mix.block_bytes;
+  layout.write_bytes_per_file = (blocks - read_blocks) * mix.block_bytes;
+  layout.read_iodepth = std::max(1u, mix.iodepth / 2);
+  layout.write_iodepth = std::max(1u, mix.iodepth - mix.iodepth / 2);
+  return layout;
+}
+
+Result<std::vector<std::string>> fio_split_mix_argv(const std::string& fio_path, const FioSplitMix& mix) {
+  ZINF_ASSIGN_OR_RETURN(const FioSplitLayout layout, fio_split_layout(mix));
+  // The shared options come from fio_argv's own checks and spelling: a one-direction job of the
+  // same files, whose --name, --rw, --iodepth and --size are then left out of the global section.
+  FioJob shared;
+  shared.name = mix.name;
+  shared.filenames = mix.filenames;
+  shared.rw = "read";
+  shared.ioengine = mix.ioengine;
+  shared.direct = mix.direct;
+  shared.iomem = mix.iomem;
+  shared.block_bytes = mix.block_bytes;
+  shared.iodepth = 1;
+  shared.size_bytes = mix.size_bytes;
+  ZINF_ASSIGN_OR_RETURN(const std::vector<std::string> one, fio_argv(fio_path, shared));
+  std::vector<std::string> argv;
+  for (const std::string& arg : one) {
+    const bool per_job = arg.rfind("--name=", 0) == 0 || arg.rfind("--rw=", 0) == 0 ||
+                         arg.rfind("--iodepth=", 0) == 0 || arg.rfind("--size=", 0) == 0;
+    if (!per_job) argv.push_back(arg);
+  }
+  // Options before the first --name are global; each --name starts a job that takes them. Both
+  // regions lie inside the files: fio would otherwise lay a file out anew, which
+  // --allow_file_create=0 refuses (a run whose region ran past a plain file's end left that file
+  // removed).
+  const auto job = [&](const char* direction, std::uint64_t offset, std::uint64_t bytes, unsigned depth) {
+    argv.push_back(fmt::format("--name={}-{}", mix.name, direction));
+    argv.push_back(fmt::format("--rw={}", direction));
+    argv.push_back(fmt::format("--offset={}", offset));
+    argv.push_back(fmt::format("--size={}", bytes));
+    argv.push_back(fmt::format("--iodepth={}", depth));
+  };
+  job("read", 0, layout.read_bytes(), layout.read_iodepth);
+  job("write", layout.read_bytes_per_file, layout.write_bytes(), layout.write_iodepth);
+  return argv;
+}
+
+std::uint64_t huge_page_bytes_free(std::string_view meminfo) {
+  // "HugePages_Free:       64" and "Hugepagesize:       2048 kB".
+  const auto value_of = [&meminfo](std::string_view key) -> std::optional<std::uint64_t> {
+    const std::size_t at = meminfo.find(key);
+    if (at == std::string_view::npos) return std::nullopt;
+    std::string_view rest = meminfo.substr(at + key.size());
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    std::uint64_t value = 0;
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), value);
+    if (error != std::errc() || end == rest.data()) return std::nullopt;
+    return value;
+  };
+  const std::optional<std::uint64_t> free_pages = value_of("HugePages_Free:");
+  const std::optional<std::uint64_t> page_kib = value_of("Hugepagesize:");
+  if (!free_pages || !page_kib) return 0;
+  return *free_pages * *page_kib * 1024;
+}
+
+std::string fio_iomem_for(std::uint64_t buffer_bytes, unsigned jobs, std::string_view meminfo) {
+  const std::uint64_t free = huge_page_bytes_free(meminfo);
+  constexpr std::uint64_t kPageSlack = 2ull << 20;  // one 2 MiB page per job for fio's rounding
+  return free > 0 && free >= buffer_bytes + jobs * kPageSlack ? "shmhuge" : "malloc";
 }
 
 std::string shell_command_line(std::span<const std::string> argv) {

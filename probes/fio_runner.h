@@ -42,6 +42,61 @@ FioDirection fio_direction(std::string_view rw);
 // the names above, or a mixed job's rwmixread is outside 1..99.
 Result<std::vector<std::string>> fio_argv(const std::string& fio_path, const FioJob& job);
 
+// The step's NVMe traffic as fio runs it: two jobs in one group on the same files, started
+// together, one reading a region while the other writes another (the engine reads some extents
+// while it writes others, never one offset stream alternating directions, which is what a single
+// `rw` job does). Each job's size is its direction's share of the step's bytes, and the rate is
+// every byte over the longer job's runtime (parse_fio_mixed_json): the time the drive needs to
+// move the step's reads and writes started together. fio's `flow=` weights would hold the two at
+// the ratio throughout, but on a 2-core VM its flow control halved the rate (1.21 against 2.42
+// GB/s, same files, same run; docs/nvme.md), so it is not used.
+// Both directions are group-reported together.
+struct FioSplitMix {
+  std::string name;                    // jobs "<name>-read" and "<name>-write"
+  std::vector<std::string> filenames;  // one per swap path, as FioJob's
+  unsigned read_percent = 50;          // of the bytes, 1..99 (step_read_percent)
+  std::string ioengine = "io_uring";
+  bool direct = true;
+  std::string iomem = "malloc";
+  std::uint64_t block_bytes = 1 << 20;
+  // Chunks in flight over both jobs (the swap store's queue depth: it never has more in flight in
+  // all); the read job gets half, rounded down, the write job the rest, each at least 1.
+  unsigned iodepth = 32;
+  std::uint64_t size_bytes = 0;  // bytes of both jobs together, over all files
+  std::uint64_t file_bytes = 0;  // bytes of each file: the two regions must fit in it
+};
+
+// How a FioSplitMix divides its files, in whole blocks: per file, the read job covers
+// [0, read_bytes_per_file) and the write job [read_bytes_per_file, read + write_bytes_per_file).
+struct FioSplitLayout {
+  std::uint64_t read_bytes_per_file = 0;
+  std::uint64_t write_bytes_per_file = 0;
+  unsigned read_iodepth = 0;
+  unsigned write_iodepth = 0;
+  std::uint64_t read_bytes() const;  // over all files (FioSplitMix::filenames.size() of them)
+  std::uint64_t write_bytes() const;
+  std::uint64_t files = 0;
+};
+
+// The layout: size_bytes cut into whole blocks, the read job's share of them the nearest to
+// read_percent with at least one block per file for each job, then capped to what the files hold.
+// InvalidArgument when the job is incomplete, read_percent is outside 1..99, or a file cannot hold
+// one block of each job.
+Result<FioSplitLayout> fio_split_layout(const FioSplitMix& mix);
+
+// fio's argv for the two jobs: global options first, then each job's --name, --rw, --offset,
+// --size and --iodepth. Errors as fio_split_layout's, and file names as fio_argv's.
+Result<std::vector<std::string>> fio_split_mix_argv(const std::string& fio_path, const FioSplitMix& mix);
+
+// The bytes of huge pages free now, from /proc/meminfo's text (HugePages_Free x Hugepagesize); 0
+// when either line is missing. fio's `--iomem=shmhuge` needs them: with 4 KiB-page buffers
+// (`malloc`) a 1 MiB direct request spans 256 segments and is split at a virtio disk's 254,
+// which held fio at a third of the drive's rate (docs/nvme.md).
+std::uint64_t huge_page_bytes_free(std::string_view meminfo);
+// The fio buffers (--iomem) for jobs holding `buffer_bytes` in flight: "shmhuge" when the
+// machine has that many bytes of huge pages free plus one page per job, else "malloc".
+std::string fio_iomem_for(std::uint64_t buffer_bytes, unsigned jobs, std::string_view meminfo);
+
 // The argv as one line a person can paste into a shell (arguments quoted where needed).
 std::string shell_command_line(std::span<const std::string> argv);
 

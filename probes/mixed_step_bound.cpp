@@ -14,6 +14,16 @@ unsigned step_read_percent(double read_bytes, double write_bytes) {
   return static_cast<unsigned>(std::clamp(percent, 1.0, 99.0));
 }
 
+std::optional<MixedCapacity> drive_mixed_capacity(std::optional<double> fio_bytes_per_second,
+                                                  std::optional<double> store_bytes_per_second) {
+  const double fio = fio_bytes_per_second.value_or(0.0);
+  const double store = store_bytes_per_second.value_or(0.0);
+  if (fio <= 0 && store <= 0) return std::nullopt;
+  // A tie goes to fio: the outside tool's figure is the one a reader can reproduce without zinf.
+  if (fio >= store) return MixedCapacity{fio, "fio"};
+  return MixedCapacity{store, "swap store"};
+}
+
 MixedStepBound mixed_step_bound(double engine_step_ms, double zero0_step_ms, double read_bytes, double write_bytes,
                                 double mixed_bytes_per_second) {
   ZINF_CHECK(mixed_bytes_per_second > 0, "mixed step bound: the drive's mixed rate must be positive");

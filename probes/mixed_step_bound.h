@@ -3,11 +3,15 @@
 //
 //   bound = max(ZeRO-0 step, the step's NVMe bytes / the drive's mixed read+write rate)
 //
-// where the mixed rate is measured by fio on the same drive, in the same run, at the step's own
-// read share of its NVMe bytes. Reads and writes that overlap on one drive share it: the mixed rate
-// (not the sequential read and write rates added up) is what the step's traffic can get.
+// where the mixed rate is the drive's capacity for the step's pattern — reads of some extents while
+// others are written, at the step's own read share of its NVMe bytes — measured on the same drive in
+// the same run. Reads and writes that overlap on one drive share it: the mixed rate (not the
+// sequential read and write rates added up) is what the step's traffic can get.
 // Arithmetic only; offload_bench measures the inputs.
 #pragma once
+
+#include <optional>
+#include <string>
 
 namespace zinf::probes {
 
@@ -17,6 +21,19 @@ inline constexpr double kMixedStepBoundTarget = 1.10;  // engine step / bound, a
 // nearest integer and clamped to 1..99 (fio's mixed job needs both directions). 50 when the step
 // moves no bytes.
 unsigned step_read_percent(double read_bytes, double write_bytes);
+
+// The drive's mixed capacity from the measurements of the step's pattern: fio's two jobs
+// (fio_runner.h, FioSplitMix) and zinf's own swap store (mixed_io_probe.h), each a median in B/s.
+// Every client of a drive can only fall short of what the drive can do, so each honest measurement
+// of the same pattern is a lower bound of the capacity and the higher one is the better estimate:
+// the capacity is the larger, and `source` names it ("fio" or "swap store"). nullopt when neither
+// was measured (or neither is positive).
+struct MixedCapacity {
+  double bytes_per_second = 0.0;
+  std::string source;
+};
+std::optional<MixedCapacity> drive_mixed_capacity(std::optional<double> fio_bytes_per_second,
+                                                  std::optional<double> store_bytes_per_second);
 
 struct MixedStepBound {
   double nvme_ms = 0.0;   // (read_bytes + write_bytes) / mixed rate, milliseconds

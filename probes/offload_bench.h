@@ -8,9 +8,10 @@
 // prefetch hit rate and how flat host memory stays. With the optimizer on the CPU or NVMe and
 // zero.overlap_optimizer on, a third side runs the engine with the overlap off, for issue 12's
 // targets: the overlap's speed-up and the step against max(compute-only step, the step's NVMe
-// bytes at the drive's GB/s). With fio on PATH, issue 26's target too: the step against max(ZeRO-0
-// step, the step's NVMe bytes at the drive's mixed read+write rate measured by fio at the step's
-// read share; mixed_step_bound.h). Prints nothing; bench_train renders it.
+// bytes at the drive's GB/s). And issue 26's target: the step against max(ZeRO-0 step, the step's
+// NVMe bytes at the drive's mixed read+write capacity, measured at the step's read share by fio
+// (when on PATH) and by the swap store itself; mixed_step_bound.h). Prints nothing; bench_train
+// renders it.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,22 @@ struct OffloadSide {
   double optimizer_elements_overlapped = 0;  // of those, stepped before the backward pass ended
   std::vector<double> host_tier_bytes;       // host tier in use after each timed step
   std::vector<double> rss_bytes;             // process resident set after each timed step
+  // Where the forward+backward time goes, per timed step (milliseconds): the two passes; the
+  // training thread blocked in acquire() for a parameter (its read, copy or gather); CPU Adam (on
+  // the CPU backend it runs on the training thread, so what is overlapped counts in the backward
+  // pass); and, from the scheduler's statistics (thread_cpu.h), CPU time and run-queue wait of
+  // the compute threads, the swap store's I/O thread and the other engine threads. The CPU
+  // figures stay empty where the kernel keeps no per-thread statistics.
+  std::vector<double> forward_ms;
+  std::vector<double> backward_ms;
+  std::vector<double> param_wait_ms;
+  std::vector<double> adam_ms;
+  std::vector<double> adam_overlapped_ms;
+  std::vector<double> compute_cpu_ms;
+  std::vector<double> compute_runqueue_ms;
+  std::vector<double> io_cpu_ms;
+  std::vector<double> io_runqueue_ms;
+  std::vector<double> other_cpu_ms;
 };
 
 struct OffloadBenchResult {
@@ -52,13 +69,20 @@ struct OffloadBenchResult {
   std::optional<OffloadSide> serial;
   std::optional<SampleSpread> nvme_read_gbps;  // swap store, sequential, same run
   std::optional<SampleSpread> nvme_write_gbps;
-  // fio's mixed read+write rate (rw, rwmixread = the engine step's read share of its NVMe bytes) on
-  // the same store's files, same block size and queue depth as the engine's store, same run; GB/s
-  // of both directions together. Empty with fio_mixed_why_not set when it could not be measured.
-  std::optional<SampleSpread> nvme_mixed_gbps;
-  unsigned nvme_mixed_read_percent = 0;
+  // The drive's mixed read+write rate for the step's pattern — reads of some extents while others
+  // are written, at the engine step's read share of its NVMe bytes, with the engine store's block
+  // size and queue depth, on the measuring store's own files, same run; GB/s of both directions
+  // together — measured twice, alternately: by fio (two jobs, FioSplitMix) and by zinf's swap store
+  // itself (mixed_io_probe.h). Each is empty with its why_not set when it could not be measured.
+  std::optional<SampleSpread> nvme_mixed_fio_gbps;
   std::vector<std::string> fio_mixed_argv;
   std::string fio_mixed_why_not;
+  std::optional<SampleSpread> nvme_mixed_store_gbps;
+  std::string store_mixed_why_not;
+  unsigned nvme_mixed_read_percent = 0;
+  // The capacity the bound uses: the spread of the higher median (drive_mixed_capacity), and which.
+  std::optional<SampleSpread> nvme_mixed_gbps;
+  std::string nvme_mixed_source;
   nlohmann::json ratios;  // the targets, each with its figure and bound
 };
 

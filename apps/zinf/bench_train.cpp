@@ -456,12 +456,19 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
                                                   {"min", result.nvme_write_gbps->min},
                                                   {"max", result.nvme_write_gbps->max}}}};
   }
-  if (result.nvme_mixed_gbps) {
-    out.record["drive_mixed_gbps"] = {{"median", result.nvme_mixed_gbps->median},
-                                      {"min", result.nvme_mixed_gbps->min},
-                                      {"max", result.nvme_mixed_gbps->max},
-                                      {"read_percent", result.nvme_mixed_read_percent},
-                                      {"fio_argv", result.fio_mixed_argv}};
+  if (scenario.zero.uses_nvme()) {
+    // The capacity the bound used (the higher median), then both measurements of the pattern.
+    const auto spread_json = [](const std::optional<probes::SampleSpread>& s, const std::string& why_not) {
+      if (!s) return json{{"why_not", why_not}};
+      return json{{"median", s->median}, {"min", s->min}, {"max", s->max}};
+    };
+    json mixed = spread_json(result.nvme_mixed_gbps, "neither fio nor the swap store measured it");
+    mixed["source"] = result.nvme_mixed_source.empty() ? json(nullptr) : json(result.nvme_mixed_source);
+    mixed["read_percent"] = result.nvme_mixed_read_percent;
+    mixed["fio"] = spread_json(result.nvme_mixed_fio_gbps, result.fio_mixed_why_not);
+    if (!result.fio_mixed_argv.empty()) mixed["fio"]["argv"] = result.fio_mixed_argv;
+    mixed["swap_store"] = spread_json(result.nvme_mixed_store_gbps, result.store_mixed_why_not);
+    out.record["drive_mixed_gbps"] = std::move(mixed);
   }
   out.record["targets"] = result.ratios;
 
@@ -478,10 +485,17 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
                               fmt::format("sequential read {:.2f} GB/s, write {:.2f} GB/s (median of 3, same run)",
                                           result.nvme_read_gbps->median, result.nvme_write_gbps->median));
   }
-  if (result.nvme_mixed_gbps) {
-    setup.fields.emplace_back("drive, mixed",
-                              fmt::format("{:.2f} GB/s read+write at {}% read (fio rw, median of 3, same files)",
-                                          result.nvme_mixed_gbps->median, result.nvme_mixed_read_percent));
+  if (scenario.zero.uses_nvme()) {
+    const auto rate = [](const std::optional<probes::SampleSpread>& s, const std::string& why_not) {
+      return s ? fmt::format("{:.2f} GB/s ({:.2f}..{:.2f})", s->median, s->min, s->max) : "n/a (" + why_not + ")";
+    };
+    setup.fields.emplace_back(
+        "drive, mixed",
+        fmt::format("read+write at {}% read of the bytes, reads and writes on separate extents, median of 3 "
+                    "alternating, same files: swap store {}, fio (two jobs) {}; capacity {}",
+                    result.nvme_mixed_read_percent, rate(result.nvme_mixed_store_gbps, result.store_mixed_why_not),
+                    rate(result.nvme_mixed_fio_gbps, result.fio_mixed_why_not),
+                    result.nvme_mixed_source.empty() ? std::string("none") : result.nvme_mixed_source));
   }
   out.document.sections.push_back(std::move(setup));
   reports::Section sides;
@@ -507,6 +521,33 @@ Status BenchTrainCommand::run_against_zero0(const spec::Scenario& scenario, cons
          overlapped.is_null() ? std::string("-") : fmt::format("{:.0f}%", overlapped.get<double>() * 100.0)});
   }
   out.document.sections.push_back(std::move(sides));
+  // Where forward+backward goes: waits for parameters against CPU time and run-queue waits
+  // (offload_bench.h), medians per step.
+  reports::Section where;
+  where.title = "Forward+backward: waits and CPU (ms per step, median)";
+  where.table.columns = {{"states"},
+                         {"fwd", reports::Align::kRight},
+                         {"bwd", reports::Align::kRight},
+                         {"param wait", reports::Align::kRight},
+                         {"Adam (in bwd)", reports::Align::kRight},
+                         {"compute CPU", reports::Align::kRight},
+                         {"compute run-queue", reports::Align::kRight},
+                         {"I/O thread CPU", reports::Align::kRight},
+                         {"I/O run-queue", reports::Align::kRight}};
+  for (const auto& [name, side] : rows) {
+    const json j = offload_side_json(*side);
+    const auto ms = [&j](const char* key) {
+      return j[key].is_number() ? fmt::format("{:.1f}", j[key].get<double>()) : std::string("-");
+    };
+    where.table.rows.push_back({name, ms("forward_ms_median"), ms("backward_ms_median"), ms("param_wait_ms_median"),
+                                fmt::format("{} ({})", ms("adam_ms_median"), ms("adam_overlapped_ms_median")),
+                                ms("compute_cpu_ms_median"), ms("compute_runqueue_wait_ms_median"),
+                                ms("io_thread_cpu_ms_median"), ms("io_thread_runqueue_wait_ms_median")});
+  }
+  where.notes.push_back(
+      "param wait: the training thread blocked in acquire() for a parameter; CPU and run-queue (ready to run, no "
+      "core free) from /proc/self/task/*/schedstat; compute = the training thread and its OpenMP team");
+  out.document.sections.push_back(std::move(where));
   reports::Section targets;
   targets.title = "Targets";
   targets.table.columns = {

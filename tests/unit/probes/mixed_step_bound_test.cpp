@@ -3,6 +3,7 @@
 // when fio is on PATH. No timing is asserted.
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,155 @@ TEST_CASE("fio mixed job: a real run moves the job's bytes, both ways") {
   REQUIRE(m.is_ok());
   CHECK(m->read.io_bytes + m->write.io_bytes == 4 * kMiB);
   CHECK(m->read.total_ios + m->write.total_ios == 64);  // 4 MiB in 64 KiB blocks
+  CHECK(m->bytes_per_second > 0);
+}
+
+TEST_CASE("drive mixed capacity: the higher of fio's and the swap store's figure, named") {
+  const std::optional<MixedCapacity> store_wins = drive_mixed_capacity(0.65e9, 1.9e9);
+  REQUIRE(store_wins.has_value());
+  CHECK(store_wins->bytes_per_second == 1.9e9);
+  CHECK(store_wins->source == "swap store");
+  const std::optional<MixedCapacity> fio_wins = drive_mixed_capacity(2.0e9, 1.9e9);
+  REQUIRE(fio_wins.has_value());
+  CHECK(fio_wins->bytes_per_second == 2.0e9);
+  CHECK(fio_wins->source == "fio");
+  CHECK(drive_mixed_capacity(1.0e9, 1.0e9)->source == "fio");  // a tie: the reproducible figure
+  CHECK(drive_mixed_capacity(std::nullopt, 1.5e9)->source == "swap store");
+  CHECK(drive_mixed_capacity(1.5e9, std::nullopt)->source == "fio");
+  CHECK_FALSE(drive_mixed_capacity(std::nullopt, std::nullopt).has_value());
+  CHECK_FALSE(drive_mixed_capacity(0.0, 0.0).has_value());
+}
+
+FioSplitMix split_mix(unsigned read_percent, std::uint64_t size, std::uint64_t file, std::size_t files = 1) {
+  FioSplitMix mix;
+  mix.name = "mix";
+  for (std::size_t f = 0; f < files; ++f) mix.filenames.push_back("/tmp/f" + std::to_string(f));
+  mix.read_percent = read_percent;
+  mix.block_bytes = kMiB;
+  mix.iodepth = 64;
+  mix.size_bytes = size;
+  mix.file_bytes = file;
+  return mix;
+}
+
+TEST_CASE("fio split mix: whole blocks at the step's byte share, half the queue depth each") {
+  // 1 GiB of 1 MiB blocks on one file at 46% read: round(1024 x 0.46) = round(471.04) = 471 blocks read.
+  const Result<FioSplitLayout> one = fio_split_layout(split_mix(46, 1024 * kMiB, 1024 * kMiB));
+  REQUIRE(one.is_ok());
+  CHECK(one->read_bytes_per_file == 471 * kMiB);
+  CHECK(one->write_bytes_per_file == 553 * kMiB);
+  CHECK(one->read_bytes() + one->write_bytes() == 1024 * kMiB);
+  CHECK(one->read_iodepth == 32);
+  CHECK(one->write_iodepth == 32);
+  // Two files: 512 blocks each, round(512 x 0.46) = round(235.52) = 236 read per file.
+  const Result<FioSplitLayout> two = fio_split_layout(split_mix(46, 1024 * kMiB, 1024 * kMiB, 2));
+  REQUIRE(two.is_ok());
+  CHECK(two->read_bytes_per_file == 236 * kMiB);
+  CHECK(two->write_bytes_per_file == 276 * kMiB);
+  CHECK(two->read_bytes() == 472 * kMiB);
+  // The file caps the size: 4 GiB asked of a 256 MiB file is 256 blocks; 99% still writes one.
+  const Result<FioSplitLayout> capped = fio_split_layout(split_mix(99, 4096 * kMiB, 256 * kMiB));
+  REQUIRE(capped.is_ok());
+  CHECK(capped->read_bytes_per_file == 253 * kMiB);  // round(253.44)
+  CHECK(capped->write_bytes_per_file == 3 * kMiB);
+  FioSplitMix tiny = split_mix(1, 2 * kMiB, 2 * kMiB);
+  tiny.iodepth = 5;
+  const Result<FioSplitLayout> edge = fio_split_layout(tiny);
+  REQUIRE(edge.is_ok());
+  CHECK(edge->read_bytes_per_file == kMiB);  // round(0.02) = 0, at least one block
+  CHECK(edge->write_bytes_per_file == kMiB);
+  CHECK(edge->read_iodepth == 2);
+  CHECK(edge->write_iodepth == 3);
+  tiny.iodepth = 1;
+  CHECK(fio_split_layout(tiny)->read_iodepth == 1);
+  CHECK(fio_split_layout(tiny)->write_iodepth == 1);
+}
+
+TEST_CASE("fio split mix: a share outside 1..99 or files without a block for each job are refused") {
+  const Result<FioSplitLayout> all_read = fio_split_layout(split_mix(100, 1024 * kMiB, 1024 * kMiB));
+  REQUIRE_FALSE(all_read.is_ok());
+  CHECK(all_read.status().message().find("read_percent 100") != std::string::npos);
+  CHECK_FALSE(fio_split_layout(split_mix(0, 1024 * kMiB, 1024 * kMiB)).is_ok());
+  const Result<FioSplitLayout> small = fio_split_layout(split_mix(50, 1024 * kMiB, kMiB));
+  REQUIRE_FALSE(small.is_ok());
+  CHECK(small.status().message().find("1 blocks") != std::string::npos);
+  FioSplitMix no_files = split_mix(50, kMiB, kMiB);
+  no_files.filenames.clear();
+  CHECK_FALSE(fio_split_layout(no_files).is_ok());
+  FioSplitMix colon = split_mix(50, 4 * kMiB, 4 * kMiB);
+  colon.filenames = {"/tmp/a:b"};
+  CHECK_FALSE(fio_split_mix_argv("/usr/bin/fio", colon).is_ok());
+}
+
+TEST_CASE("fio split mix: global options once, then a read job and a write job on separate regions") {
+  const Result<std::vector<std::string>> argv =
+      fio_split_mix_argv("/usr/bin/fio", split_mix(46, 1024 * kMiB, 1024 * kMiB));
+  REQUIRE(argv.is_ok());
+  const std::vector<std::string> expected = {"/usr/bin/fio",
+                                             "--filename=/tmp/f0",
+                                             "--ioengine=io_uring",
+                                             "--direct=1",
+                                             "--bs=1048576",
+                                             "--iomem=malloc",
+                                             "--allow_file_create=0",
+                                             "--group_reporting",
+                                             "--output-format=json",
+                                             "--name=mix-read",
+                                             "--rw=read",
+                                             "--offset=0",
+                                             "--size=493879296",  // 471 MiB
+                                             "--iodepth=32",
+                                             "--name=mix-write",
+                                             "--rw=write",
+                                             "--offset=493879296",
+                                             "--size=579862528",  // 553 MiB
+                                             "--iodepth=32"};
+  CHECK(*argv == expected);
+  CHECK_FALSE(has_arg(*argv, "--rw=rw"));
+}
+
+TEST_CASE("fio buffers: huge pages when enough are free for every job, else malloc") {
+  const std::string meminfo =
+      "MemTotal:       24683656 kB\nHugePages_Total:      64\nHugePages_Free:       40\nHugepagesize:       2048 "
+      "kB\n";
+  CHECK(huge_page_bytes_free(meminfo) == 40 * 2 * kMiB);
+  CHECK(huge_page_bytes_free("HugePages_Free: 3\n") == 0);  // no page size
+  CHECK(huge_page_bytes_free("") == 0);
+  // 64 x 1 MiB in flight over two jobs needs 64 MiB + 2 x 2 MiB = 68 MiB; 40 pages are 80 MiB.
+  CHECK(fio_iomem_for(64 * kMiB, 2, meminfo) == "shmhuge");
+  CHECK(fio_iomem_for(77 * kMiB, 2, meminfo) == "malloc");   // 81 MiB needed
+  CHECK(fio_iomem_for(76 * kMiB, 2, meminfo) == "shmhuge");  // exactly 80
+  CHECK(fio_iomem_for(kMiB, 1, "HugePages_Free:        0\nHugepagesize:       2048 kB\n") == "malloc");
+}
+
+TEST_CASE("fio split mix: a real run moves each job's bytes in its own direction") {
+  const char* path = std::getenv("PATH");
+  const Result<std::string> fio = find_program("fio", path == nullptr ? "" : path);
+  if (!fio.is_ok()) {
+    WARN("skipped: fio is not on PATH");
+    return;
+  }
+  testing::TempDir dir;
+  const std::string file = dir.write("fio-split", std::string(4 * kMiB, 'x'));
+  FioSplitMix mix;
+  mix.name = "probes-split";
+  mix.filenames = {file};
+  mix.read_percent = 25;
+  mix.ioengine = "psync";
+  mix.direct = false;
+  mix.block_bytes = 64 * kKiB;
+  mix.iodepth = 2;
+  mix.size_bytes = 4 * kMiB;
+  mix.file_bytes = 4 * kMiB;
+  const Result<std::vector<std::string>> argv = fio_split_mix_argv(*fio, mix);
+  REQUIRE(argv.is_ok());
+  const Result<FioMixedMeasurement> m = run_fio_mixed(*argv);
+  INFO(m.status().message());
+  REQUIRE(m.is_ok());
+  CHECK(m->read.io_bytes == kMiB);  // 16 of 64 blocks
+  CHECK(m->write.io_bytes == 3 * kMiB);
+  CHECK(m->read.total_ios == 16);
+  CHECK(m->write.total_ios == 48);
   CHECK(m->bytes_per_second > 0);
 }
 
