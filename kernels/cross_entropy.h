@@ -43,12 +43,22 @@ void cross_entropy_backward(float* dlogits /*[R,V]*/, const float* logits /*[R,V
                             const std::int32_t* targets /*[R]*/, float dloss, std::size_t rows, std::size_t vocab,
                             int num_threads = 0);
 
+// Both passes in one: writes the backward's dlogits and returns the forward's mean loss, the same
+// bits as cross_entropy_forward then cross_entropy_backward on the same logits, in a third of the
+// exps (each row's softmax is computed once, into dlogits). dlogits may be logits (in place).
+double cross_entropy_forward_backward(float* dlogits /*[R,V]*/, const float* logits /*[R,V]*/,
+                                      const std::int32_t* targets /*[R]*/, float dloss, std::size_t rows,
+                                      std::size_t vocab, int num_threads = 0);
+
 // One instruction-set variant on purpose, for tests and benchmarks. Precondition: isa_supported(isa).
 double cross_entropy_forward(Isa isa, float* losses /*[R]*/, const float* logits /*[R,V]*/,
                              const std::int32_t* targets /*[R]*/, std::size_t rows, std::size_t vocab, int num_threads);
 void cross_entropy_backward(Isa isa, float* dlogits /*[R,V]*/, const float* logits /*[R,V]*/,
                             const std::int32_t* targets /*[R]*/, float dloss, std::size_t rows, std::size_t vocab,
                             int num_threads);
+double cross_entropy_forward_backward(Isa isa, float* dlogits /*[R,V]*/, const float* logits /*[R,V]*/,
+                                      const std::int32_t* targets /*[R]*/, float dloss, std::size_t rows,
+                                      std::size_t vocab, int num_threads);
 
 }  // namespace zinf::kernels::cpu
 

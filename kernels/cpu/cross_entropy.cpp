@@ -104,21 +104,74 @@ constexpr std::size_t kBlock = 512;
   }
 }
 
+// The forward and the backward of each row in one pass over it: the max, then the exps written
+// into grad (where the backward's recomputation would write them) and summed in the same lanes
+// from there, then every exp scaled. The values and their order are row_stats' and backward_rows',
+// so the loss and the gradient are the same bits as forward_rows then backward_rows, with one
+// exp per logit instead of three. grad may be row (in place): the target's logit is read first.
+[[gnu::always_inline]] inline void fused_rows(const Args& a, double* row_losses, std::size_t begin, std::size_t end) {
+  for (std::size_t r = begin; r < end; ++r) {
+    const float* row = a.logits + r * a.vocab;
+    float* grad = a.out + r * a.vocab;
+    const std::size_t body = a.vocab / kLanes * kLanes;
+    float max = row[0];
+    if (body > 0) {
+      FloatLanes lane_max;
+      std::memcpy(&lane_max, row, sizeof(lane_max));
+      for (std::size_t v = kLanes; v < body; v += kLanes) {
+        FloatLanes x;
+        std::memcpy(&x, row + v, sizeof(x));
+        lane_max = x > lane_max ? x : lane_max;
+      }
+      for (std::size_t l = 0; l < kLanes; ++l) max = std::max(max, lane_max[l]);
+    }
+    for (std::size_t v = body; v < a.vocab; ++v) max = std::max(max, row[v]);
+    const auto target = static_cast<std::size_t>(a.targets[r]);
+    const double max_minus_target = static_cast<double>(max) - static_cast<double>(row[target]);
+
+    DoubleLanes lanes = {};
+    for (std::size_t v = 0; v < a.vocab; ++v) grad[v] = exp_approx_flushed(row[v] - max);
+    for (std::size_t v = 0; v < body; v += kLanes) {
+      FloatLanes e;
+      std::memcpy(&e, grad + v, sizeof(e));
+      lanes += __builtin_convertvector(e, DoubleLanes);
+    }
+    for (std::size_t v = body; v < a.vocab; ++v) lanes[v % kLanes] += static_cast<double>(grad[v]);
+    double sum = 0.0;
+    for (std::size_t l = 0; l < kLanes; ++l) sum += lanes[l];
+    row_losses[r] = std::log(sum) + max_minus_target;
+
+    const auto inv_sum = static_cast<float>(1.0 / sum);
+    const float target_prob = grad[target] * inv_sum;
+    for (std::size_t v = 0; v < a.vocab; ++v) grad[v] = grad[v] * inv_sum * a.scale;
+    grad[target] = (target_prob - 1.0f) * a.scale;
+  }
+}
+
 void forward_scalar(const Args& a, double* row_losses, std::size_t begin, std::size_t end) {
   forward_rows(a, row_losses, begin, end);
 }
 void backward_scalar(const Args& a, std::size_t begin, std::size_t end) { backward_rows(a, begin, end); }
+void fused_scalar(const Args& a, double* row_losses, std::size_t begin, std::size_t end) {
+  fused_rows(a, row_losses, begin, end);
+}
 
 #if ZINF_KERNELS_X86
 ZINF_TARGET_AVX2 void forward_avx2(const Args& a, double* row_losses, std::size_t begin, std::size_t end) {
   forward_rows(a, row_losses, begin, end);
 }
 ZINF_TARGET_AVX2 void backward_avx2(const Args& a, std::size_t begin, std::size_t end) { backward_rows(a, begin, end); }
+ZINF_TARGET_AVX2 void fused_avx2(const Args& a, double* row_losses, std::size_t begin, std::size_t end) {
+  fused_rows(a, row_losses, begin, end);
+}
 ZINF_TARGET_AVX512 void forward_avx512(const Args& a, double* row_losses, std::size_t begin, std::size_t end) {
   forward_rows(a, row_losses, begin, end);
 }
 ZINF_TARGET_AVX512 void backward_avx512(const Args& a, std::size_t begin, std::size_t end) {
   backward_rows(a, begin, end);
+}
+ZINF_TARGET_AVX512 void fused_avx512(const Args& a, double* row_losses, std::size_t begin, std::size_t end) {
+  fused_rows(a, row_losses, begin, end);
 }
 #endif
 
@@ -148,6 +201,26 @@ void cross_entropy_backward(Isa isa, float* dlogits, const float* logits, const 
   const std::size_t min_rows = kMinParallelElements / std::max<std::size_t>(vocab, 1) + 1;
   parallel::for_each_range(rows, min_rows, 1, parallel::resolve_threads(num_threads),
                            [&](std::size_t begin, std::size_t end) { fn(args, begin, end); });
+}
+
+double cross_entropy_forward_backward(Isa isa, float* dlogits, const float* logits, const std::int32_t* targets,
+                                      float dloss, std::size_t rows, std::size_t vocab, int num_threads) {
+  if (rows == 0) return 0.0;
+  const auto fn = ZINF_KERNEL_VARIANT(isa, fused);
+  std::vector<double> row_losses(rows);
+  const Args args{dlogits, logits, targets, vocab,
+                  static_cast<float>(static_cast<double>(dloss) / static_cast<double>(rows))};
+  const std::size_t min_rows = kMinParallelElements / std::max<std::size_t>(vocab, 1) + 1;
+  parallel::for_each_range(rows, min_rows, 1, parallel::resolve_threads(num_threads),
+                           [&](std::size_t begin, std::size_t end) { fn(args, row_losses.data(), begin, end); });
+  double total = 0.0;
+  for (double loss : row_losses) total += loss;
+  return total / static_cast<double>(rows);
+}
+
+double cross_entropy_forward_backward(float* dlogits, const float* logits, const std::int32_t* targets, float dloss,
+                                      std::size_t rows, std::size_t vocab, int num_threads) {
+  return cross_entropy_forward_backward(best_isa(), dlogits, logits, targets, dloss, rows, vocab, num_threads);
 }
 
 double cross_entropy_forward(float* losses, const float* logits, const std::int32_t* targets, std::size_t rows,

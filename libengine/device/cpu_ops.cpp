@@ -341,4 +341,12 @@ void CpuOps::cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<con
   k::cross_entropy_backward(dlogits.f32(), logits.f32(), targets.data(), dloss, rows(logits), cols(logits));
 }
 
+double CpuOps::cross_entropy_forward_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
+                                              float dloss) {
+  ZINF_CHECK(dlogits.shape() == logits.shape(), "cross_entropy_forward_backward: dlogits's shape is not logits's");
+  ZINF_CHECK(targets.size() == rows(logits), "cross_entropy_forward_backward: targets are not R ids");
+  return k::cross_entropy_forward_backward(dlogits.f32(), logits.f32(), targets.data(), dloss, rows(logits),
+                                           cols(logits));
+}
+
 }  // namespace zinf::device

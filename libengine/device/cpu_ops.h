@@ -51,6 +51,8 @@ class CpuOps final : public Ops {
   double cross_entropy_forward(Tensor logits, std::span<const std::int32_t> targets) override;
   void cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
                               float dloss) override;
+  double cross_entropy_forward_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
+                                        float dloss) override;
 };
 
 }  // namespace zinf::device

@@ -185,6 +185,15 @@ class Ops {
   // dlogits [R,V] = dloss * d(mean loss)/dlogits, OVERWRITTEN; dlogits may be logits (in place).
   virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
                                       float dloss) = 0;
+  // cross_entropy_forward then cross_entropy_backward(dlogits, logits, targets, dloss): the mean
+  // loss returned, dlogits overwritten (may be logits). A backend may fuse the two (CPU: one
+  // softmax per row instead of three exps per logit) but must give the same loss and gradient.
+  virtual double cross_entropy_forward_backward(Tensor dlogits, Tensor logits, std::span<const std::int32_t> targets,
+                                                float dloss) {
+    const double loss = cross_entropy_forward(logits, targets);
+    cross_entropy_backward(dlogits, logits, targets, dloss);
+    return loss;
+  }
 };
 
 }  // namespace zinf::device

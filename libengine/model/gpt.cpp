@@ -249,11 +249,11 @@ Result<double> Gpt::forward_backward(std::span<const std::int32_t> tokens, std::
   device::Ops& ops = device_.ops();
   const auto r = static_cast<std::size_t>(config_.batch * config_.seq);
   const std::span<const std::int32_t> targets_on_device(targets_, r);
-  const double loss = ops.cross_entropy_forward(logits_, targets_on_device);
+  // The loss and its gradient in one pass (the backend may compute each row's softmax once); the
+  // gradient replaces the logits in place: no second [B,T,V] buffer.
+  const double loss = ops.cross_entropy_forward_backward(logits_, logits_, targets_on_device, loss_scale);
   const device::ProfilerRange range(device_, "backward");
   params.begin_phase(Phase::kBackward);
-  // The gradient replaces the logits in place: no second [B,T,V] buffer.
-  ops.cross_entropy_backward(logits_, logits_, targets_on_device, loss_scale);
 
   // Head, then the final LayerNorm: its input gradient starts the residual stream's (dres = 0 +).
   ZINF_RETURN_IF_ERROR(
