@@ -103,7 +103,13 @@ def declared_name(stmt: str):
         head += ch
     if "operator" in head:
         return None
-    ids = [t for t in re.findall(r"[A-Za-z_]\w*", re.sub(r"<[^<>]*>", " ", head)) if t not in KEYWORDS]
+    plain = re.sub(r"<[^<>]*>", " ", head)
+    # a qualified name (`Command::run`, `Table::kWidth`) defines a member or a namespace's entity
+    # that was declared elsewhere, not a new file-local name: two files' `A::run` and `B::run` do
+    # not meet (their classes' names, which do, are scanned where the classes are defined)
+    if re.search(r"::\s*~?\s*\w+\s*$", plain):
+        return None
+    ids = [t for t in re.findall(r"[A-Za-z_]\w*", plain) if t not in KEYWORDS]
     return ids[-1] if ids else None
 
 
