@@ -5,45 +5,45 @@
 zinf_unity_group(zinf_cli zinf_cli_1
   ${PROJECT_SOURCE_DIR}/apps/zinf/bench_ab.cpp
   ${PROJECT_SOURCE_DIR}/apps/zinf/bench_train.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_bench.cpp
   ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_export.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/delayed_notice.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/plan_deepspeed.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/scaling_runs.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/train_plan.cpp)
+  ${PROJECT_SOURCE_DIR}/apps/zinf/hf_train_scenario.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/plan_flags.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/stdout_terminal.cpp)
 zinf_unity_group(zinf_cli zinf_cli_2
   ${PROJECT_SOURCE_DIR}/apps/zinf/bench_comm.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/cli.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_hw.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/hf_train_scenario.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/peer_sides.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/plan_flags.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/schedule_fit.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/bench_scaling.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_compare.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_report.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/peers_render.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/rank_spawner.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/scaling_runs.cpp
   ${PROJECT_SOURCE_DIR}/apps/zinf/train_progress.cpp)
 zinf_unity_group(zinf_cli zinf_cli_3
   ${PROJECT_SOURCE_DIR}/apps/zinf/bench_io_record.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/bench_suite.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_eval.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/delayed_notice.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/plan_deepspeed.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/schedule_fit.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/train_plan.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/train_record.cpp)
+zinf_unity_group(zinf_cli zinf_cli_4
   ${PROJECT_SOURCE_DIR}/apps/zinf/bench_peers.cpp
   ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_checkpoint.cpp
   ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_plan.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/output.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/plan_view.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/stdout_terminal.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/train_record.cpp)
-zinf_unity_group(zinf_cli zinf_cli_4
-  ${PROJECT_SOURCE_DIR}/apps/zinf/bench_scaling.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_bench.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_compare.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_report.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_train.cpp
   ${PROJECT_SOURCE_DIR}/apps/zinf/peer_rows.cpp
   ${PROJECT_SOURCE_DIR}/apps/zinf/process_tree.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/stop_signals.cpp)
-zinf_unity_group(zinf_cli zinf_cli_5
-  ${PROJECT_SOURCE_DIR}/apps/zinf/bench_suite.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_eval.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_train.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/engine_record.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/peers_render.cpp
-  ${PROJECT_SOURCE_DIR}/apps/zinf/rank_spawner.cpp
   ${PROJECT_SOURCE_DIR}/apps/zinf/train_launch.cpp)
+zinf_unity_group(zinf_cli zinf_cli_5
+  ${PROJECT_SOURCE_DIR}/apps/zinf/cli.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/cmd_hw.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/engine_record.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/output.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/peer_sides.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/plan_view.cpp
+  ${PROJECT_SOURCE_DIR}/apps/zinf/stop_signals.cpp)
 # zinf_comm: 9 sources in 2 groups
 zinf_unity_group(zinf_comm zinf_comm_1
   ${PROJECT_SOURCE_DIR}/libengine/comm/communicator_factory.cpp
