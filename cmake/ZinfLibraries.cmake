@@ -6,9 +6,9 @@
 #   parsing and in instantiating std, fmt and nlohmann/json templates, which -O3 makes dearer (more
 #   inlining and cloning) for no measured gain: the hot loops of a training step are in kernels/
 #   (which keeps -O3 and its own flags) and OpenBLAS. Without -ffast-math or -m flags, GCC and Clang
-#   give the same floating-point results at every -O level on x86-64 (no reassociation, and this
-#   ISO C++ mode does not contract a * b + c into an FMA); docs/build.md records the losses of the
-#   offload scenarios, bit for bit the same at -O3 and -O2.
+#   give the same floating-point results at every -O level on x86-64 (no reassociation, and no FMA
+#   instruction to contract a * b + c into without an -m flag); docs/build.md records the losses of
+#   the quickstart and offload scenarios, bit for bit the same at -O3 and -O2.
 # - One precompiled header for all of them (ZINF_PRECOMPILED_HEADERS): fmt, nlohmann/json and the
 #   standard headers most of their sources include, compiled once by zinf_library_pch and reused
 #   (REUSE_FROM) by every library. Reuse needs the same compile flags in every user, which these
