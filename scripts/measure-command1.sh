@@ -162,6 +162,6 @@ if ((${#cpu_rows[@]})); then
   printf '%-5s | %12s | %9s | %7s | %5s | %7s | %s\n' variant 'install-deps' configure build plan 'total' 'total / 2'
   printf '%s\n' "${cpu_rows[@]}"
 fi
-((per_file)) && printf '\n%s\n' "${per_file_tops[@]}"
+((per_file)) && printf '\n' && printf '%s\n' "${per_file_tops[@]}"
 ((keep)) && printf 'clones and logs kept in %s\n' "$work"
 exit 0
