@@ -137,6 +137,14 @@ EOF_LAUNCHER
     awk '$1 ~ /^[0-9.]+$/ && $4 !~ /cmTC_/ { printf "%7.1f  %s\n", $1 + $2, $4 }' "$work/$v/per-file.log" | sort -rn >"$work/$v/per-file.txt"
     per_file_tops+=("$v: the ten largest compiles, CPU s (all: $work/$v/per-file.txt; kept with --keep)")
     while IFS= read -r line; do per_file_tops+=("  $line"); done < <(head -n 10 "$work/$v/per-file.txt")
+    # the same compiles summed per target (its CMakeFiles/<target>.dir), the figures docs/build.md tabulates
+    per_file_tops+=("$v: CPU s per target (compiles, sum)")
+    while IFS= read -r line; do per_file_tops+=("  $line"); done < <(awk '{
+        t = $2; sub(/\.dir\/.*/, "", t); sub(/.*CMakeFiles\//, "", t); n[t]++; c[t] += $1; all += $1
+      } END {
+        for (t in c) printf "%7.1f  %-28s %3d\n", c[t], t, n[t]
+        printf "%7.1f  %-28s %3d\n", all, "(all)", NR
+      }' "$work/$v/per-file.txt" | sort -rn)
   fi
 done
 
@@ -154,6 +162,6 @@ if ((${#cpu_rows[@]})); then
   printf '%-5s | %12s | %9s | %7s | %5s | %7s | %s\n' variant 'install-deps' configure build plan 'total' 'total / 2'
   printf '%s\n' "${cpu_rows[@]}"
 fi
-((per_file)) && printf '\n%s\n' "${per_file_tops[@]}"
+((per_file)) && printf '\n' && printf '%s\n' "${per_file_tops[@]}"
 ((keep)) && printf 'clones and logs kept in %s\n' "$work"
 exit 0

@@ -8,7 +8,8 @@ Two same-named functions with the same signature fail to compile; with different
 become overloads and a call may silently pick the other file's, which no compiler error reports.
 So a name defined file-locally in one source of a unity file is a clash when another source of it
 defines it too or, for a macro, mentions it (identical `using X = Y;` aliases and `using ns::X;`
-declarations excepted). Not seen: a file-local name that hides a namespace-scope function a
+declarations excepted), and so is a type alias declared inside a function or class of one file
+with the name of another's file-local one (-Wshadow). Not seen: a file-local name that hides a namespace-scope function a
 neighbour calls unqualified (an anonymous-namespace `split` against the `zinf::split` of the next
 file); the compiler has rejected each such case so far, and ALONE below keeps those sources out.
 
@@ -103,7 +104,13 @@ def declared_name(stmt: str):
         head += ch
     if "operator" in head:
         return None
-    ids = [t for t in re.findall(r"[A-Za-z_]\w*", re.sub(r"<[^<>]*>", " ", head)) if t not in KEYWORDS]
+    plain = re.sub(r"<[^<>]*>", " ", head)
+    # a qualified name (`Command::run`, `Table::kWidth`) defines a member or a namespace's entity
+    # that was declared elsewhere, not a new file-local name: two files' `A::run` and `B::run` do
+    # not meet (their classes' names, which do, are scanned where the classes are defined)
+    if re.search(r"::\s*~?\s*\w+\s*$", plain):
+        return None
+    ids = [t for t in re.findall(r"[A-Za-z_]\w*", plain) if t not in KEYWORDS]
     return ids[-1] if ids else None
 
 
@@ -197,12 +204,24 @@ ALONE = {
 }
 
 
+def block_aliases(path: Path):
+    """Names of the type aliases (`using X = ...;`) a source declares inside a function or class: in
+    a unity file one shadows a neighbour's file-local X, which -Wshadow reports (an error here)."""
+    return set(re.findall(r"^\s*using\s+(\w+)\s*=", strip(path.read_text(errors="replace")), re.M)) - set(scan(path))
+
+
 def clashes(sources):
     """[(name, [sources])] for each file-local name of one source that another source defines too
-    or, for a macro, mentions at all."""
+    or, for a macro, mentions at all, or that another source's block-scope alias shadows."""
     local = {src: scan(src) for src in sources}
     mentions = {src: identifiers(src) for src in sources}
+    inner = {src: block_aliases(src) for src in sources}
     out = {}
+    for a in sources:
+        for name in inner[a]:
+            others = [b for b in sources if b != a and name in local[b]]
+            if others:
+                out.setdefault(name, set()).update([a, *others])
     for a in sources:
         for name, alias in local[a].items():
             macro = name.startswith("#")

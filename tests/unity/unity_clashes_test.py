@@ -31,6 +31,14 @@ CASES = [
     ("different aliases", "namespace {\nusing Clock = std::chrono::steady_clock;\n}\n",
      "namespace {\nusing Clock = std::chrono::system_clock;\n}\n", "Clock"),
     ("undefined macro", "#define LOCAL 1\nint f() { return LOCAL; }\n#undef LOCAL\n", "int g() { return 2; }\n", None),
+    # out-of-class member definitions: each names its own class's member, so only the classes meet
+    ("members of different classes", "namespace {\nclass A {\n  int run();\n};\nint A::run() { return 1; }\n}\n",
+     "namespace {\nclass B {\n  int run();\n};\nint B::run() { return 2; }\n}\n", None),
+    ("members of same-named classes", "namespace {\nclass A {\n  int run();\n};\nint A::run() { return 1; }\n}\n",
+     "namespace {\nstruct A {\n  int run();\n};\nint A::run() { return 2; }\n}\n", "A"),
+    # -Wshadow: a function's alias shadows the neighbour's file-local one, even when both are the same
+    ("block alias shadows a file-local one", "namespace {\nusing Clock = std::chrono::steady_clock;\n}\n",
+     "namespace {\nint wait() {\n  using Clock = std::chrono::steady_clock;\n  return 0;\n}\n}\n", "Clock"),
     ("macro mentioned by a neighbour", "#define kBlock 4096\n", "int blocks(int n) { return n / kBlock; }\n", "kBlock"),
 ]
 
