@@ -138,20 +138,22 @@ zinf_unity_group(zinf_planner zinf_planner_2
   ${PROJECT_SOURCE_DIR}/planner/scenario_plan.cpp
   ${PROJECT_SOURCE_DIR}/planner/shape_rule.cpp
   ${PROJECT_SOURCE_DIR}/planner/sweep.cpp)
-# zinf_probes: 11 sources in 2 groups
+# zinf_probes: 13 sources in 2 groups
 zinf_unity_group(zinf_probes zinf_probes_1
   ${PROJECT_SOURCE_DIR}/probes/block_kernel_probe.cpp
   ${PROJECT_SOURCE_DIR}/probes/compute_peak.cpp
   ${PROJECT_SOURCE_DIR}/probes/hw_profile_probe.cpp
   ${PROJECT_SOURCE_DIR}/probes/io_bench_runner.cpp
-  ${PROJECT_SOURCE_DIR}/probes/mixed_step_bound.cpp
-  ${PROJECT_SOURCE_DIR}/probes/ratio_spread.cpp)
+  ${PROJECT_SOURCE_DIR}/probes/mixed_io_probe.cpp
+  ${PROJECT_SOURCE_DIR}/probes/process.cpp
+  ${PROJECT_SOURCE_DIR}/probes/thread_cpu.cpp)
 zinf_unity_group(zinf_probes zinf_probes_2
   ${PROJECT_SOURCE_DIR}/probes/comm_bench_runner.cpp
   ${PROJECT_SOURCE_DIR}/probes/fio_runner.cpp
   ${PROJECT_SOURCE_DIR}/probes/latency_stats.cpp
+  ${PROJECT_SOURCE_DIR}/probes/mixed_step_bound.cpp
   ${PROJECT_SOURCE_DIR}/probes/offload_bench.cpp
-  ${PROJECT_SOURCE_DIR}/probes/process.cpp)
+  ${PROJECT_SOURCE_DIR}/probes/ratio_spread.cpp)
 # zinf_reports: 22 sources in 3 groups
 zinf_unity_group(zinf_reports zinf_reports_1
   ${PROJECT_SOURCE_DIR}/reports/bench_report.cpp
