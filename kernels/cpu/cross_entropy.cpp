@@ -45,9 +45,9 @@ using DoubleLanes = double __attribute__((vector_size(kLanes * sizeof(double))))
 // exp loop vectorises on its own and the fp64 lane sums read whole vectors.
 constexpr std::size_t kBlock = 512;
 
-[[gnu::always_inline]] inline RowStats row_stats(const float* row, std::size_t vocab) {
+// The row's maximum. Exact in any order (finite logits), so lanes of maxima then their maximum.
+[[gnu::always_inline]] inline float row_max(const float* row, std::size_t vocab) {
   const std::size_t body = vocab / kLanes * kLanes;
-  // The maximum is exact in any order (finite logits), so lanes of maxima then their maximum.
   float max = row[0];
   if (body > 0) {
     FloatLanes lane_max;
@@ -60,6 +60,12 @@ constexpr std::size_t kBlock = 512;
     for (std::size_t l = 0; l < kLanes; ++l) max = std::max(max, lane_max[l]);
   }
   for (std::size_t v = body; v < vocab; ++v) max = std::max(max, row[v]);
+  return max;
+}
+
+[[gnu::always_inline]] inline RowStats row_stats(const float* row, std::size_t vocab) {
+  const std::size_t body = vocab / kLanes * kLanes;
+  const float max = row_max(row, vocab);
 
   DoubleLanes lanes = {};
   alignas(64) float exps[kBlock];
@@ -114,18 +120,7 @@ constexpr std::size_t kBlock = 512;
     const float* row = a.logits + r * a.vocab;
     float* grad = a.out + r * a.vocab;
     const std::size_t body = a.vocab / kLanes * kLanes;
-    float max = row[0];
-    if (body > 0) {
-      FloatLanes lane_max;
-      std::memcpy(&lane_max, row, sizeof(lane_max));
-      for (std::size_t v = kLanes; v < body; v += kLanes) {
-        FloatLanes x;
-        std::memcpy(&x, row + v, sizeof(x));
-        lane_max = x > lane_max ? x : lane_max;
-      }
-      for (std::size_t l = 0; l < kLanes; ++l) max = std::max(max, lane_max[l]);
-    }
-    for (std::size_t v = body; v < a.vocab; ++v) max = std::max(max, row[v]);
+    const float max = row_max(row, a.vocab);
     const auto target = static_cast<std::size_t>(a.targets[r]);
     const double max_minus_target = static_cast<double>(max) - static_cast<double>(row[target]);
 
