@@ -262,6 +262,30 @@ void BM_CrossEntropyBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_CrossEntropyBackward)->ArgName("V")->Arg(8192)->Arg(kV)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Both passes in one (what the CPU training step calls): compare its time with the forward's plus
+// the backward's above. Out of place, as the model calls it.
+void BM_CrossEntropyForwardBackward(benchmark::State& state) {
+  const double bound = bandwidth_bound();
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const auto tgt = tokens(kR, vocab);
+  auto logits = filled(kR * vocab, -4.0f, 4.0f);
+  auto dlogits = zeros(kR * vocab);
+  double loss = 0.0;
+  const double seconds = timed_loop(state, [&] {
+    loss += cpu::cross_entropy_forward_backward(dlogits.get(), logits.get(), tgt.data(), 1.0f / static_cast<float>(kR),
+                                                kR, vocab);
+  });
+  benchmark::DoNotOptimize(loss);
+  // Read logits [R,V] and targets [R]; write dlogits [R,V]: the backward's bytes alone.
+  report_memory_bound(state, seconds, kF * (2.0 * static_cast<double>(kR) * static_cast<double>(vocab) + kR), bound);
+}
+BENCHMARK(BM_CrossEntropyForwardBackward)
+    ->ArgName("V")
+    ->Arg(8192)
+    ->Arg(kV)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // ---- Causal attention on qkv [B, T, 3C] ----------------------------------------------------------
 //
 // Own shapes, given as arguments: GPT-2 small at its full context (B=4, T=1024, C=768, NH=12,
