@@ -24,6 +24,7 @@
 #include "libengine/train/trainer.h"
 #include "libengine/zero/collective_order.h"
 #include "tests/catch.h"
+#include "tests/unit/zero/forwarding_states.h"
 #include "tests/unit/zero/thread_ranks.h"
 
 namespace zinf {
@@ -88,43 +89,19 @@ TEST_CASE("collective agreement: equal signatures agree, and the first differing
 
 // Passes every call to `inner`; with `shift`, counts one scheduler event more at the start of the
 // first backward pass.
-class ShiftedEventsStates final : public zero::ModelStates {
+class ShiftedEventsStates final : public testing::ForwardingStates {
  public:
-  ShiftedEventsStates(zero::ModelStates& inner, bool shift) : inner_(inner), shift_(shift) {}
+  ShiftedEventsStates(zero::ModelStates& inner, bool shift) : ForwardingStates(inner), shift_(shift) {}
 
   void begin_phase(model::Phase phase) override {
     if (shift_ && phase == model::Phase::kBackward) {
       shift_ = false;
-      inner_.collective_order()->note_event();
+      inner().collective_order()->note_event();
     }
-    inner_.begin_phase(phase);
+    inner().begin_phase(phase);
   }
-  Result<Tensor> acquire(ParamId id) override { return inner_.acquire(id); }
-  void release(ParamId id) override { inner_.release(id); }
-  Result<Tensor> grad_buffer(ParamId id) override { return inner_.grad_buffer(id); }
-  Status commit(ParamId id) override { return inner_.commit(id); }
-  device::Device& device() const override { return inner_.device(); }
-  const model::ParamTable& table() const override { return inner_.table(); }
-  const zero::Partition* partition() const override { return inner_.partition(); }
-  Status zero_grads() override { return inner_.zero_grads(); }
-  Status prepare_step(const optim::Optimizer& optimizer, double lr, const optim::LossScaler& scaler) override {
-    return inner_.prepare_step(optimizer, lr, scaler);
-  }
-  Result<optim::StepReport> optimizer_step(optim::Optimizer& optimizer, double lr, optim::LossScaler& scaler) override {
-    return inner_.optimizer_step(optimizer, lr, scaler);
-  }
-  std::vector<zero::CheckpointArrayInfo> checkpoint_layout() const override { return inner_.checkpoint_layout(); }
-  Status save_checkpoint(zero::CheckpointSink& sink) override { return inner_.save_checkpoint(sink); }
-  Status load_checkpoint(zero::CheckpointSource& source) override { return inner_.load_checkpoint(source); }
-  std::vector<zero::StateBytes> state_bytes() const override { return inner_.state_bytes(); }
-  spec::StatePlacement placement() const override { return inner_.placement(); }
-  zero::EngineStats stats() const override { return inner_.stats(); }
-  std::vector<ParamId> acquire_order(model::Phase phase) const override { return inner_.acquire_order(phase); }
-  zero::CollectiveOrder* collective_order() override { return inner_.collective_order(); }
-  std::string describe() const override { return inner_.describe(); }
 
  private:
-  zero::ModelStates& inner_;
   bool shift_;
 };
 
